@@ -1,0 +1,239 @@
+"""The broker: posts interaction cards, waits for a person, and turns the first valid decision into an outcome.
+
+It is the only owner of interaction deadlines (anyio cancel scopes). A decision is claimed without awaiting anything
+first, so two clicks racing on one card cannot both win: the second finds the interaction decided and gets a notice.
+People who may not decide are refused privately and the card stays open. Whatever happens (a decision, expiry, the
+request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
+written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
+are answered after a restart.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import anyio
+
+from bridge.errors import AdapterError
+from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, JSONValue, Outcome, Status
+from bridge.ports import ChatPort
+from bridge.store import Store
+
+logger = logging.getLogger(__name__)
+
+CLEANUP_TIMEOUT = 10.0
+"""How long finishing a card may take at the end of an interaction (also during shutdown)."""
+
+
+class Verdict(enum.StrEnum):
+    """What became of a decision, for the adapter to show (Slack modal errors, a reaction, nothing)."""
+
+    CLAIMED = "claimed"
+    REFUSED = "refused"
+    INVALID = "invalid"
+    LATE = "late"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionResult:
+    verdict: Verdict
+    errors: Mapping[str, str] = field(default_factory=dict)
+    """Per-field reasons when the verdict is INVALID."""
+    message: str = ""
+
+
+@dataclass(slots=True)
+class _Waiter:
+    interaction: Interaction
+    durable: bool
+    card: CardRef | None = None
+    outcome: Outcome | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Broker:
+    """Posts cards through the chat port of each conversation's platform and collects decisions."""
+
+    def __init__(self, store: Store, port_for: Callable[[ConversationKey], ChatPort]) -> None:
+        self._store = store
+        self._port_for = port_for
+        self._waiters: dict[str, _Waiter] = {}
+        self._closing = False
+
+    # -- asking --------------------------------------------------------------------------------------------------
+
+    async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
+                  input_key: str | None = None) -> Outcome:
+        """Post `interaction` and wait for its outcome. Durable interactions (part of a stored 2026 call) survive
+        shutdown; the rest are cancelled by it."""
+        self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
+        waiter = _Waiter(interaction, durable=pending_call is not None)
+        self._waiters[interaction.id] = waiter
+        port = self._port_for(interaction.conversation)
+        try:
+            waiter.card = await port.post_card(interaction)
+        except AdapterError as exc:
+            logger.warning("could not post card %s: %s", interaction.id, exc)
+            self._waiters.pop(interaction.id, None)
+            outcome = Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}")
+            self._store.finish_interaction(interaction, outcome)
+            return outcome
+        self._store.set_card(interaction.id, waiter.card)
+        return await self._wait(waiter)
+
+    async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
+        """Wait again on an interaction whose card was posted before a restart."""
+        waiter = _Waiter(interaction, durable=True, card=card)
+        self._waiters[interaction.id] = waiter
+        if card is None:
+            try:
+                waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
+                self._store.set_card(interaction.id, waiter.card)
+            except AdapterError as exc:
+                logger.warning("could not re-post card %s: %s", interaction.id, exc)
+        return await self._wait(waiter)
+
+    async def _wait(self, waiter: _Waiter) -> Outcome:
+        interaction = waiter.interaction
+        outcome: Outcome | None = None
+        try:
+            with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
+                await waiter.done.wait()
+            outcome = waiter.outcome
+            if outcome is None:
+                outcome = self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+            return outcome
+        finally:
+            self._waiters.pop(interaction.id, None)
+            if outcome is None:
+                # Cancelled from outside: the request was withdrawn, the call stopped, or the bridge is stopping.
+                if self._closing and waiter.durable:
+                    logger.info("leaving durable interaction %s open for after the restart", interaction.id)
+                else:
+                    reason = "the bridge is shutting down" if self._closing else "the request was withdrawn"
+                    outcome = self._settle(waiter, Outcome(Status.CANCELLED, reason=reason))
+            if outcome is not None:
+                await self._finish_card(waiter, outcome)
+
+    def _settle(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
+        """Record an outcome exactly once; the first writer wins."""
+        if waiter.outcome is None:
+            waiter.outcome = outcome
+            self._store.finish_interaction(waiter.interaction, outcome)
+            waiter.done.set()
+        return waiter.outcome
+
+    async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
+        if waiter.card is None:
+            return
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+            try:
+                await self._port_for(waiter.interaction.conversation).finish_card(waiter.card, waiter.interaction,
+                                                                                   outcome)
+            except AdapterError as exc:
+                logger.warning("could not finish card %s: %s", waiter.interaction.id, exc)
+
+    # -- deciding ------------------------------------------------------------------------------------------------
+
+    async def decide(self, decision: DecisionIn) -> DecisionResult:
+        """Apply a person's decision. Claims synchronously, then tells the person anything they need to know."""
+        result, waiter = self._claim(decision)
+        if result.verdict is not Verdict.CLAIMED and result.verdict is not Verdict.INVALID and result.message:
+            conversation = waiter.interaction.conversation if waiter else None
+            stored = None if waiter else self._store.interaction(decision.interaction_id)
+            if stored is not None:
+                conversation = stored.interaction.conversation
+            if conversation is not None:
+                try:
+                    await self._port_for(conversation).notify(conversation, decision.actor, result.message)
+                except AdapterError as exc:
+                    logger.warning("could not send a notice: %s", exc)
+        return result
+
+    def decide_nowait(self, decision: DecisionIn) -> DecisionResult:
+        """Claim a decision without sending any notice (for adapters that show the verdict themselves)."""
+        return self._claim(decision)[0]
+
+    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult, _Waiter | None]:
+        waiter = self._waiters.get(decision.interaction_id)
+        if waiter is None or waiter.outcome is not None:
+            stored = self._store.interaction(decision.interaction_id)
+            if stored is None:
+                return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), waiter
+            outcome = waiter.outcome if waiter and waiter.outcome else stored.outcome
+            if outcome is None:
+                # Open in the store but nobody waits on it yet (a restart is still resuming it).
+                return DecisionResult(Verdict.LATE, message="That request is being restored; try again in a moment."), waiter
+            return DecisionResult(Verdict.LATE, message=f"That request was already {_describe(outcome)}."), waiter
+        interaction = waiter.interaction
+        if not interaction.may_decide(decision.actor):
+            who = interaction.requester.label() if interaction.requester else "the approvers"
+            return DecisionResult(Verdict.REFUSED, message=f"Only {who} can answer this request."), waiter
+        content: dict[str, JSONValue] | None = None
+        if decision.action == "accept" and not interaction.form.empty:
+            given = decision.content
+            if given is None and interaction.quick_accept:
+                given = interaction.form.defaults()
+            content, errors = interaction.form.validate(given or {})
+            if errors:
+                return DecisionResult(Verdict.INVALID, errors=errors.fields,
+                                      message=errors.summary() or "the answer is not valid"), waiter
+        status = {"accept": Status.ACCEPTED, "decline": Status.DECLINED, "cancel": Status.CANCELLED}[decision.action]
+        self._settle(waiter, Outcome(status, content, decision.actor))
+        return DecisionResult(Verdict.CLAIMED), waiter
+
+    async def cancel(self, interaction_id: str, actor: Actor) -> DecisionResult:
+        """The `cancel` command: same rules as a Cancel button."""
+        return await self.decide(DecisionIn(interaction_id, actor, "cancel"))
+
+    def fail(self, interaction_id: str, reason: str) -> None:
+        """End an interaction because the request behind it is gone (the server crashed, the call ended)."""
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None:
+            self._settle(waiter, Outcome(Status.FAILED, reason=reason))
+
+    # -- introspection -------------------------------------------------------------------------------------------
+
+    def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
+        return [w.interaction for w in self._waiters.values()
+                if w.outcome is None and (conversation is None or w.interaction.conversation == conversation)]
+
+    def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
+        """Open interactions this person may decide (for a home screen listing what needs them)."""
+        return [(w.interaction, w.card) for w in self._waiters.values()
+                if w.outcome is None and w.interaction.may_decide(actor)
+                and (w.interaction.approvers or w.interaction.conversation.platform == actor.platform)]
+
+    def card_of(self, interaction_id: str) -> CardRef | None:
+        waiter = self._waiters.get(interaction_id)
+        return waiter.card if waiter else None
+
+    def interaction(self, interaction_id: str) -> Interaction | None:
+        waiter = self._waiters.get(interaction_id)
+        return waiter.interaction if waiter else None
+
+    def statistics(self) -> dict[str, int]:
+        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None)}
+
+    def close(self) -> None:
+        """Mark the broker as shutting down: what is cancelled from now on ends as 'shut down', or stays open
+        (durable interactions)."""
+        self._closing = True
+
+
+def _describe(outcome: Outcome) -> str:
+    by = f" by {outcome.by.label()}" if outcome.by else ""
+    return {Status.ACCEPTED: f"accepted{by}", Status.DECLINED: f"declined{by}", Status.CANCELLED: f"cancelled{by}",
+            Status.EXPIRED: "expired", Status.FAILED: "ended (failed)", Status.OPEN: "open"}[outcome.status]
+
+
+def describe_outcome(outcome: Outcome) -> str:
+    """A one-line summary of an outcome for cards: 'accepted by Ada', 'expired', ..."""
+    text = _describe(outcome)
+    return f"{text}: {outcome.reason}" if outcome.reason and outcome.status in (Status.FAILED, Status.CANCELLED) \
+        and outcome.by is None else text

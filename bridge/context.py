@@ -1,0 +1,32 @@
+"""Who and where a server request is for: the context every host feature needs to build a card."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+from bridge.model import Actor, ConversationKey, ServerLabel
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """A server request (elicitation, sampling, roots) tied to the call and conversation it belongs to."""
+
+    conversation: ConversationKey
+    server: ServerLabel
+    requester: Actor | None
+    approvers: frozenset[str]
+    """Actor keys allowed to decide: the requester(s) plus the server's configured approvers."""
+    tool: str = ""
+    pending_call: str | None = None
+    """The stored 2026 call this request is part of (durable), or None for a legacy callback."""
+    input_key: str | None = None
+
+    def deadline(self, timeout: float) -> float:
+        return time.time() + timeout
+
+
+def new_id() -> str:
+    """A short id people can type (`cancel 3f9a1c2e`)."""
+    return secrets.token_hex(4)

@@ -1,0 +1,490 @@
+"""The host: where chat messages, MCP sessions and the broker meet.
+
+Adapters call `handle_message` and `decide` (the `Inbound` protocol); the host runs commands and tool calls in tasks
+it owns, answers server requests by posting cards through the broker, and reports results and failures back to the
+conversation through the chat port of its platform.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import MCPError
+from mcp.client import ClientRequestContext
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp.types import (
+    INVALID_PARAMS,
+    URL_ELICITATION_REQUIRED,
+    CallToolResult,
+    ElicitCompleteNotification,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    ErrorData,
+    InputRequest,
+    InputResponse,
+    ServerNotification,
+)
+
+from bridge import commands, elicitation
+from bridge.broker import Broker, DecisionResult, describe_outcome
+from bridge.calls import Caller, InputRefused
+from bridge.config import Config
+from bridge.context import RequestContext, new_id
+from bridge.errors import BridgeError, CommandError, SessionError, UnsupportedSchema
+from bridge.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    DecisionIn,
+    Interaction,
+    MessageIn,
+    MessageRef,
+    Outcome,
+    ServerLabel,
+    Status,
+    StatusView,
+)
+from bridge.ports import ChatPort
+from bridge.sessions import Callbacks, Session, SessionPool
+from bridge.store import Store
+from bridge.text import result_text, shorten
+
+logger = logging.getLogger(__name__)
+
+STATUS_EDIT_INTERVAL = 1.0
+"""Seconds between edits of a progress status line (platforms rate-limit edits)."""
+
+
+@dataclass(eq=False)
+class RunningCall:
+    id: str
+    conversation: ConversationKey
+    requester: Actor | None
+    server: str
+    tool: str
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    status: MessageRef | None = None
+    last_edit: float = 0.0
+    stopped_by: Actor | None = None
+
+
+class Host:
+    """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports."""
+
+    def __init__(self, config: Config, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self._ports: dict[str, ChatPort] = {}
+        self.broker = Broker(store, self.port_for)
+        self.pool = SessionPool(config, self._callbacks)
+        self._caller = Caller(self.pool, self.broker, store, self._answer, self._context)
+        self._tg: TaskGroup | None = None
+        self._exit: AsyncExitStack | None = None
+        self._calls: dict[str, RunningCall] = {}
+        self._url_elicitations: dict[str, str] = {}
+        """Legacy URL elicitation ids -> interaction ids, for notifications/elicitation/complete."""
+        self.resumed = anyio.Event()
+        """Set once every stored 2026 call has been picked up again after a start."""
+
+    # -- wiring --------------------------------------------------------------------------------------------------
+
+    def attach(self, port: ChatPort) -> None:
+        self._ports[port.platform] = port
+
+    def port_for(self, conversation: ConversationKey) -> ChatPort:
+        try:
+            return self._ports[conversation.platform]
+        except KeyError:
+            raise BridgeError(f"no chat adapter for platform {conversation.platform!r}") from None
+
+    async def __aenter__(self) -> Host:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self.pool)
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            self._exit = stack.pop_all()
+        self._tg.start_soon(self._resume_pending)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop: open cards end as 'shut down' (durable 2026 ones stay open for the restart), sessions close."""
+        if self._exit is None:
+            return
+        self.broker.close()
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        exit_stack, self._exit = self._exit, None
+        await exit_stack.__aexit__(None, None, None)
+
+    def spawn(self, fn: Any, *args: Any) -> None:
+        assert self._tg is not None, "the host is not running"
+        self._tg.start_soon(fn, *args)
+
+    # -- Inbound -------------------------------------------------------------------------------------------------
+
+    async def handle_message(self, message: MessageIn) -> None:
+        text = message.text.strip()
+        first = text.split(None, 1)[0].lower() if text else ""
+        if message.explicit_command or first in commands.NAMES:
+            self.spawn(self._run_command, message, commands.parse(text))
+        elif message.addressed:
+            self.spawn(self._agent_turn, message)
+
+    async def decide(self, decision: DecisionIn) -> DecisionResult:
+        return await self.broker.decide(decision)
+
+    def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
+        return self.broker.waiting_for(actor)
+
+    # -- messages out --------------------------------------------------------------------------------------------
+
+    async def say(self, conversation: ConversationKey, text: str) -> None:
+        try:
+            await self.port_for(conversation).send(conversation, text)
+        except BridgeError as exc:
+            logger.warning("could not send a message to %s: %s", conversation.id(), exc)
+
+    # -- commands ------------------------------------------------------------------------------------------------
+
+    async def _run_command(self, message: MessageIn, command: commands.Command) -> None:
+        conversation = message.conversation
+        if command.error:
+            await self.say(conversation, command.error)
+            return
+        try:
+            handler = getattr(self, f"_cmd_{command.name}")
+            await handler(message, command)
+        except CommandError as exc:
+            await self.say(conversation, str(exc))
+        except SessionError as exc:
+            await self.say(conversation, _session_error_text(exc))
+        except MCPError as exc:
+            await self.say(conversation, f"The server answered with an error ({exc.code}): {shorten(exc.error.message, 500)}")
+
+    async def _cmd_help(self, message: MessageIn, command: commands.Command) -> None:
+        await self.say(message.conversation, commands.HELP)
+
+    async def _cmd_servers(self, message: MessageIn, command: commands.Command) -> None:
+        if not self.config.servers:
+            await self.say(message.conversation, "No servers are configured.")
+            return
+        lines = []
+        for name, cfg in self.config.servers.items():
+            session = self.pool.find(message.conversation, name)
+            title = f" ({cfg.title})" if cfg.title else ""
+            if cfg.disabled:
+                state = "disabled"
+            elif session is None:
+                state = "not started (starts on first use)"
+            else:
+                info = session.client.server_info if session.client else None
+                reported = f", reports {info.name} {info.version}".rstrip() if info else ""
+                state = f"{session.state.value}, protocol {session.protocol_version}{reported}"
+            lines.append(f"• {name}{title}: {state}; scope {cfg.scope}, protocol setting {cfg.protocol}")
+        await self.say(message.conversation, "Servers:\n" + "\n".join(lines))
+
+    async def _cmd_tools(self, message: MessageIn, command: commands.Command) -> None:
+        names = list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
+        out: list[str] = []
+        for name in names:
+            try:
+                tools = await self.list_tools(message.conversation, name)
+            except SessionError as exc:
+                out.append(_session_error_text(exc))
+                continue
+            out.append(f"{name}: {len(tools)} tools")
+            for tool in tools:
+                hints = tool.annotations
+                flag = " [destructive]" if hints and hints.destructive_hint and not hints.read_only_hint else ""
+                desc = (tool.description or "").strip().splitlines()
+                out.append(f"  • {tool.name}{flag}" + (f": {shorten(desc[0], 160)}" if desc else ""))
+        await self.say(message.conversation, "\n".join(out) or "No servers.")
+
+    async def list_tools(self, conversation: ConversationKey, server: str) -> list[Any]:
+        session = await self.pool.get(conversation, server)
+        assert session.client is not None
+        tools: list[Any] = []
+        cursor: str | None = None
+        while True:
+            page = await session.client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:
+        server, tool = command.args
+        result = await self.run_call(message.conversation, message.actor, server, tool, command.arguments)
+        if result is not None:
+            await self._report_result(message.conversation, server, tool, result)
+
+    async def _cmd_pending(self, message: MessageIn, command: commands.Command) -> None:
+        open_ = self.broker.open_interactions(message.conversation)
+        if not open_:
+            await self.say(message.conversation, "Nothing is waiting for anyone here.")
+            return
+        now = time.time()
+        lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
+                 f"{i.requester.label() if i.requester else 'an approver'}, expires in "
+                 f"{_minutes(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
+        await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
+
+    async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
+        conversation = message.conversation
+        target = command.args[0] if command.args else None
+        open_ = self.broker.open_interactions(conversation)
+        if target is None and open_:
+            target = open_[-1].id
+        if target is not None and (self.broker.interaction(target) or self.store.interaction(target)):
+            result = await self.broker.cancel(target, message.actor)
+            if result.verdict.value == "claimed":
+                await self.say(conversation, f"Cancelled {target}.")
+            return
+        call = self._find_call(conversation, target)
+        if call is None:
+            await self.say(conversation, "There is nothing to cancel here." if target is None
+                           else f"Nothing called {target!r} is waiting or running here.")
+            return
+        await self.stop_call(call.id, message.actor)
+
+    def _find_call(self, conversation: ConversationKey, call_id: str | None) -> RunningCall | None:
+        calls = [c for c in self._calls.values() if c.conversation == conversation]
+        if call_id is not None:
+            calls = [c for c in calls if c.id == call_id]
+        return calls[-1] if calls else None
+
+    async def stop_call(self, call_id: str, actor: Actor) -> bool:
+        """Stop a running call (a Stop button or `cancel`): the server gets the cancellation."""
+        call = self._calls.get(call_id)
+        if call is None:
+            return False
+        allowed = self._approvers(call.server) | ({call.requester.key} if call.requester else set())
+        if call.requester is not None and actor.key not in allowed:
+            await self.port_for(call.conversation).notify(
+                call.conversation, actor, f"Only {call.requester.label()} can stop this call.")
+            return False
+        call.stopped_by = actor
+        call.scope.cancel()
+        return True
+
+    async def _agent_turn(self, message: MessageIn) -> None:
+        await self.say(message.conversation, "I answer commands; type `help` to see them.")
+
+    # -- tool calls ----------------------------------------------------------------------------------------------
+
+    async def run_call(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
+                       arguments: Mapping[str, Any]) -> CallToolResult | None:
+        """Run a tool call and return its result; failures are reported in the conversation and return None."""
+        call = RunningCall(new_id(), conversation, requester, server, tool)
+        self._calls[call.id] = call
+
+        async def progress(value: float, total: float | None, text: str | None) -> None:
+            await self._show_progress(call, value, total, text)
+
+        try:
+            with call.scope:
+                return await self._caller.call(conversation, requester, server, tool, arguments, progress)
+            await self._finish_status(call, f"stopped by {call.stopped_by.label() if call.stopped_by else 'request'}")
+            await self.say(conversation, f"Stopped {server}.{tool}.")
+            return None
+        except MCPError as exc:
+            if exc.code == URL_ELICITATION_REQUIRED:
+                await self._url_required(conversation, requester, server, tool, exc)
+                return None
+            await self.say(conversation, f"{server}.{tool} failed with error {exc.code}: "
+                                         f"{shorten(exc.error.message, 1000)}")
+            return None
+        except InputRefused as exc:
+            await self.say(conversation, f"{server}.{tool} was not continued: {shorten(exc.error.message, 500)}")
+            return None
+        except SessionError as exc:
+            await self.say(conversation, _session_error_text(exc))
+            return None
+        finally:
+            self._calls.pop(call.id, None)
+            if call.status is not None and not call.scope.cancel_called:
+                await self._finish_status(call, "done")
+
+    async def _report_result(self, conversation: ConversationKey, server: str, tool: str,
+                             result: CallToolResult) -> None:
+        head = f"{server}.{tool} reported an error:" if result.is_error else f"{server}.{tool}:"
+        await self.say(conversation, f"{head}\n{result_text(result)}")
+
+    async def _url_required(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
+                            exc: MCPError) -> None:
+        """A legacy -32042 error: show each URL it names; the person retries the call after visiting them."""
+        try:
+            elicitations = UrlElicitationRequiredError.from_error(exc.error).elicitations
+        except (ValueError, TypeError, KeyError):
+            await self.say(conversation, f"{server}.{tool} needs a link visited first, but sent no usable link.")
+            return
+        session = self.pool.find(conversation, server)
+        label = self._label(server, session)
+        ctx = RequestContext(conversation, label, requester, self._approvers(server, requester), tool)
+        await self.say(conversation, f"{server}.{tool} needs {len(elicitations)} link(s) visited before it can run. "
+                                     "Run the call again when you are done.")
+        async with anyio.create_task_group() as tg:
+            for params in elicitations:
+                tg.start_soon(self._elicit, ctx, params)
+
+    async def _show_progress(self, call: RunningCall, value: float, total: float | None, text: str | None) -> None:
+        now = time.monotonic()
+        final = total is not None and value >= total
+        if call.status is not None and now - call.last_edit < STATUS_EDIT_INTERVAL and not final:
+            return
+        call.last_edit = now
+        view = self._status_view(call, text or "", value, total)
+        port = self.port_for(call.conversation)
+        try:
+            if call.status is None:
+                call.status = await port.post_status(call.conversation, view)
+            else:
+                await port.update_status(call.status, view)
+        except BridgeError as exc:
+            logger.warning("could not show progress: %s", exc)
+
+    def _status_view(self, call: RunningCall, text: str, value: float | None = None, total: float | None = None,
+                     done: bool = False) -> StatusView:
+        session = self.pool.find(call.conversation, call.server)
+        return StatusView(call.id, self._label(call.server, session), call.tool, shorten(text, 300), value, total,
+                          done, stoppable=not done)
+
+    async def _finish_status(self, call: RunningCall, text: str) -> None:
+        if call.status is None:
+            return
+        with anyio.move_on_after(5, shield=True):
+            try:
+                await self.port_for(call.conversation).update_status(call.status,
+                                                                     self._status_view(call, text, done=True))
+            except BridgeError as exc:
+                logger.warning("could not finish a status line: %s", exc)
+
+    async def _resume_pending(self) -> None:
+        """After a start, pick up every stored 2026 call and finish it when its cards are answered."""
+        pending = self.store.pending_calls()
+        for call in pending:
+            self.spawn(self._resume_one, call)
+        self.resumed.set()
+
+    async def _resume_one(self, pending: Any) -> None:
+        try:
+            result = await self._caller.resume(pending)
+        except (SessionError, MCPError, InputRefused) as exc:
+            message = exc.error.message if isinstance(exc, MCPError | InputRefused) else _session_error_text(exc)
+            await self.say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
+                                                 f"restart: {shorten(message, 500)}")
+            self.store.delete_pending_call(pending.id)
+            return
+        await self._report_result(pending.conversation, pending.server, pending.tool, result)
+
+    # -- server requests -----------------------------------------------------------------------------------------
+
+    def _label(self, server: str, session: Session | None) -> ServerLabel:
+        cfg = self.config.servers.get(server)
+        reported = ""
+        if session is not None and session.client is not None and session.client.server_info is not None:
+            info = session.client.server_info
+            reported = shorten(info.title or info.name or "", 60)
+        return ServerLabel(server, (cfg.title if cfg and cfg.title else reported))
+
+    def _approvers(self, server: str, *requesters: Actor | None) -> frozenset[str]:
+        cfg = self.config.servers.get(server)
+        configured = frozenset(cfg.approvers) if cfg else frozenset()
+        return configured | {r.key for r in requesters if r is not None}
+
+    def _context(self, session: Session, conversation: ConversationKey, requester: Actor | None,
+                 tool: str) -> RequestContext:
+        approvers = self._approvers(session.server.name, requester)
+        return RequestContext(conversation, self._label(session.server.name, session), requester, approvers, tool)
+
+    def _legacy_context(self, session: Session) -> RequestContext | None:
+        """For a legacy server request: the conversation and people of the call(s) open on that session."""
+        info = session.context_for_request()
+        conversation = info.conversation if info else session.conversation
+        if conversation is None:
+            return None
+        ctx = self._context(session, conversation, info.requester if info else None, info.tool if info else "")
+        # With several calls open, any of their requesters may answer (MCP does not say which call asks).
+        return RequestContext(ctx.conversation, ctx.server, ctx.requester, ctx.approvers | session.requesters(),
+                              ctx.tool)
+
+    def _callbacks(self, session: Session) -> Callbacks:
+        async def on_elicit(_: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+            ctx = self._legacy_context(session)
+            if ctx is None:
+                return ErrorData(code=INVALID_PARAMS, message="No conversation is waiting on this server to ask in")
+            return await self._elicit(ctx, params)
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, ServerNotification) and isinstance(message.root, ElicitCompleteNotification):
+                await self._url_completed(message.root.params.elicitation_id)
+            elif isinstance(message, ElicitCompleteNotification):
+                await self._url_completed(message.params.elicitation_id)
+
+        return Callbacks(elicitation=on_elicit, message_handler=on_message)
+
+    async def _answer(self, ctx: RequestContext, request: InputRequest) -> InputResponse | ErrorData:
+        """Answer one 2026 input request (the same handlers as the legacy callbacks)."""
+        if isinstance(request, ElicitRequest):
+            return await self._elicit(ctx, request.params)
+        return ErrorData(code=-32601, message=f"{request.method} is not supported by this host")
+
+    async def _elicit(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        cfg = self.config.servers[ctx.server.name]
+        if not cfg.elicitation_enabled:
+            return ElicitResult(action="cancel")
+        if isinstance(params, ElicitRequestURLParams):
+            interaction = elicitation.url_interaction(ctx, params, cfg.elicitation_timeout)
+            if params.elicitation_id:
+                self._url_elicitations[params.elicitation_id] = interaction.id
+        else:
+            assert isinstance(params, ElicitRequestFormParams)
+            try:
+                interaction = elicitation.form_interaction(ctx, params, cfg.elicitation_timeout)
+            except UnsupportedSchema as exc:
+                await self.say(ctx.conversation, f"{ctx.server.text()} asked for a form this bridge cannot show, so "
+                                                 f"it was refused: {shorten(str(exc), 400)}")
+                return ErrorData(code=INVALID_PARAMS, message=f"Unsupported requestedSchema: {exc}")
+        outcome = await self.broker.ask(interaction, pending_call=ctx.pending_call, input_key=ctx.input_key)
+        return elicitation.to_result(outcome)
+
+    async def _url_completed(self, elicitation_id: str) -> None:
+        interaction_id = self._url_elicitations.pop(elicitation_id, None)
+        if interaction_id is None:
+            return  # unknown or already completed: the spec says to ignore it
+        stored = self.store.interaction(interaction_id)
+        if stored is None or stored.card is None:
+            return
+        previous = stored.outcome or Outcome(Status.ACCEPTED)
+        done = Outcome(previous.status, previous.content, previous.by,
+                       reason="the server reports the link flow complete")
+        try:
+            await self.port_for(stored.interaction.conversation).finish_card(stored.card, stored.interaction, done)
+        except BridgeError as exc:
+            logger.warning("could not update card %s: %s", interaction_id, exc)
+
+
+def _session_error_text(exc: SessionError) -> str:
+    text = str(exc)
+    if exc.stderr_tail:
+        text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
+    return text + "\nIt will be started again on next use."
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(0, int(seconds // 60))}m{max(0, int(seconds % 60)):02d}s"
+
+
+__all__ = ["Host", "RunningCall", "describe_outcome"]

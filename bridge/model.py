@@ -1,0 +1,223 @@
+"""Platform-neutral values that cross the boundary between the core and the adapters.
+
+Adapters translate platform events into these types and render these types into platform payloads; the core never
+sees a Slack or Matrix payload. Everything here is a frozen dataclass or an enum, so it can be compared in tests
+and passed between tasks without copying.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bridge.forms import Form
+
+JSONValue = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKey:
+    """What one conversation is: where messages about one piece of work go back and forth.
+
+    `thread` is the platform's thread id (Slack thread ts, Matrix thread root event id) or "" when the conversation
+    is a whole channel. `user` is set only for `conversation_scope: user`, where each person has their own
+    conversation in a shared channel.
+    """
+
+    platform: str
+    workspace: str
+    channel: str
+    thread: str = ""
+    user: str = ""
+
+    def id(self) -> str:
+        """A stable string form, used as a key in the store and in logs (no secrets in it)."""
+        return "/".join((self.platform, self.workspace, self.channel, self.thread, self.user))
+
+    @classmethod
+    def from_id(cls, text: str) -> ConversationKey:
+        platform, workspace, channel, thread, user = text.split("/", 4)
+        return cls(platform, workspace, channel, thread, user)
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """A person on a platform. `user_id` is the stable id that approver lists match, never the display name."""
+
+    platform: str
+    user_id: str
+    display_name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform}:{self.user_id}"
+
+    def label(self) -> str:
+        return self.display_name or self.user_id
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLabel:
+    """Which MCP server asks: its configured name (trusted, ours) and the title it reports (untrusted, theirs)."""
+
+    name: str
+    title: str = ""
+
+    def text(self) -> str:
+        return f"{self.name} ({self.title})" if self.title and self.title != self.name else self.name
+
+
+class Kind(enum.StrEnum):
+    """What a person is asked to decide."""
+
+    FORM = "form"
+    """An elicitation form: typed fields, answered field by field or in a dialog."""
+    URL = "url"
+    """A URL-mode elicitation: consent to open a link outside the chat."""
+    SAMPLING = "sampling"
+    """A server wants the host's model to answer a prompt."""
+    SAMPLING_REVIEW = "sampling_review"
+    """The model answered; a person checks (and may edit) the answer before it goes back."""
+    ROOTS = "roots"
+    """A server asks which directories it may see."""
+    TOOL = "tool"
+    """A risky tool call waits for approval before it runs."""
+
+
+class Status(enum.StrEnum):
+    """Where an interaction stands. Everything but OPEN is final."""
+
+    OPEN = "open"
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self is not Status.OPEN
+
+
+Action = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """One labelled piece of context on a card (a sampling message, tool arguments, a root). Text is untrusted."""
+
+    label: str
+    text: str
+    full_length: int = 0
+    """Length of the text before it was shortened, or 0 when it was not shortened."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an interaction ended."""
+
+    status: Status
+    content: Mapping[str, JSONValue] | None = None
+    by: Actor | None = None
+    reason: str = ""
+
+    @property
+    def action(self) -> Action:
+        """The elicitation action this outcome maps to: expiry and failure are a cancel (nobody said no)."""
+        if self.status is Status.ACCEPTED:
+            return "accept"
+        if self.status is Status.DECLINED:
+            return "decline"
+        return "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """One thing a person must decide, posted as a card in a conversation.
+
+    Every kind is expressed the same way so that each adapter has one renderer: a message, some details, a form
+    (possibly empty) whose defaults are pre-filled, and labels for the accept and decline choices. Approvals with
+    `quick_accept` may be accepted as shown (the defaults), all others need the form filled in.
+    """
+
+    id: str
+    kind: Kind
+    server: ServerLabel
+    conversation: ConversationKey
+    requester: Actor | None
+    approvers: frozenset[str]
+    """Actor keys allowed to decide; empty means anyone in the conversation may."""
+    message: str
+    form: Form
+    expires_at: float
+    """Wall-clock time (time.time()) after which the interaction expires."""
+    details: tuple[Detail, ...] = ()
+    url: str = ""
+    accept_label: str = "Accept"
+    decline_label: str = "Decline"
+    quick_accept: bool = False
+    tool: str = ""
+    """For tool approvals and tool-caused requests: the tool being run."""
+
+    def may_decide(self, actor: Actor) -> bool:
+        return not self.approvers or actor.key in self.approvers
+
+
+@dataclass(frozen=True, slots=True)
+class CardRef:
+    """Where a card was posted, as the adapter needs it to update the card later.
+
+    `data` is opaque to the core (Slack channel and ts, Matrix event ids, ...) and is stored as JSON so that a card
+    can still be finished after a restart.
+    """
+
+    interaction_id: str
+    data: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """A plain message the bridge posted and may edit (status lines for progress)."""
+
+    conversation: ConversationKey
+    data: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusView:
+    """A running tool call's status line: edited in place as progress arrives."""
+
+    call_id: str
+    server: ServerLabel
+    tool: str
+    text: str
+    progress: float | None = None
+    total: float | None = None
+    done: bool = False
+    stoppable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MessageIn:
+    """A message from a person: a command, or a turn for the agent."""
+
+    conversation: ConversationKey
+    actor: Actor
+    text: str
+    addressed: bool = True
+    """True when the message is meant for the bot (a mention, a DM, a command, a reply in its thread)."""
+    explicit_command: bool = False
+    """True when the person used the command prefix (`!mcp`, `/mcp`): the text must be a command. Otherwise a
+    message whose first word is a command name is a command, and anything else is a turn for the agent."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionIn:
+    """A person's decision on an interaction: a click, a submission, a vote, a reply, a reaction."""
+
+    interaction_id: str
+    actor: Actor
+    action: Action
+    content: Mapping[str, JSONValue] | None = None

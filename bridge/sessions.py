@@ -1,0 +1,297 @@
+"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`.
+
+Sessions start on first use, each in a task owned by the pool's task group, and close after an idle time or when
+the pool is full and room is needed. A server that fails to start raises `ServerStartError` with its stderr tail; one
+that dies while in use is dropped from the pool (`mark_gone`) so the next use starts it again.
+
+No read timeout is set on MCP requests: on legacy servers a tool call stays open while a person answers a form, and
+the SDK does not pause its clock for that. Deadlines for people are the broker's.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import anyio
+import httpx2
+from anyio.abc import TaskGroup, TaskStatus
+from mcp import Client, StdioServerParameters
+from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, MessageHandlerFnT, SamplingFnT
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation, SamplingCapability
+
+from bridge import __version__
+from bridge.config import Config, ServerConfig
+from bridge.errors import CommandError, ServerStartError
+from bridge.model import Actor, ConversationKey
+
+logger = logging.getLogger(__name__)
+
+SHARED = "*"
+STDERR_TAIL = 2000
+CLIENT_INFO = Implementation(name="mcp-chat-bridge", version=__version__)
+
+
+class SessionState(enum.StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    CLOSED = "closed"
+    GONE = "gone"
+
+
+@dataclass(slots=True)
+class CallInfo:
+    """A tool call in flight on a session: who caused it and where, so server requests reach the right people."""
+
+    conversation: ConversationKey
+    requester: Actor | None
+    tool: str
+
+
+@dataclass(frozen=True, slots=True)
+class Callbacks:
+    """The client-side handlers for one session. Passing one declares the capability, so only pass what we serve."""
+
+    elicitation: ElicitationFnT | None = None
+    sampling: SamplingFnT | None = None
+    sampling_capabilities: SamplingCapability | None = None
+    list_roots: ListRootsFnT | None = None
+    logging: LoggingFnT | None = None
+    message_handler: MessageHandlerFnT | None = None
+    log_level: Any = None
+
+
+@dataclass(eq=False)
+class Session:
+    """One live MCP client and what the host needs to know about it."""
+
+    server: ServerConfig
+    conversation: ConversationKey | None
+    """None for a shared session."""
+    state: SessionState = SessionState.STARTING
+    client: Client | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    calls: dict[str, CallInfo] = field(default_factory=dict)
+    stderr: IO[str] | None = None
+    error: str = ""
+    _closed: anyio.Event = field(default_factory=anyio.Event)
+    _finished: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.conversation.id() if self.conversation else SHARED, self.server.name)
+
+    @property
+    def protocol_version(self) -> str:
+        return self.client.protocol_version if self.client is not None else ""
+
+    @property
+    def modern(self) -> bool:
+        return self.protocol_version >= "2026-07-28"
+
+    def stderr_tail(self) -> str:
+        if self.stderr is None:
+            return ""
+        try:
+            self.stderr.flush()
+            self.stderr.seek(0, 2)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - STDERR_TAIL))
+            return self.stderr.read().strip()
+        except (OSError, ValueError):
+            return ""
+
+    def context_for_request(self) -> CallInfo | None:
+        """The call a server request belongs to. MCP does not say which open call a legacy server request is for;
+        with one call open (the usual case) it is that one; with several, the newest."""
+        if not self.calls:
+            return None
+        return list(self.calls.values())[-1]
+
+    def requesters(self) -> frozenset[str]:
+        return frozenset(c.requester.key for c in self.calls.values() if c.requester is not None)
+
+
+CallbackFactory = Callable[[Session], Callbacks]
+
+
+class SessionPool:
+    """Owns every MCP client of the bridge. Use as `async with SessionPool(...) as pool:`."""
+
+    def __init__(self, config: Config, callbacks: CallbackFactory) -> None:
+        self._config = config
+        self._callbacks = callbacks
+        self._sessions: dict[tuple[str, str], Session] = {}
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._tg: TaskGroup | None = None
+        self._exit: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> SessionPool:
+        async with AsyncExitStack() as stack:
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            self._tg.start_soon(self._reap_idle)
+            self._exit = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+        assert self._exit is not None and self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._exit.__aexit__(None, None, None)
+
+    async def aclose(self) -> None:
+        """Close every session and wait for their tasks to finish."""
+        for session in list(self._sessions.values()):
+            session._closed.set()
+        with anyio.move_on_after(10, shield=True):
+            for session in list(self._sessions.values()):
+                await session._finished.wait()
+        self._sessions.clear()
+
+    def sessions(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    def find(self, conversation: ConversationKey, server: str) -> Session | None:
+        cfg = self._config.servers.get(server)
+        if cfg is None:
+            return None
+        return self._sessions.get((SHARED if cfg.scope == "shared" else conversation.id(), server))
+
+    async def get(self, conversation: ConversationKey, server: str) -> Session:
+        """The ready session for this conversation and server, started if needed.
+
+        Raises:
+            CommandError: no such server, or it is disabled.
+            ServerStartError: it could not be started; the message carries its stderr tail.
+        """
+        cfg = self._config.servers.get(server)
+        if cfg is None:
+            raise CommandError(f"There is no server named {server!r}. Try `servers`.")
+        if cfg.disabled:
+            raise CommandError(f"The server {server!r} is disabled in the config.")
+        key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
+        async with self._locks.setdefault(key, anyio.Lock()):
+            session = self._sessions.get(key)
+            if session is not None and session.state is SessionState.READY:
+                session.last_used = time.monotonic()
+                return session
+            await self._make_room()
+            session = Session(cfg, None if cfg.scope == "shared" else conversation)
+            assert self._tg is not None
+            try:
+                await self._tg.start(self._run, session)
+            except ServerStartError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - anything a transport raises on start is a start failure
+                raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
+                                       session.stderr_tail()) from exc
+            self._sessions[key] = session
+            return session
+
+    def mark_gone(self, session: Session, reason: str) -> None:
+        """Drop a session whose server died; the next use starts a new one."""
+        if session.state is SessionState.GONE:
+            return
+        session.state = SessionState.GONE
+        session.error = reason
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+        session._closed.set()
+
+    async def close(self, session: Session) -> None:
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+        session._closed.set()
+        with anyio.move_on_after(10, shield=True):
+            await session._finished.wait()
+
+    async def _run(self, session: Session, *, task_status: TaskStatus[None]) -> None:
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                target = await self._target(session, stack)
+                cb = self._callbacks(session)
+                client = Client(
+                    target,
+                    mode=session.server.protocol,
+                    elicitation_callback=cb.elicitation,
+                    sampling_callback=cb.sampling,
+                    sampling_capabilities=cb.sampling_capabilities,
+                    list_roots_callback=cb.list_roots,
+                    logging_callback=cb.logging,
+                    message_handler=cb.message_handler,
+                    log_level=cb.log_level,
+                    client_info=CLIENT_INFO,
+                    cache=None,
+                )
+                session.client = await stack.enter_async_context(client)
+                session.state = SessionState.READY
+                started = True
+                logger.info("started %s (%s) for %s", session.server.name, session.protocol_version,
+                            session.key[0])
+                task_status.started()
+                await session._closed.wait()
+        except Exception as exc:
+            if not started:
+                raise ServerStartError(session.server.name,
+                                       f"{session.server.name} failed to start: {_describe(exc)}",
+                                       session.stderr_tail()) from exc
+            # The server died or its transport broke while closing; the host reports it where it was in use.
+            logger.warning("session %s/%s ended with an error: %s", *session.key, _describe(exc))
+            session.error = session.error or _describe(exc)
+        finally:
+            if session.state is not SessionState.GONE:
+                session.state = SessionState.CLOSED
+            if self._sessions.get(session.key) is session:
+                del self._sessions[session.key]
+            if session.stderr is not None:
+                session.stderr.close()
+            session._finished.set()
+
+    async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
+        cfg = session.server
+        if cfg.inprocess is not None:
+            return cfg.inprocess
+        if cfg.url:
+            # No read timeout: a legacy server keeps the response stream quiet while a person answers a form.
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None)))
+            return streamable_http_client(cfg.url, http_client=http)
+        assert cfg.command is not None
+        session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
+                                       cwd=cfg.cwd)
+        return stdio_client(params, errlog=session.stderr)
+
+    async def _make_room(self) -> None:
+        if len(self._sessions) < self._config.max_sessions:
+            return
+        idle = sorted((s for s in self._sessions.values() if not s.calls), key=lambda s: s.last_used)
+        if not idle:
+            raise CommandError("The bridge is at its session limit and every session is busy; try again shortly.")
+        await self.close(idle[0])
+
+    async def _reap_idle(self) -> None:
+        interval = max(1.0, min(self._config.idle_timeout / 2, 30.0))
+        while True:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            for session in list(self._sessions.values()):
+                if not session.calls and now - session.last_used > self._config.idle_timeout:
+                    logger.info("closing idle session %s/%s", *session.key)
+                    await self.close(session)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    text = str(exc) or type(exc).__name__
+    return text[:500]

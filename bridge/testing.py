@@ -1,0 +1,138 @@
+"""Test helpers, shipped with the package so adapter tests and user tests can build a bridge in a few lines.
+
+`FakeChatPort` records what the core posts and lets a test wait for it without sleeping. `host_for` builds a host
+around in-process MCP servers (the SDK's `MCPServer`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import anyio
+
+from bridge.config import Config, ServerConfig
+from bridge.host import Host
+from bridge.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    Interaction,
+    MessageRef,
+    Outcome,
+    StatusView,
+)
+from bridge.store import Store
+
+T = TypeVar("T")
+
+ALICE = Actor("test", "U-alice", "Alice")
+BOB = Actor("test", "U-bob", "Bob")
+ROOM = ConversationKey("test", "W1", "C1", "T1")
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    conversation: ConversationKey
+    text: str
+
+
+class FakeChatPort:
+    """A chat platform in memory: every call is recorded; `wait_*` helpers block until something matches."""
+
+    def __init__(self, platform: str = "test") -> None:
+        self.platform = platform
+        self.cards: dict[str, Interaction] = {}
+        self.finished: dict[str, Outcome] = {}
+        self.finish_calls: list[tuple[str, Outcome]] = []
+        self.messages: list[Posted] = []
+        self.notices: list[tuple[Actor, str]] = []
+        self.statuses: dict[str, list[StatusView]] = {}
+        self.fail_posts = False
+        self._changed = anyio.Event()
+        self._ids = itertools.count(1)
+
+    def _notify_change(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, check: Callable[[], T | None]) -> T:
+        """Wait until `check()` returns something other than None (wrap in `anyio.fail_after`)."""
+        while True:
+            value = check()
+            if value is not None:
+                return value
+            await self._changed.wait()
+
+    async def wait_card(self, kind: str | None = None, index: int = 0) -> Interaction:
+        def check() -> Interaction | None:
+            cards = [c for c in self.cards.values() if kind is None or c.kind.value == kind]
+            return cards[index] if len(cards) > index else None
+        return await self.wait_for(check)
+
+    async def wait_open_card(self) -> Interaction:
+        return await self.wait_for(lambda: next((c for i, c in self.cards.items() if i not in self.finished), None))
+
+    async def wait_finished(self, interaction_id: str) -> Outcome:
+        return await self.wait_for(lambda: self.finished.get(interaction_id))
+
+    async def wait_message(self, contains: str) -> str:
+        return await self.wait_for(lambda: next((m.text for m in self.messages if contains in m.text), None))
+
+    # -- ChatPort ------------------------------------------------------------------------------------------------
+
+    async def post_card(self, interaction: Interaction) -> CardRef:
+        if self.fail_posts:
+            from bridge.errors import PlatformAPIError
+
+            raise PlatformAPIError(self.platform, "post_card", "unavailable")
+        self.cards[interaction.id] = interaction
+        self._notify_change()
+        return CardRef(interaction.id, {"n": str(next(self._ids))})
+
+    async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
+        self.finished[interaction.id] = outcome
+        self.finish_calls.append((interaction.id, outcome))
+        self._notify_change()
+
+    async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
+        self.messages.append(Posted(conversation, text))
+        self._notify_change()
+        return MessageRef(conversation, {"n": str(next(self._ids))})
+
+    async def notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
+        self.notices.append((actor, text))
+        self._notify_change()
+
+    async def post_status(self, conversation: ConversationKey, status: StatusView) -> MessageRef:
+        self.statuses[status.call_id] = [status]
+        self._notify_change()
+        return MessageRef(conversation, {"call": status.call_id})
+
+    async def update_status(self, ref: MessageRef, status: StatusView) -> None:
+        self.statuses.setdefault(ref.data["call"], []).append(status)
+        self._notify_change()
+
+
+def config_for(servers: Mapping[str, Any], **overrides: Any) -> Config:
+    """A config whose servers are in-process `MCPServer` objects: `{"name": server}` or `{"name": ServerConfig}`.
+
+    `overrides` may hold Config fields, or `server_<field>` to set a field on every ServerConfig.
+    """
+    server_fields = {k[len("server_"):]: v for k, v in overrides.items() if k.startswith("server_")}
+    config_fields = {k: v for k, v in overrides.items() if not k.startswith("server_")}
+    built: dict[str, ServerConfig] = {}
+    for name, server in servers.items():
+        cfg = server if isinstance(server, ServerConfig) else ServerConfig(name=name, inprocess=server)
+        built[name] = replace(cfg, **server_fields)
+    return Config(servers=built, store=":memory:", **config_fields)
+
+
+def host_for(config: Config, store: Store | None = None, port: FakeChatPort | None = None) -> tuple[Host, FakeChatPort]:
+    """A host with a fake chat port attached (not yet started: use `async with host`)."""
+    chat = port or FakeChatPort()
+    host = Host(config, store or Store(config.store))
+    host.attach(chat)
+    return host, chat

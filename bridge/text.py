@@ -1,0 +1,98 @@
+"""Plain-text rendering shared by every adapter: tool results, card titles, shortened server text.
+
+The core produces plain text; each adapter escapes it for its platform (mrkdwn, HTML, a terminal). Server text is
+untrusted, so it is shortened here to a bound and never interpreted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from bridge.model import Interaction, Kind
+
+MAX_TEXT = 3500
+"""Longest tool output shown in chat; the rest is cut with a note (chat messages are not a file viewer)."""
+
+
+def shorten(text: str, limit: int = MAX_TEXT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 40].rstrip() + f"… [{len(text) - limit + 40} more characters]"
+
+
+def url_host(url: str) -> str:
+    """The host a URL points at, as a person should check it. Punycode (xn--) hosts are flagged."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return "(not a valid URL)"
+    if not host:
+        return "(no host)"
+    if any(label.startswith("xn--") for label in host.split(".")):
+        return f"{host} (internationalised name: check it carefully)"
+    return host
+
+
+def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
+    """A tool result as chat text: text blocks, structured content as JSON, other blocks described."""
+    parts: list[str] = []
+    for block in result.content:
+        parts.append(block_text(block))
+    if result.structured_content is not None:
+        parts.append("structured content: " + json.dumps(result.structured_content, ensure_ascii=False, indent=1))
+    text = "\n".join(p for p in parts if p) or "(no content)"
+    return shorten(text, limit)
+
+
+def block_text(block: Any) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        kind = "image" if isinstance(block, ImageContent) else "audio"
+        size = len(block.data) * 3 // 4
+        return f"[{kind}, {block.mime_type}, about {size} bytes]"
+    if isinstance(block, ResourceLink):
+        return f"[resource link: {block.uri}]"
+    if isinstance(block, EmbeddedResource):
+        res = block.resource
+        if isinstance(res, TextResourceContents):
+            return f"[resource {res.uri}]\n{res.text}"
+        return f"[resource {res.uri}, {res.mime_type or 'binary'}]"
+    return f"[{getattr(block, 'type', 'content')}]"
+
+
+def card_title(interaction: Interaction) -> str:
+    """One line saying who asks whom for what: every card starts with it."""
+    who = interaction.requester.label() if interaction.requester else "an approver"
+    if interaction.approvers and interaction.requester is None:
+        who = "an approver"
+    server = interaction.server.text()
+    what = {
+        Kind.FORM: "to fill in a form",
+        Kind.URL: "to open a link",
+        Kind.SAMPLING: "to let it use the model",
+        Kind.SAMPLING_REVIEW: "to review the model's answer",
+        Kind.ROOTS: "which folders it may see",
+        Kind.TOOL: f"to approve running {interaction.tool}",
+    }[interaction.kind]
+    return f"{server} asks {who} {what}"
+
+
+def secret_warning(interaction: Interaction) -> str:
+    names = [f.title for f in interaction.form.secret_fields]
+    if not names:
+        return ""
+    return (f"Careful: {', '.join(names)} looks like a password, token, key or card number. MCP servers must not ask "
+            "for those in a form; don't enter a real secret here.")
