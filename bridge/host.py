@@ -135,12 +135,17 @@ class Host:
     # -- Inbound -------------------------------------------------------------------------------------------------
 
     async def handle_message(self, message: MessageIn) -> None:
+        """Start the work a message asks for in a host task and return at once."""
+        self.spawn(self.run_message, message)
+
+    async def run_message(self, message: MessageIn) -> None:
+        """Do the work a message asks for (a command, or an agent turn) and return when it is finished."""
         text = message.text.strip()
         first = text.split(None, 1)[0].lower() if text else ""
         if message.explicit_command or first in commands.NAMES:
-            self.spawn(self._run_command, message, commands.parse(text))
+            await self._run_command(message, commands.parse(text))
         elif message.addressed:
-            self.spawn(self._agent_turn, message)
+            await self._agent_turn(message)
 
     async def decide(self, decision: DecisionIn) -> DecisionResult:
         return await self.broker.decide(decision)

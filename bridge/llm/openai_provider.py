@@ -200,7 +200,7 @@ def from_openai_completion(completion: ChatCompletion) -> LLMResponse:
     finish = choice.finish_reason or "unknown"  # compatible servers may omit it despite the schema
     stop_reason = "toolUse" if calls else _STOP_REASONS.get(finish, finish)
     return LLMResponse(
-        text=choice.message.content or "",
+        text=choice.message.content or choice.message.refusal or "",
         model=completion.model,
         stop_reason=stop_reason,
         tool_calls=tuple(calls),

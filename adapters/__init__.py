@@ -1,0 +1,1 @@
+"""Chat adapters: each translates one platform's events into `bridge.model` values and renders cards back."""

@@ -1,0 +1,205 @@
+"""The console adapter: a terminal chat with one conversation, scriptable through a pipe.
+
+Cards are shown one at a time and answered field by field (`bridge.dialog`). Input comes from an injected line
+source, never from `sys.stdin` directly, so tests and shell scripts drive it the same way. Lines are read only when
+something waits for them: while a command is still working and no card is shown, the next line stays unread, so a
+script can pipe a command and its answers in one go.
+
+Piped-mode rules: each answer is one line, in the order asked; an empty line takes the default (or skips an optional
+field); an option may be given by number, value or title; a multi-select is a comma-separated list; booleans take
+yes/no/true/false/y/n; lines starting with `!mcp` are commands; end of input cancels whatever is pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+
+from adapters.console import render
+from bridge.broker import Verdict
+from bridge.config import Config
+from bridge.dialog import Dialog, Step, StepKind
+from bridge.host import Host
+from bridge.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    DecisionIn,
+    Interaction,
+    MessageIn,
+    MessageRef,
+    Outcome,
+    StatusView,
+)
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "!mcp"
+
+LineSource = Callable[[], AsyncIterator[str]]
+
+
+async def stream_lines(stream: TextIO) -> AsyncIterator[str]:
+    """Lines from a blocking text stream (stdin), read in a worker thread so the event loop keeps running."""
+    while True:
+        line = await anyio.to_thread.run_sync(stream.readline, abandon_on_cancel=True)
+        if not line:
+            return
+        yield line.rstrip("\n")
+
+
+@dataclass
+class _Card:
+    interaction: Interaction
+    dialog: Dialog
+
+
+class ConsoleAdapter:
+    """A chat port for one terminal user."""
+
+    platform = "console"
+
+    def __init__(self, host: Host, lines: AsyncIterator[str], out: TextIO, *, user: str = "you",
+                 accept_commands: bool = True) -> None:
+        self._host = host
+        self._lines = lines
+        self._out = out
+        self.actor = Actor("console", user, user)
+        self.conversation = ConversationKey("console", "local", "terminal")
+        self._accept_commands = accept_commands
+        self._cards: list[_Card] = []
+        self._busy = 0
+        self._closed = False
+        self._changed = anyio.Event()
+
+    # -- output --------------------------------------------------------------------------------------------------
+
+    def _print(self, *lines: str) -> None:
+        for line in lines:
+            print(line, file=self._out)
+        self._out.flush()
+
+    def _poke(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    # -- ChatPort ------------------------------------------------------------------------------------------------
+
+    async def post_card(self, interaction: Interaction) -> CardRef:
+        card = _Card(interaction, Dialog(interaction))
+        self._cards.append(card)
+        if len(self._cards) == 1:
+            self._show(card, card.dialog.start(), first=True)
+        else:
+            self._print(f"(another request is waiting: {render.clean(interaction.server.text())} "
+                        f"[{interaction.id}], after this one)")
+        if self._closed:
+            # Input has ended: nobody can answer, so the request is cancelled as the rules say.
+            await self._decide(card, "cancel")
+        self._poke()
+        return CardRef(interaction.id)
+
+    async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
+        was_active = bool(self._cards) and self._cards[0].interaction.id == interaction.id
+        self._cards = [c for c in self._cards if c.interaction.id != interaction.id]
+        self._print(render.finished(interaction, outcome))
+        if was_active and self._cards:
+            self._show(self._cards[0], self._cards[0].dialog.start(), first=True)
+        self._poke()
+
+    async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
+        self._print(render.clean(text))
+        return MessageRef(conversation)
+
+    async def notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
+        self._print(f"(note) {render.clean(text)}")
+
+    async def post_status(self, conversation: ConversationKey, status: StatusView) -> MessageRef:
+        self._print(render.status(status))
+        return MessageRef(conversation, {"call": status.call_id})
+
+    async def update_status(self, ref: MessageRef, status: StatusView) -> None:
+        self._print(render.status(status))
+
+    # -- input ---------------------------------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Read lines until the input ends, then cancel whatever is still waiting."""
+        async with anyio.create_task_group() as tg:
+            iterator = self._lines.__aiter__()
+            while True:
+                await self._wait_ready()
+                try:
+                    line = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                await self._on_line(line, tg)
+            self._closed = True
+            for card in list(self._cards):
+                await self._decide(card, "cancel")
+            # Commands already started finish on their own (their cards are cancelled as they appear).
+        self._poke()
+
+    async def _wait_ready(self) -> None:
+        """Block until a line is wanted: a card is shown, or (in chat mode) no command is still working."""
+        while not (self._cards or (self._accept_commands and self._busy == 0)):
+            await self._changed.wait()
+
+    async def _on_line(self, line: str, tg: Any) -> None:
+        stripped = line.strip()
+        if stripped.startswith(PREFIX) and (len(stripped) == len(PREFIX) or stripped[len(PREFIX)].isspace()):
+            self._start(MessageIn(self.conversation, self.actor, stripped[len(PREFIX):].strip(),
+                                  explicit_command=True), tg)
+            return
+        if self._cards:
+            await self._answer(self._cards[0], line)
+            return
+        if stripped and self._accept_commands:
+            self._start(MessageIn(self.conversation, self.actor, stripped), tg)
+
+    def _start(self, message: MessageIn, tg: Any) -> None:
+        self._busy += 1
+
+        async def run() -> None:
+            try:
+                await self._host.run_message(message)
+            finally:
+                self._busy -= 1
+                self._poke()
+
+        tg.start_soon(run)
+
+    async def _answer(self, card: _Card, line: str) -> None:
+        step = card.dialog.answer(line)
+        if step.kind is StepKind.DONE:
+            assert step.action is not None
+            await self._decide(card, step.action, step.content)
+            return
+        self._show(card, step)
+
+    async def _decide(self, card: _Card, action: Any, content: Mapping[str, Any] | None = None) -> None:
+        result = await self._host.decide(DecisionIn(card.interaction.id, self.actor, action, content))
+        if result.verdict is Verdict.INVALID:
+            self._show(card, card.dialog.rejected(result.errors))
+
+    def _show(self, card: _Card, step: Step, *, first: bool = False) -> None:
+        if first:
+            self._print(*render.card_header(card.interaction))
+        if step.kind is StepKind.REASK:
+            self._print(f"│ ✗ {render.clean(step.message)}")
+        question = step.question
+        if question is None:
+            return
+        if question.field is None and card.dialog.answers and step.kind is StepKind.ASK:
+            self._print("│ Your answers:", *render.summary(card.dialog))
+        self._print(*render.question(question))
+
+
+def create(host: Host, settings: Mapping[str, Any], config: Config) -> ConsoleAdapter:
+    """The console on this process's stdin and stdout."""
+    return ConsoleAdapter(host, stream_lines(sys.stdin), sys.stdout, user=str(settings.get("user", "you")))
