@@ -64,6 +64,7 @@ class Broker:
         self._port_for = port_for
         self._waiters: dict[str, _Waiter] = {}
         self._closing = False
+        self._registered = anyio.Event()
 
     # -- asking --------------------------------------------------------------------------------------------------
 
@@ -100,6 +101,8 @@ class Broker:
 
     async def _wait(self, waiter: _Waiter) -> Outcome:
         interaction = waiter.interaction
+        self._registered.set()
+        self._registered = anyio.Event()
         outcome: Outcome | None = None
         try:
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
@@ -208,6 +211,12 @@ class Broker:
         return [(w.interaction, w.card) for w in self._waiters.values()
                 if w.outcome is None and w.interaction.may_decide(actor)
                 and (w.interaction.approvers or w.interaction.conversation.platform == actor.platform)]
+
+    async def wait_open(self, interaction_id: str) -> Interaction:
+        """Wait until an interaction is open here (posted, or resumed after a restart)."""
+        while (waiter := self._waiters.get(interaction_id)) is None or waiter.outcome is not None:
+            await self._registered.wait()
+        return waiter.interaction
 
     def card_of(self, interaction_id: str) -> CardRef | None:
         waiter = self._waiters.get(interaction_id)

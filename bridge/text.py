@@ -50,7 +50,9 @@ def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
     parts: list[str] = []
     for block in result.content:
         parts.append(block_text(block))
-    if result.structured_content is not None:
+    structured = result.structured_content
+    # SDK servers wrap a plain return value as {"result": ...}; showing it twice helps nobody.
+    if structured is not None and structured != {"result": "\n".join(parts)}:
         parts.append("structured content: " + json.dumps(result.structured_content, ensure_ascii=False, indent=1))
     text = "\n".join(p for p in parts if p) or "(no content)"
     return shorten(text, limit)

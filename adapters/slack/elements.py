@@ -1,0 +1,184 @@
+"""One form field as one native Block Kit input (pure): the mapping table of docs/slack.md in code.
+
+| field                         | element                                                              |
+|-------------------------------|----------------------------------------------------------------------|
+| text                          | plain_text_input (min/max length when Slack can enforce them)        |
+| text, format email / uri      | email_text_input / url_text_input                                     |
+| text, format date / date-time | datepicker / datetimepicker (UNIX seconds ↔ RFC 3339, UTC)           |
+| number / integer              | number_input, decimals only for number, min/max as strings           |
+| boolean                       | radio_buttons Yes / No (a checkbox could not tell "no" from "unanswered") |
+| choice                        | radio_buttons (≤5), static_select (≤100), external_select (more)     |
+| multi                         | checkboxes (≤5), multi_static_select (≤100), multi_external_select   |
+
+Option values are the option's index, never the server's value: Slack caps values at 150 characters and the server
+may use anything, so the mapping stays on our side (`translate.option_value`). Lists over Slack's 100 options use
+external selects, Slack's documented way to offer long lists: the adapter answers `block_suggestion` requests from
+the field's own options (`matching_options`), filtered by what the person types.
+
+What Block Kit cannot express (patterns, lengths over 3000, minItems, bounds on text) is validated by the core.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from adapters.slack import ids
+from adapters.slack.escape import one_line, plain
+from bridge.forms import Field, FieldKind
+
+JSON = dict[str, Any]
+
+MAX_OPTIONS = 100
+MAX_RADIO = 5
+"""Up to this many options show as radio buttons or checkboxes (Slack allows 10; five stay readable on a phone)."""
+OPTION_TEXT = 75
+LABEL = 2000
+HINT = 2000
+PLACEHOLDER = 150
+TEXT_LENGTH = 3000
+YES, NO = "0", "1"
+
+
+def text(value: str, limit: int) -> JSON:
+    return {"type": "plain_text", "text": plain(value, limit) or " ", "emoji": True}
+
+
+def option(title: str, index: int) -> JSON:
+    return {"text": {"type": "plain_text", "text": one_line(title, OPTION_TEXT) or "(empty)", "emoji": True},
+            "value": str(index)}
+
+
+def input_block(f: Field, index: int) -> JSON:
+    """The input block for field number `index` of its form, defaults pre-filled."""
+    block: JSON = {
+        "type": "input",
+        "block_id": ids.field_block(index),
+        "label": text(f.title, LABEL),
+        "optional": not f.required,
+        "element": element(f),
+    }
+    if f.description:
+        block["hint"] = text(f.description, HINT)
+    return block
+
+
+def element(f: Field) -> JSON:
+    el: JSON
+    if f.kind is FieldKind.TEXT:
+        el = _text_element(f)
+    elif f.kind in (FieldKind.NUMBER, FieldKind.INTEGER):
+        el = {"type": "number_input", "is_decimal_allowed": f.kind is FieldKind.NUMBER}
+        if f.minimum is not None:
+            el["min_value"] = number_text(f.minimum)
+        if f.maximum is not None:
+            el["max_value"] = number_text(f.maximum)
+        if f.has_default and isinstance(f.default, int | float) and not isinstance(f.default, bool):
+            el["initial_value"] = number_text(f.default)
+    elif f.kind is FieldKind.BOOLEAN:
+        options = [option("Yes", 0), option("No", 1)]
+        el = {"type": "radio_buttons", "options": options}
+        if f.has_default and isinstance(f.default, bool):
+            el["initial_option"] = options[0] if f.default else options[1]
+    elif f.kind is FieldKind.CHOICE:
+        el = _choice_element(f)
+    else:
+        el = _multi_element(f)
+    el["action_id"] = ids.FIELD_ACTION
+    return el
+
+
+def _text_element(f: Field) -> JSON:
+    default = f.default if f.has_default and isinstance(f.default, str) else None
+    if f.format == "date":
+        el: JSON = {"type": "datepicker"}
+        if default is not None and _is_date(default):
+            el["initial_date"] = default
+        return el
+    if f.format == "date-time":
+        el = {"type": "datetimepicker"}
+        seconds = rfc3339_to_unix(default) if default is not None else None
+        if seconds is not None:
+            el["initial_date_time"] = seconds
+        return el
+    if f.format in ("email", "uri"):
+        el = {"type": "email_text_input" if f.format == "email" else "url_text_input"}
+    else:
+        el = {"type": "plain_text_input", "multiline": f.multiline}
+        # Slack only takes lengths it can enforce (0-3000, max ≥ 1); the core checks the rest on submit.
+        if f.min_length is not None and f.min_length <= TEXT_LENGTH:
+            el["min_length"] = f.min_length
+        if f.max_length is not None and 1 <= f.max_length <= TEXT_LENGTH:
+            el["max_length"] = f.max_length
+    if default:
+        el["initial_value"] = default
+    return el
+
+
+def _choice_element(f: Field) -> JSON:
+    options = [option(o.title, i) for i, o in enumerate(f.options)]
+    initial = next((options[i] for i, o in enumerate(f.options) if f.has_default and o.value == f.default), None)
+    if len(options) <= MAX_RADIO:
+        el: JSON = {"type": "radio_buttons", "options": options}
+    elif len(options) <= MAX_OPTIONS:
+        el = {"type": "static_select", "options": options, "placeholder": text("Choose one", PLACEHOLDER)}
+    else:
+        el = {"type": "external_select", "min_query_length": 0,
+              "placeholder": text(f"Type to search {len(options)} options", PLACEHOLDER)}
+    if initial is not None:
+        el["initial_option"] = initial
+    return el
+
+
+def _multi_element(f: Field) -> JSON:
+    options = [option(o.title, i) for i, o in enumerate(f.options)]
+    chosen = f.default if f.has_default and isinstance(f.default, list) else []
+    initial = [options[i] for i, o in enumerate(f.options) if o.value in chosen]
+    if len(options) <= MAX_RADIO:
+        el: JSON = {"type": "checkboxes", "options": options}
+    elif len(options) <= MAX_OPTIONS:
+        el = {"type": "multi_static_select", "options": options, "placeholder": text("Choose", PLACEHOLDER)}
+    else:
+        el = {"type": "multi_external_select", "min_query_length": 0,
+              "placeholder": text(f"Type to search {len(options)} options", PLACEHOLDER)}
+    if f.max_items is not None and f.max_items >= 1 and el["type"] != "checkboxes":
+        el["max_selected_items"] = f.max_items
+    if initial:
+        el["initial_options"] = initial
+    return el
+
+
+def matching_options(f: Field, query: str) -> list[JSON]:
+    """Options of a long choice list that match what the person typed (title or value), at most 100."""
+    folded = query.strip().casefold()
+    found = [option(o.title, i) for i, o in enumerate(f.options)
+             if not folded or folded in o.title.casefold() or folded in o.value.casefold()]
+    return found[:MAX_OPTIONS]
+
+
+def number_text(value: float) -> str:
+    """Slack wants numbers in number_input as strings; whole numbers without a trailing .0."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def rfc3339_to_unix(value: str) -> int | None:
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return int(parsed.timestamp())
+
+
+def unix_to_rfc3339(seconds: int | float) -> str:
+    """What a datetimepicker returns (UNIX seconds, picked in the person's own time zone) as RFC 3339 in UTC."""
+    return dt.datetime.fromtimestamp(int(seconds), dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _is_date(value: str) -> bool:
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return len(value) == 10

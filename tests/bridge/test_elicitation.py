@@ -1,0 +1,285 @@
+"""Elicitation through the whole core, against real in-process MCP servers, on both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+from bridge.broker import Verdict
+from bridge.config import ServerConfig
+from bridge.host import Host
+from bridge.model import DecisionIn, Kind, MessageIn, Status
+from bridge.store import Store
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from tests.servers.inline import form_server
+
+pytestmark = pytest.mark.anyio
+
+ERAS = ["legacy", "auto"]
+EXPECTED_ERA = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+
+
+@asynccontextmanager
+async def bridge(server: MCPServer, protocol: str, store: Store | None = None,
+                 **overrides: Any) -> AsyncIterator[tuple[Host, FakeChatPort]]:
+    host, chat = host_for(config_for({"forms": server}, server_protocol=protocol, **overrides), store)
+    async with host:
+        yield host, chat
+
+
+async def call(host: Host, tool: str, arguments: dict[str, Any] | None = None) -> None:
+    text = f"call forms {tool}" + (f" {json.dumps(arguments)}" if arguments else "")
+    await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
+
+
+async def tool_result(chat: FakeChatPort, tool: str) -> dict[str, Any]:
+    text = await chat.wait_message(f"forms.{tool}:")
+    data: dict[str, Any] = json.loads(text.split("\n", 1)[1])
+    return data
+
+
+TYPED_ANSWER = {
+    "name": "Ada Lovelace", "email": "ada@example.com", "homepage": "https://example.org/ada",
+    "start": "2026-12-01", "pickup": "2026-12-01T09:30:00Z", "travellers": "3", "budget": "99.5",
+    "window": True, "climate": "cold", "city": "osl", "room": "x", "activities": ["hiking", "beach"],
+    "extras": ["pk"],
+}
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_accept_with_every_field_type_reaches_the_server_typed(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            assert card.kind is Kind.FORM and card.server.name == "forms"
+            assert card.requester == ALICE and card.approvers == {ALICE.key}
+            result = await host.decide(DecisionIn(card.id, ALICE, "accept", TYPED_ANSWER))
+            assert result.verdict is Verdict.CLAIMED
+            data = await tool_result(chat, "fill")
+    assert data["era"] == EXPECTED_ERA[protocol]
+    assert data["action"] == "accept"
+    assert data["content"] == {**TYPED_ANSWER, "travellers": 3, "budget": 99.5}
+    assert isinstance(data["content"]["travellers"], int)
+    assert chat.finished[card.id].status is Status.ACCEPTED
+    assert chat.finished[card.id].by == ALICE
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_decline_and_cancel_reach_the_server(protocol: str, action: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            await host.decide(DecisionIn(card.id, ALICE, action))  # type: ignore[arg-type]
+            data = await tool_result(chat, "fill")
+    assert data == {"era": EXPECTED_ERA[protocol], "action": action, "content": None}
+    assert chat.finished[card.id].status.value == {"decline": "declined", "cancel": "cancelled"}[action]
+    rows = host.store.audit_rows(card.id)
+    assert [(r.outcome, r.actor, r.server) for r in rows] == [
+        ({"decline": "declined", "cancel": "cancelled"}[action], ALICE.key, "forms")]
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_timeout_cancels_at_the_server_and_the_card_shows_expired(protocol: str) -> None:
+    server = form_server()
+    async with bridge(server, protocol, server_elicitation_timeout=0.2) as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            outcome = await chat.wait_finished(card.id)
+            data = await tool_result(chat, "fill")
+    assert outcome.status is Status.EXPIRED
+    assert data["action"] == "cancel"
+    assert [r.outcome for r in host.store.audit_rows(card.id)] == ["expired"]
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_strangers_decision_is_refused_privately_and_the_card_stays_open(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "fill", {"schema": json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})})
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            refused = await host.decide(DecisionIn(card.id, BOB, "accept", {"ok": True}))
+            assert refused.verdict is Verdict.REFUSED
+            assert chat.notices == [(BOB, "Only Alice can answer this request.")]
+            assert card.id not in chat.finished
+            await host.decide(DecisionIn(card.id, ALICE, "accept", {"ok": False}))
+            data = await tool_result(chat, "fill")
+    assert data["content"] == {"ok": False}
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_configured_approvers_may_answer_for_the_requester(protocol: str) -> None:
+    server = form_server()
+    async with bridge(server, protocol, server_approvers=(BOB.key,)) as (host, chat):
+        await call(host, "fill", {"schema": json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})})
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            assert (await host.decide(DecisionIn(card.id, BOB, "accept", {"ok": True}))).verdict is Verdict.CLAIMED
+            data = await tool_result(chat, "fill")
+    assert data["content"] == {"ok": True}
+    assert host.store.audit_rows(card.id)[0].actor == BOB.key
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_duplicate_decision_is_ignored_with_a_notice(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "fill", {"schema": json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})})
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            first = host.broker.decide_nowait(DecisionIn(card.id, ALICE, "decline"))
+            second = await host.decide(DecisionIn(card.id, ALICE, "accept", {"ok": True}))
+            data = await tool_result(chat, "fill")
+    assert (first.verdict, second.verdict) == (Verdict.CLAIMED, Verdict.LATE)
+    assert chat.notices == [(ALICE, "That request was already declined by Alice.")]
+    assert data["action"] == "decline"
+    assert len(host.store.audit_rows(card.id)) == 1
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_bad_answer_is_refused_with_field_errors_and_can_be_corrected(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            bad = await host.decide(DecisionIn(card.id, ALICE, "accept", {
+                **TYPED_ANSWER, "email": "not-an-email", "travellers": "40", "activities": []}))
+            assert bad.verdict is Verdict.INVALID
+            assert set(bad.errors) == {"email", "travellers", "activities"}
+            assert card.id not in chat.finished
+            good = await host.decide(DecisionIn(card.id, ALICE, "accept", TYPED_ANSWER))
+            assert good.verdict is Verdict.CLAIMED
+            data = await tool_result(chat, "fill")
+    assert data["content"]["email"] == "ada@example.com"
+
+
+NESTED = json.dumps({"type": "object", "properties": {"address": {"type": "object", "properties": {}}}})
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_schema_outside_the_subset_is_refused_cleanly(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "fill", {"schema": NESTED})
+        with anyio.fail_after(10):
+            notice = await chat.wait_message("cannot show")
+            failure = await chat.wait_message("forms.fill")
+    assert "property 'address': type 'object' is not supported" in notice
+    assert not chat.cards
+    if protocol == "legacy":
+        # The callback's -32602 is raised inside the server's tool, which reports it as a tool error.
+        assert "Unsupported requestedSchema" in failure
+    else:
+        assert "was not continued: Unsupported requestedSchema" in failure
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_url_elicitation_shows_the_full_url_and_host(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        await call(host, "visit")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            assert card.kind is Kind.URL
+            assert card.url == "https://xn--exmple-cua.com/login?x=1"
+            assert card.details[0].text.startswith("xn--exmple-cua.com (internationalised")
+            await host.decide(DecisionIn(card.id, ALICE, "accept"))
+            data = await tool_result(chat, "visit")
+    assert data["action"] == "accept"
+
+
+async def test_elicitation_disabled_cancels_without_asking() -> None:
+    async with bridge(form_server(), "legacy", server_elicitation_enabled=False) as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            data = await tool_result(chat, "fill")
+    assert data["action"] == "cancel" and not chat.cards
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_failed_card_post_fails_the_request_without_crashing(protocol: str) -> None:
+    async with bridge(form_server(), protocol) as (host, chat):
+        chat.fail_posts = True
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            data = await tool_result(chat, "fill")
+    assert data["action"] == "cancel"
+
+
+async def test_a_crashed_server_is_reported_with_its_stderr_and_restarted() -> None:
+    crashy = ServerConfig(name="crashy", command=sys.executable,
+                          args=(str(Path(__file__).parent.parent / "servers/crashy.py"),))
+    host, chat = host_for(config_for({"crashy": crashy}))
+    async with host:
+        await host.handle_message(MessageIn(ROOM, ALICE, "call crashy crash", explicit_command=True))
+        with anyio.fail_after(20):
+            report = await chat.wait_message("stopped during the call")
+        assert "flux capacitor overheated" in report
+        assert "started again on next use" in report
+        await host.handle_message(MessageIn(ROOM, ALICE, 'call crashy echo {"message": "back"}',
+                                            explicit_command=True))
+        with anyio.fail_after(20):
+            assert await chat.wait_message("crashy.echo:") == "crashy.echo:\nback"
+
+
+async def test_a_server_that_fails_to_start_is_reported_with_its_stderr() -> None:
+    broken = ServerConfig(name="broken", command=sys.executable,
+                          args=(str(Path(__file__).parent.parent / "servers/crashy.py"), "--fail-start"))
+    host, chat = host_for(config_for({"broken": broken}))
+    async with host:
+        await host.handle_message(MessageIn(ROOM, ALICE, "call broken echo", explicit_command=True))
+        with anyio.fail_after(20):
+            report = await chat.wait_message("failed to start")
+    assert "missing API_TOKEN" in report
+
+
+async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(tmp_path: Path) -> None:
+    server = form_server()
+    store_path = tmp_path / "bridge.db"
+    schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    first = Store(store_path)
+    async with bridge(server, "auto", store=first) as (host, chat):
+        await call(host, "fill", {"schema": schema})
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+        pending = host.store.pending_calls()
+        assert [(p.server, p.tool) for p in pending] == [("forms", "fill")]
+    # The bridge stopped: the card was left open for later, not cancelled.
+    assert card.id not in chat.finished
+    first.close()
+
+    second = Store(store_path)
+    host2, chat2 = host_for(config_for({"forms": server}, server_protocol="auto"), second)
+    async with host2:
+        with anyio.fail_after(10):
+            await host2.broker.wait_open(card.id)
+            result = await host2.decide(DecisionIn(card.id, ALICE, "accept", {"n": "7"}))
+            assert result.verdict is Verdict.CLAIMED
+            data = await tool_result(chat2, "fill")
+    assert data == {"era": "2026-07-28", "action": "accept", "content": {"n": 7}}
+    assert chat2.finished[card.id].status is Status.ACCEPTED
+    assert second.pending_calls() == []
+    second.close()
+
+
+async def test_shutdown_brings_legacy_cards_to_a_final_state() -> None:
+    async with bridge(form_server(), "legacy") as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+    outcome = chat.finished[card.id]
+    assert outcome.status is Status.CANCELLED and "shutting down" in outcome.reason
+
+
+def test_config_for_keeps_explicit_server_configs() -> None:
+    cfg = ServerConfig(name="x", command="true")
+    assert replace(config_for({"x": cfg}).servers["x"], inprocess=None) == cfg

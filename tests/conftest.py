@@ -1,0 +1,23 @@
+"""Shared fixtures: the asyncio backend (the SDK and adapters run on it) and the npm MCP peers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def everything_js() -> Path:
+    """server-everything's entry point, installed by the test command (`npm ci` in tests/npm)."""
+    if not EVERYTHING.exists():
+        pytest.fail(f"{EVERYTHING} is missing: run `bash scripts/dev.sh test` (it runs npm ci in tests/npm)")
+    return EVERYTHING

@@ -1,0 +1,49 @@
+"""MCP servers defined inline with the SDK's `MCPServer`, used by the core tests on both protocol eras.
+
+Tools ask in whichever way the connection allows (the demo server's `ask`): the legacy back-channel on 2025-11-25,
+`input_required` on 2026-07-28, so one test body covers both eras. Raw schemas let tests send what pydantic models
+cannot (titled enums, schemas outside the subset).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult, InputRequiredResult
+
+from bridge.demo_server import EVERY_FIELD, ask
+
+
+def form_server(name: str = "forms") -> MCPServer:
+    server = MCPServer(name)
+    seen: list[ElicitResult] = []
+
+    @server.tool()
+    async def fill(ctx: Context, schema: str = "") -> str | InputRequiredResult:
+        """Ask for a form (EVERY_FIELD unless a JSON schema is given) and report exactly what came back."""
+        requested: dict[str, Any] = json.loads(schema) if schema else EVERY_FIELD
+        answer = await ask(ctx, "form", ElicitRequestFormParams(message="Please fill this in <b>now</b>",
+                                                                 requested_schema=requested))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        seen.append(answer)
+        return json.dumps({"era": ctx.protocol_version, "action": answer.action, "content": answer.content})
+
+    @server.tool()
+    async def visit(ctx: Context) -> str | InputRequiredResult:
+        """Ask for a URL visit."""
+        answer = await ask(ctx, "url", ElicitRequestURLParams(
+            message="Connect your account", url="https://xn--exmple-cua.com/login?x=1", elicitation_id="e-1"))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return json.dumps({"era": ctx.protocol_version, "action": answer.action})
+
+    @server.tool()
+    def echo(message: str) -> str:
+        """Echo."""
+        return message
+
+    server.seen = seen  # type: ignore[attr-defined]
+    return server
