@@ -171,7 +171,8 @@ class Broker:
             outcome = waiter.outcome if waiter and waiter.outcome else stored.outcome
             if outcome is None:
                 # Open in the store but nobody waits on it yet (a restart is still resuming it).
-                return DecisionResult(Verdict.LATE, message="That request is being restored; try again in a moment."), waiter
+                restoring = "That request is being restored; try again in a moment."
+                return DecisionResult(Verdict.LATE, message=restoring), waiter
             return DecisionResult(Verdict.LATE, message=f"That request was already {_describe(outcome)}."), waiter
         interaction = waiter.interaction
         if not interaction.may_decide(decision.actor):

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 from mcp import MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import (
     CONNECTION_CLOSED,
     CallToolResult,
@@ -41,7 +42,7 @@ MAX_ROUNDS = 10
 _INPUT_REQUEST: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 
 AnswerFn = Callable[[RequestContext, InputRequest], Awaitable[InputResponse | ErrorData]]
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+ProgressFn = ProgressFnT
 ContextFn = Callable[[Session, ConversationKey, Actor | None, str], RequestContext]
 
 
@@ -80,8 +81,9 @@ class Caller:
                 return await self._call_modern(session, call_id, conversation, requester, tool, dict(arguments),
                                                progress)
             assert session.client is not None
-            return await self._guard(session, session.client.call_tool(tool, dict(arguments),
-                                                                        progress_callback=progress))
+            result: CallToolResult = await self._guard(
+                session, session.client.call_tool(tool, dict(arguments), progress_callback=progress))
+            return result
         finally:
             session.calls.pop(call_id, None)
             session.last_used = time.monotonic()

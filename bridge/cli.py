@@ -24,7 +24,7 @@ from mcp.types import CallToolResult
 
 from bridge import __version__
 from bridge.config import Config, ServerConfig, import_servers, load
-from bridge.errors import BridgeError, ConfigError
+from bridge.errors import ConfigError
 from bridge.host import Host
 from bridge.ports import Adapter
 from bridge.store import Store

@@ -39,7 +39,7 @@ def parse_duration(value: Any) -> float:
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
-        raise ValueError(f"not a duration: {value!r}")
+        raise ValueError("not a duration (use a number of seconds or 30s, 10m, 2h)")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 

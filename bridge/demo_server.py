@@ -56,10 +56,12 @@ async def ask(ctx: Context, key: str, params: ElicitRequestFormParams | ElicitRe
     """Ask the client in whichever way the connection's era allows."""
     if (ctx.protocol_version or "") < "2026-07-28":
         if isinstance(params, ElicitRequestURLParams):
-            return await ctx.session.elicit_url(params.message, params.url, params.elicitation_id or key,
-                                                related_request_id=ctx.request_id)
-        return await ctx.session.elicit_form(params.message, params.requested_schema,
-                                             related_request_id=ctx.request_id)
+            result: ElicitResult = await ctx.session.elicit_url(
+                params.message, params.url, params.elicitation_id or key, related_request_id=ctx.request_id)
+            return result
+        result = await ctx.session.elicit_form(params.message, params.requested_schema,
+                                               related_request_id=ctx.request_id)
+        return result
     answer = (ctx.input_responses or {}).get(key)
     if isinstance(answer, ElicitResult):
         return answer

@@ -6,6 +6,8 @@ call stays open; 2026-07-28 servers through the host's own `input_required` driv
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 
 from bridge.context import RequestContext, new_id
@@ -37,5 +39,6 @@ def url_interaction(ctx: RequestContext, params: ElicitRequestURLParams, timeout
 
 def to_result(outcome: Outcome) -> ElicitResult:
     if outcome.status is Status.ACCEPTED:
-        return ElicitResult(action="accept", content=dict(outcome.content) if outcome.content is not None else None)
+        content: Any = dict(outcome.content) if outcome.content is not None else None
+        return ElicitResult(action="accept", content=content)
     return ElicitResult(action=outcome.action)

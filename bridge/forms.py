@@ -18,7 +18,7 @@ import enum
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
@@ -28,6 +28,14 @@ from bridge.errors import UnsupportedSchema
 
 STRING_FORMATS = ("email", "uri", "date", "date-time")
 _FORMAT_CHECKER = FormatChecker()
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
+
+
+@_FORMAT_CHECKER.checks("email")
+def _is_email(value: object) -> bool:
+    """jsonschema's own email check only looks for an "@"; a chat form should catch `ada@` and `ada@example`."""
+    return not isinstance(value, str) or bool(_EMAIL.match(value))
+
 _SECRET_WORDS = re.compile(
     r"pass(word|wd|phrase)?|secret|token|api[_\- ]?key|apikey|private[_\- ]?key|credential|"
     r"card[_\- ]?(number|no)|cvv|cvc|\bpin\b|ssn|social[_\- ]?security|iban",
@@ -36,6 +44,7 @@ _SECRET_WORDS = re.compile(
 _TRUE = {"y", "yes", "true", "t", "1", "on"}
 _FALSE = {"n", "no", "false", "f", "0", "off"}
 
+_ARRAYS_ONLY = "{where}: arrays are only allowed as multi-select enums (items.enum or items.anyOf)"
 _ALLOWED_TOP = {"type", "properties", "required", "$schema", "title", "description", "additionalProperties"}
 _ALLOWED_COMMON = {"type", "title", "description", "default"}
 
@@ -353,27 +362,27 @@ def _field(name: str, prop: Any, required: bool) -> Field:
     has_default = "default" in prop
     default = prop.get("default")
     looks_secret = bool(_SECRET_WORDS.search(f"{name} {title} {description}"))
-    common = {"name": name, "title": title, "description": description, "required": required,
-              "has_default": has_default, "default": default, "looks_secret": looks_secret}
+    base = Field(name=name, kind=FieldKind.TEXT, title=title, description=description, required=required,
+                 default=default, has_default=has_default, looks_secret=looks_secret)
 
     if kind_name == "string" and ("enum" in prop or "oneOf" in prop):
         _only(prop, where, _ALLOWED_COMMON | {"enum", "enumNames", "oneOf"})
         options = _options(prop, where)
         if has_default and default not in [o.value for o in options]:
             raise UnsupportedSchema(f"{where}: default {default!r} is not one of the options")
-        return Field(kind=FieldKind.CHOICE, options=options, **common)
+        return replace(base, kind=FieldKind.CHOICE, options=options)
     if kind_name == "string":
         _only(prop, where, _ALLOWED_COMMON | {"minLength", "maxLength", "format"})
         fmt = prop.get("format", "")
         if fmt and fmt not in STRING_FORMATS:
-            raise UnsupportedSchema(f"{where}: format {fmt!r} is not supported (use one of {', '.join(STRING_FORMATS)})")
+            raise UnsupportedSchema(
+                f"{where}: format {fmt!r} is not supported (use one of {', '.join(STRING_FORMATS)})")
         min_length = _int(prop, "minLength", where)
         max_length = _int(prop, "maxLength", where)
         if has_default and not isinstance(default, str):
             raise UnsupportedSchema(f"{where}: default must be a string")
-        return Field(kind=FieldKind.TEXT, format=fmt, min_length=min_length, max_length=max_length,
-                     multiline=(max_length or 0) > 200 or (max_length is None and not fmt and len(description) > 80),
-                     **common)
+        return replace(base, format=fmt, min_length=min_length, max_length=max_length,
+                       multiline=(max_length or 0) > 200 or (max_length is None and not fmt and len(description) > 80))
     if kind_name in ("number", "integer"):
         _only(prop, where, _ALLOWED_COMMON | {"minimum", "maximum"})
         minimum = _number(prop, "minimum", where)
@@ -381,17 +390,17 @@ def _field(name: str, prop: Any, required: bool) -> Field:
         if has_default and (isinstance(default, bool) or not isinstance(default, int | float)):
             raise UnsupportedSchema(f"{where}: default must be a number")
         kind = FieldKind.INTEGER if kind_name == "integer" else FieldKind.NUMBER
-        return Field(kind=kind, minimum=minimum, maximum=maximum, **common)
+        return replace(base, kind=kind, minimum=minimum, maximum=maximum)
     if kind_name == "boolean":
         _only(prop, where, _ALLOWED_COMMON)
         if has_default and not isinstance(default, bool):
             raise UnsupportedSchema(f"{where}: default must be true or false")
-        return Field(kind=FieldKind.BOOLEAN, **common)
+        return replace(base, kind=FieldKind.BOOLEAN)
     if kind_name == "array":
         _only(prop, where, _ALLOWED_COMMON | {"items", "minItems", "maxItems", "uniqueItems"})
         items = prop.get("items")
         if not isinstance(items, Mapping):
-            raise UnsupportedSchema(f"{where}: arrays are only allowed as multi-select enums (items.enum or items.anyOf)")
+            raise UnsupportedSchema(_ARRAYS_ONLY.format(where=where))
         if "anyOf" in items:
             _only(items, f"{where}.items", {"anyOf", "type"})
             options = _titled(items["anyOf"], f"{where}.items.anyOf")
@@ -399,12 +408,12 @@ def _field(name: str, prop: Any, required: bool) -> Field:
             _only(items, f"{where}.items", {"enum", "type"})
             options = _plain(items["enum"], None, f"{where}.items.enum")
         else:
-            raise UnsupportedSchema(f"{where}: arrays are only allowed as multi-select enums (items.enum or items.anyOf)")
+            raise UnsupportedSchema(_ARRAYS_ONLY.format(where=where))
         values = [o.value for o in options]
         if has_default and (not isinstance(default, list) or any(v not in values for v in default)):
             raise UnsupportedSchema(f"{where}: default must be a list of the options")
-        return Field(kind=FieldKind.MULTI, options=options, min_items=_int(prop, "minItems", where),
-                     max_items=_int(prop, "maxItems", where), **common)
+        return replace(base, kind=FieldKind.MULTI, options=options, min_items=_int(prop, "minItems", where),
+                       max_items=_int(prop, "maxItems", where))
     if kind_name is None:
         raise UnsupportedSchema(f"{where} has no type")
     raise UnsupportedSchema(f"{where}: type {kind_name!r} is not supported in elicitation forms (nested objects and "
@@ -505,6 +514,7 @@ def _missing_name(error: jsonschema.ValidationError) -> str:
 def _friendly(error: jsonschema.ValidationError, f: Field | None) -> str:
     """jsonschema's messages quote the value back; these read better in a chat and never echo long input."""
     v = error.validator
+    limit: Any = error.validator_value
     if v == "format":
         return {"email": "enter an email address like name@example.com", "uri": "enter a full URL like https://example.com",
                 "date": "enter a date as YYYY-MM-DD", "date-time": "enter a date and time like 2026-01-31T09:30:00Z"
@@ -514,9 +524,9 @@ def _friendly(error: jsonschema.ValidationError, f: Field | None) -> str:
     if v == "maxLength":
         return f"enter at most {error.validator_value} characters"
     if v == "minimum":
-        return f"must be at least {_num(float(error.validator_value))}"
+        return f"must be at least {_num(float(limit))}"
     if v == "maximum":
-        return f"must be at most {_num(float(error.validator_value))}"
+        return f"must be at most {_num(float(limit))}"
     if v == "minItems":
         return f"choose at least {error.validator_value}"
     if v == "maxItems":

@@ -32,7 +32,6 @@ from mcp.types import (
     ErrorData,
     InputRequest,
     InputResponse,
-    ServerNotification,
 )
 
 from bridge import commands, elicitation
@@ -176,7 +175,8 @@ class Host:
         except SessionError as exc:
             await self.say(conversation, _session_error_text(exc))
         except MCPError as exc:
-            await self.say(conversation, f"The server answered with an error ({exc.code}): {shorten(exc.error.message, 500)}")
+            await self.say(conversation,
+                           f"The server answered with an error ({exc.code}): {shorten(exc.error.message, 500)}")
 
     async def _cmd_help(self, message: MessageIn, command: commands.Command) -> None:
         await self.say(message.conversation, commands.HELP)
@@ -295,8 +295,8 @@ class Host:
         call = RunningCall(new_id(), conversation, requester, server, tool)
         self._calls[call.id] = call
 
-        async def progress(value: float, total: float | None, text: str | None) -> None:
-            await self._show_progress(call, value, total, text)
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await self._show_progress(call, progress, total, message)
 
         try:
             with call.scope:
@@ -426,16 +426,14 @@ class Host:
                               ctx.tool)
 
     def _callbacks(self, session: Session) -> Callbacks:
-        async def on_elicit(_: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        async def on_elicit(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
             ctx = self._legacy_context(session)
             if ctx is None:
                 return ErrorData(code=INVALID_PARAMS, message="No conversation is waiting on this server to ask in")
             return await self._elicit(ctx, params)
 
         async def on_message(message: Any) -> None:
-            if isinstance(message, ServerNotification) and isinstance(message.root, ElicitCompleteNotification):
-                await self._url_completed(message.root.params.elicitation_id)
-            elif isinstance(message, ElicitCompleteNotification):
+            if isinstance(message, ElicitCompleteNotification):
                 await self._url_completed(message.params.elicitation_id)
 
         return Callbacks(elicitation=on_elicit, message_handler=on_message)

@@ -190,7 +190,7 @@ class SessionPool:
                 await self._tg.start(self._run, session)
             except ServerStartError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - anything a transport raises on start is a start failure
+            except Exception as exc:
                 raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
             self._sessions[key] = session

@@ -47,7 +47,7 @@ async def tool_result(chat: FakeChatPort, tool: str) -> dict[str, Any]:
     return data
 
 
-TYPED_ANSWER = {
+TYPED_ANSWER: dict[str, Any] = {
     "name": "Ada Lovelace", "email": "ada@example.com", "homepage": "https://example.org/ada",
     "start": "2026-12-01", "pickup": "2026-12-01T09:30:00Z", "travellers": "3", "budget": "99.5",
     "window": True, "climate": "cold", "city": "osl", "room": "x", "activities": ["hiking", "beach"],

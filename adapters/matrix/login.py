@@ -1,0 +1,100 @@
+"""Logging in once and staying the same device across restarts.
+
+Every password login makes a new device; with E2EE that means new keys that nobody has seen, and undecryptable
+history for the bot. So the first password login's user id, device id and access token are kept in `store_path`
+(next to nio's key store) and restored on every later start. The sync token is kept there too, so a restart resumes
+where the last run stopped instead of replaying history (nio only stores it itself with E2EE on).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters.matrix._errors import call
+from adapters.matrix.settings import MatrixSettings
+from bridge.errors import PlatformAPIError
+
+logger = logging.getLogger(__name__)
+
+CREDENTIALS = "credentials.json"
+SYNC_TOKEN = "sync-token"
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    user_id: str
+    device_id: str
+    access_token: str
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically and readable by the owner only: the file holds the bot's access token."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+def load_credentials(store: Path) -> Credentials | None:
+    try:
+        data = json.loads((store / CREDENTIALS).read_text("utf-8"))
+        return Credentials(str(data["user_id"]), str(data["device_id"]), str(data["access_token"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_credentials(store: Path, credentials: Credentials) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    _write_private(store / CREDENTIALS, json.dumps({"user_id": credentials.user_id,
+                                                     "device_id": credentials.device_id,
+                                                     "access_token": credentials.access_token}))
+
+
+def load_sync_token(store: Path, device_id: str) -> str | None:
+    try:
+        token = (store / f"{SYNC_TOKEN}-{device_id}").read_text("utf-8").strip()
+    except OSError:
+        return None
+    return token or None
+
+
+def save_sync_token(store: Path, device_id: str, token: str) -> None:
+    _write_private(store / f"{SYNC_TOKEN}-{device_id}", token)
+
+
+async def log_in(client: Any, settings: MatrixSettings) -> Credentials:
+    """Restore the kept session, or the configured token, or log in with the password once and keep the result.
+
+    `client` is a `nio.AsyncClient` made for `settings` (untyped: nio ships no type information).
+    """
+    store = settings.store_path
+    kept = load_credentials(store)
+    if settings.access_token:
+        device = settings.device_id or (kept.device_id if kept and kept.access_token == settings.access_token
+                                        else "")
+        if not device:
+            client.access_token = settings.access_token
+            client.user_id = settings.user_id
+            whoami = await call("whoami", client.whoami())
+            device = str(whoami.device_id)
+        credentials = Credentials(settings.user_id, device, settings.access_token)
+    elif kept is not None and kept.user_id == settings.user_id:
+        credentials = kept
+    elif settings.password:
+        response = await call("login", client.login(settings.password, device_name=settings.device_name))
+        credentials = Credentials(str(response.user_id), str(response.device_id), str(response.access_token))
+        logger.info("logged in as %s, new device %s (kept in %s)", credentials.user_id, credentials.device_id, store)
+        save_credentials(store, credentials)
+        return credentials  # login() has set up the client (and loaded its key store) already
+    else:
+        raise PlatformAPIError("matrix", "login", "no access_token, no kept session and no password to log in with")
+    save_credentials(store, credentials)
+    # restore_login also loads nio's key store for this device (E2EE).
+    client.restore_login(credentials.user_id, credentials.device_id, credentials.access_token)
+    return credentials
