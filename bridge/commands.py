@@ -25,10 +25,11 @@ HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   read <server> <uri>                read a resource
   roots | roots add <uri> [name] | roots remove <uri>
                                      the folders servers may see in this conversation
+  show <id>                          everything a waiting request shows, in full
   reset                              forget this conversation's agent history"""
 
 NAMES = ("help", "servers", "tools", "call", "pending", "cancel", "prompts", "prompt", "resources", "read", "roots",
-         "reset")
+         "reset", "show")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,14 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from bridge.model import Actor, ConversationKey, ServerLabel
+
+if TYPE_CHECKING:
+    from bridge.broker import Broker
+    from bridge.config import Config
+    from bridge.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,3 +36,18 @@ class RequestContext:
 def new_id() -> str:
     """A short id people can type (`cancel 3f9a1c2e`)."""
     return secrets.token_hex(4)
+
+
+class Services(Protocol):
+    """What host features (sampling, roots, approvals, the agent) need from the host."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def broker(self) -> Broker: ...
+
+    async def say(self, conversation: ConversationKey, text: str) -> None: ...

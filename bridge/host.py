@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -16,13 +17,15 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from mcp import MCPError
+from mcp import Client, MCPError
 from mcp.client import ClientRequestContext
-from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
 from mcp.types import (
     INVALID_PARAMS,
     URL_ELICITATION_REQUIRED,
     CallToolResult,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
     ElicitCompleteNotification,
     ElicitRequest,
     ElicitRequestFormParams,
@@ -32,20 +35,31 @@ from mcp.types import (
     ErrorData,
     InputRequest,
     InputResponse,
+    ListRootsRequest,
+    ListRootsResult,
+    LoggingMessageNotificationParams,
+    SamplingCapability,
+    SamplingToolsCapability,
+    TextContent,
 )
 
-from bridge import commands, elicitation
+from bridge import catalog, commands, elicitation
+from bridge.agent import Agent
 from bridge.broker import Broker, DecisionResult, describe_outcome
 from bridge.calls import Caller, InputRefused
 from bridge.config import Config
 from bridge.context import RequestContext, new_id
-from bridge.errors import BridgeError, CommandError, SessionError, UnsupportedSchema
+from bridge.errors import BridgeError, CommandError, ConfigError, SessionError, UnsupportedSchema
+from bridge.forms import Form, approval_form
+from bridge.llm import LLMError, LLMMessage, LLMProvider, make_provider
 from bridge.model import (
     Actor,
     CardRef,
     ConversationKey,
     DecisionIn,
+    Detail,
     Interaction,
+    Kind,
     MessageIn,
     MessageRef,
     Outcome,
@@ -53,15 +67,23 @@ from bridge.model import (
     Status,
     StatusView,
 )
+from bridge.policy import mask_arguments, needs_approval
 from bridge.ports import ChatPort
+from bridge.ratelimit import RateLimiter
+from bridge.roots import RootsKeeper, check_uri
+from bridge.sampling import Sampler, SamplingAnswer
 from bridge.sessions import Callbacks, Session, SessionPool
 from bridge.store import Store
-from bridge.text import result_text, shorten
+from bridge.text import block_text, result_text, shorten
 
 logger = logging.getLogger(__name__)
 
 STATUS_EDIT_INTERVAL = 1.0
 """Seconds between edits of a progress status line (platforms rate-limit edits)."""
+LOG_MESSAGES_PER_MINUTE = 10
+"""Server log lines shown per server and conversation per minute; more are dropped (a chatty server must not
+flood a channel)."""
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 @dataclass(eq=False)
@@ -80,9 +102,16 @@ class RunningCall:
 class Host:
     """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports."""
 
-    def __init__(self, config: Config, store: Store) -> None:
+    def __init__(self, config: Config, store: Store, llm: LLMProvider | None = None) -> None:
         self.config = config
         self.store = store
+        if llm is None:
+            try:
+                llm = make_provider(config.llm.provider, model=config.llm.model, api_key=config.llm.api_key,
+                                    base_url=config.llm.base_url, timeout=config.llm.timeout)
+            except (LLMError, ValueError) as exc:
+                raise ConfigError([f"llm: {exc}"]) from None
+        self.llm = llm
         self._ports: dict[str, ChatPort] = {}
         self.broker = Broker(store, self.port_for)
         self.pool = SessionPool(config, self._callbacks)
@@ -92,6 +121,10 @@ class Host:
         self._calls: dict[str, RunningCall] = {}
         self._url_elicitations: dict[str, str] = {}
         """Legacy URL elicitation ids -> interaction ids, for notifications/elicitation/complete."""
+        self.sampler = Sampler(self, llm)
+        self.agent = Agent(self)
+        self.roots = RootsKeeper(self)
+        self._log_limit = RateLimiter(LOG_MESSAGES_PER_MINUTE)
         self.resumed = anyio.Event()
         """Set once every stored 2026 call has been picked up again after a start."""
 
@@ -125,7 +158,11 @@ class Host:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         exit_stack, self._exit = self._exit, None
-        await exit_stack.__aexit__(None, None, None)
+        try:
+            await exit_stack.__aexit__(None, None, None)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.llm.aclose()
 
     def spawn(self, fn: Any, *args: Any) -> None:
         assert self._tg is not None, "the host is not running"
@@ -218,16 +255,46 @@ class Host:
         await self.say(message.conversation, "\n".join(out) or "No servers.")
 
     async def list_tools(self, conversation: ConversationKey, server: str) -> list[Any]:
+        """Every tool of a server (all pages), fetched once per session."""
         session = await self.pool.get(conversation, server)
         assert session.client is not None
-        tools: list[Any] = []
-        cursor: str | None = None
-        while True:
-            page = await session.client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
+        if session.tools is None:
+            tools: dict[str, Any] = {}
+            cursor: str | None = None
+            while True:
+                page = await session.client.list_tools(cursor=cursor)
+                tools.update((t.name, t) for t in page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            session.tools = tools
+        return list(session.tools.values())
+
+    async def _approve_tool(self, call: RunningCall, arguments: Mapping[str, Any]) -> CallToolResult | None:
+        """Ask before a risky tool runs. None means go ahead; a denial is a tool error the caller can read."""
+        cfg = self.config.servers.get(call.server)
+        if cfg is None or cfg.disabled:
+            return None  # the pool reports it
+        tools = {t.name: t for t in await self.list_tools(call.conversation, call.server)}
+        tool = tools.get(call.tool)
+        if not needs_approval(cfg.tool_rules, call.tool, tool.annotations if tool else None):
+            return None
+        session = self.pool.find(call.conversation, call.server)
+        who = call.requester.label() if call.requester else "the agent"
+        interaction = Interaction(
+            id=new_id(), kind=Kind.TOOL, server=self._label(call.server, session), conversation=call.conversation,
+            requester=call.requester, approvers=self._approvers(call.server, call.requester),
+            message=f"{who} wants to run {call.server}.{call.tool}.", form=Form(),
+            expires_at=time.time() + cfg.tool_timeout,
+            details=(Detail("Tool", f"{call.server}.{call.tool}" + (f": {shorten(tool.description or '', 300)}"
+                                                                    if tool and tool.description else "")),
+                     Detail("Arguments", mask_arguments(arguments)), Detail("Asked by", who)),
+            accept_label="Run", decline_label="Deny", quick_accept=True, tool=call.tool)
+        outcome = await self.broker.ask(interaction)
+        if outcome.status is Status.ACCEPTED:
+            return None
+        text = f"The call to {call.tool} was not run: {describe_outcome(outcome)}."
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
     async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:
         server, tool = command.args
@@ -285,7 +352,119 @@ class Host:
         return True
 
     async def _agent_turn(self, message: MessageIn) -> None:
-        await self.say(message.conversation, "I answer commands; type `help` to see them.")
+        await self.agent.turn(message)
+
+    async def _cmd_reset(self, message: MessageIn, command: commands.Command) -> None:
+        self.store.clear_history(message.conversation)
+        await self.say(message.conversation, "Forgot this conversation's history.")
+
+    async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
+        target = command.args[0] if command.args else None
+        interaction = self.broker.interaction(target) if target else None
+        if interaction is None or interaction.conversation != message.conversation:
+            raise CommandError("Usage: show <id> (the id of a waiting request here; see `pending`).")
+        parts = [f"{d.label}:\n{d.text}" for d in interaction.details] or ["(no details)"]
+        await self.say(message.conversation, shorten(f"{interaction.message}\n\n" + "\n\n".join(parts), 12000))
+
+    async def _cmd_roots(self, message: MessageIn, command: commands.Command) -> None:
+        conversation = message.conversation
+        if command.args and command.args[0] == "add":
+            uri = check_uri(command.args[1])
+            self.store.add_root(conversation, uri, " ".join(command.args[2:]))
+            await self._roots_changed(conversation)
+            await self.say(conversation, f"Added {uri}.")
+            return
+        if command.args and command.args[0] == "remove":
+            removed = self.store.remove_root(conversation, command.args[1])
+            if removed:
+                await self._roots_changed(conversation)
+            await self.say(conversation, f"Removed {command.args[1]}." if removed
+                           else f"{command.args[1]} is not one of this conversation's roots.")
+            return
+        roots = self.roots.offered(conversation)
+        lines = [f"• {uri}" + (f" ({name})" if name else "") for uri, name in roots]
+        await self.say(conversation, "Roots here:\n" + "\n".join(lines) if lines else
+                       "No roots here yet. Add one with `roots add file:///path [name]`.")
+
+    async def _roots_changed(self, conversation: ConversationKey) -> None:
+        """Legacy sessions get notifications/roots/list_changed; 2026 servers ask again on their next request."""
+        for session in self.pool.sessions():
+            if session.conversation != conversation or session.modern or session.client is None:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                try:
+                    await session.client.send_roots_list_changed()
+                except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    logger.info("could not tell %s that roots changed: %s", session.server.name, exc)
+
+    async def _cmd_prompts(self, message: MessageIn, command: commands.Command) -> None:
+        out: list[str] = []
+        for name in self._server_names(command):
+            client = await self._client(message.conversation, name)
+            if client.server_capabilities.prompts is None:
+                out.append(f"{name}: no prompts")
+                continue
+            prompts = await catalog.all_prompts(client)
+            out.append(f"{name}: {len(prompts)} prompts")
+            out.extend(catalog.prompt_line(p) for p in prompts)
+        await self.say(message.conversation, "\n".join(out) or "No servers.")
+
+    async def _cmd_prompt(self, message: MessageIn, command: commands.Command) -> None:
+        server, name = command.args
+        client = await self._client(message.conversation, server)
+        prompts = {p.name: p for p in await catalog.all_prompts(client)}
+        prompt = prompts.get(name)
+        if prompt is None:
+            raise CommandError(f"{server} has no prompt named {name!r}. Try `prompts {server}`.")
+        arguments = {k: str(v) for k, v in command.arguments.items()}
+        missing = [a for a in prompt.arguments or [] if a.required and a.name not in arguments]
+        if missing:
+            fields = [await catalog.argument_field(client, prompt, a.name, a.description, arguments) for a in missing]
+            session = self.pool.find(message.conversation, server)
+            interaction = Interaction(
+                id=new_id(), kind=Kind.FORM, server=self._label(server, session), conversation=message.conversation,
+                requester=message.actor, approvers=self._approvers(server, message.actor),
+                message=f"The prompt {name} needs: {', '.join(a.name for a in missing)}.",
+                form=approval_form(fields), expires_at=time.time() + self.config.servers[server].elicitation_timeout,
+                accept_label="Submit", decline_label="Cancel")
+            outcome = await self.broker.ask(interaction)
+            if outcome.status is not Status.ACCEPTED:
+                await self.say(message.conversation, f"The prompt {name} was not run.")
+                return
+            arguments.update({k: str(v) for k, v in (outcome.content or {}).items()})
+        result = await client.get_prompt(name, arguments)
+        await self.say(message.conversation, catalog.prompt_text(result))
+        if self.agent.available:
+            opening = [LLMMessage("assistant" if m.role == "assistant" else "user", block_text(m.content))
+                       for m in result.messages]
+            await self.agent.turn(MessageIn(message.conversation, message.actor, ""), opening)
+
+    async def _cmd_resources(self, message: MessageIn, command: commands.Command) -> None:
+        out: list[str] = []
+        for name in self._server_names(command):
+            client = await self._client(message.conversation, name)
+            if client.server_capabilities.resources is None:
+                out.append(f"{name}: no resources")
+                continue
+            resources = await catalog.all_resources(client)
+            out.append(f"{name}: {len(resources)} resources")
+            out.extend(catalog.resource_line(r) for r in resources)
+        await self.say(message.conversation, shorten("\n".join(out) or "No servers."))
+
+    async def _cmd_read(self, message: MessageIn, command: commands.Command) -> None:
+        server, uri = command.args
+        client = await self._client(message.conversation, server)
+        result = await client.read_resource(uri)
+        await self.say(message.conversation, catalog.contents_text(list(result.contents)))
+
+    def _server_names(self, command: commands.Command) -> list[str]:
+        return list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
+
+    async def _client(self, conversation: ConversationKey, server: str) -> Client:
+        session = await self.pool.get(conversation, server)
+        assert session.client is not None
+        return session.client
 
     # -- tool calls ----------------------------------------------------------------------------------------------
 
@@ -300,6 +479,9 @@ class Host:
 
         try:
             with call.scope:
+                denied = await self._approve_tool(call, arguments)
+                if denied is not None:
+                    return denied
                 return await self._caller.call(conversation, requester, server, tool, arguments, progress)
             await self._finish_status(call, f"stopped by {call.stopped_by.label() if call.stopped_by else 'request'}")
             await self.say(conversation, f"Stopped {server}.{tool}.")
@@ -436,13 +618,55 @@ class Host:
             if isinstance(message, ElicitCompleteNotification):
                 await self._url_completed(message.params.elicitation_id)
 
-        return Callbacks(elicitation=on_elicit, message_handler=on_message)
+        async def on_sample(context: ClientRequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
+            ctx = self._legacy_context(session)
+            if ctx is None:
+                return ErrorData(code=-1, message="No conversation is waiting on this server to ask in")
+            return await self.sampler.handle(ctx, params)
+
+        async def on_roots(context: ClientRequestContext) -> ListRootsResult | ErrorData:
+            ctx = self._legacy_context(session)
+            if ctx is None:
+                return ListRootsResult(roots=[])
+            return await self.roots.handle(ctx)
+
+        async def on_log(params: LoggingMessageNotificationParams) -> None:
+            # Servers that ignore logging/setLevel still get filtered here.
+            if log_level is None or LOG_LEVELS.index(params.level) < LOG_LEVELS.index(log_level):
+                return
+            info = session.context_for_request()
+            conversation = info.conversation if info else session.conversation
+            if conversation is None or not self._log_limit.allow((conversation, session.server.name)):
+                return
+            data = params.data if isinstance(params.data, str) else repr(params.data)
+            source = f"{params.logger}: " if params.logger else ""
+            await self.say(conversation, f"[{session.server.name} {params.level}] {source}{shorten(data, 500)}")
+
+        cfg = session.server
+        log_level = None if cfg.log_level == "off" else cfg.log_level
+        tools = SamplingCapability(tools=SamplingToolsCapability()) if self.sampler.supports_tools else None
+        return Callbacks(
+            elicitation=on_elicit,
+            # Passing a callback declares the capability: a server that may not sample or see roots is not told
+            # it could.
+            sampling=on_sample if cfg.sampling.approval != "deny" else None,
+            sampling_capabilities=tools if cfg.sampling.approval != "deny" else None,
+            list_roots=on_roots if cfg.roots.approval != "deny" else None,
+            logging=on_log if log_level else None,
+            log_level=log_level,
+            message_handler=on_message,
+        )
 
     async def _answer(self, ctx: RequestContext, request: InputRequest) -> InputResponse | ErrorData:
         """Answer one 2026 input request (the same handlers as the legacy callbacks)."""
+        cfg = self.config.servers[ctx.server.name]
         if isinstance(request, ElicitRequest):
             return await self._elicit(ctx, request.params)
-        return ErrorData(code=-32601, message=f"{request.method} is not supported by this host")
+        if isinstance(request, CreateMessageRequest) and cfg.sampling.approval != "deny":
+            return await self.sampler.handle(ctx, request.params)
+        if isinstance(request, ListRootsRequest) and cfg.roots.approval != "deny":
+            return await self.roots.handle(ctx)
+        return ErrorData(code=-32601, message=f"{request.method} is not available to this server")
 
     async def _elicit(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
         cfg = self.config.servers[ctx.server.name]

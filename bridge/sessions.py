@@ -14,6 +14,7 @@ import enum
 import logging
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -22,10 +23,11 @@ from typing import IO, Any
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, MessageHandlerFnT, SamplingFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, SamplingCapability
 
 from bridge import __version__
@@ -82,6 +84,8 @@ class Session:
     calls: dict[str, CallInfo] = field(default_factory=dict)
     stderr: IO[str] | None = None
     error: str = ""
+    tools: dict[str, Any] | None = None
+    """The server's tools by name, fetched on first need (for approval rules and the agent)."""
     _closed: anyio.Event = field(default_factory=anyio.Event)
     _finished: anyio.Event = field(default_factory=anyio.Event)
 
@@ -233,6 +237,8 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                if cb.log_level is not None and not session.modern:
+                    await _set_legacy_log_level(session.client, cb.log_level)
                 session.state = SessionState.READY
                 started = True
                 logger.info("started %s (%s) for %s", session.server.name, session.protocol_version,
@@ -288,6 +294,18 @@ class SessionPool:
                 if not session.calls and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s/%s", *session.key)
                     await self.close(session)
+
+
+async def _set_legacy_log_level(client: Client, level: str) -> None:
+    """Legacy servers send log messages at the level set by logging/setLevel (2026 ones are asked per request)."""
+    if client.server_capabilities.logging is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated in 2026-07-28, still the 2025 way
+        try:
+            await client.set_logging_level(level)  # type: ignore[arg-type]
+        except MCPError as exc:
+            logger.info("%s refused logging/setLevel: %s", client.server_info, exc)
 
 
 def _describe(exc: BaseException) -> str:

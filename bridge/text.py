@@ -51,11 +51,22 @@ def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
     for block in result.content:
         parts.append(block_text(block))
     structured = result.structured_content
-    # SDK servers wrap a plain return value as {"result": ...}; showing it twice helps nobody.
-    if structured is not None and structured != {"result": "\n".join(parts)}:
+    if structured is not None and not _same(structured, "\n".join(parts)):
         parts.append("structured content: " + json.dumps(result.structured_content, ensure_ascii=False, indent=1))
     text = "\n".join(p for p in parts if p) or "(no content)"
     return shorten(text, limit)
+
+
+def _same(structured: dict[str, Any], text: str) -> bool:
+    """True when the structured content only repeats the text (SDK servers wrap a plain return value as
+    {"result": value} next to its text form); showing it twice helps nobody."""
+    value: Any = structured.get("result", structured) if set(structured) == {"result"} else structured
+    if value == text or str(value) == text:
+        return True
+    try:
+        return bool(json.loads(text) == value)
+    except ValueError:
+        return False
 
 
 def block_text(block: Any) -> str:

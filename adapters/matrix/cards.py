@@ -10,9 +10,10 @@ the room, the card's first event, the thread its questions go to, and which poll
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from adapters.matrix.render import KEYCAPS, poll_options, poll_value, pollable
@@ -28,7 +29,7 @@ SKIP_WORDS = frozenset({"skip", "-", "default", "(empty)"})
 class Poll:
     event_id: str
     field: Field
-    votes: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    votes: dict[str, tuple[int, Any]] = dataclasses.field(default_factory=dict)
     """Latest counted vote per person: (server timestamp, value)."""
 
 
@@ -41,7 +42,7 @@ class Card:
     thread: str
     """The thread its questions, polls and summary go to (the conversation's thread, or the card itself)."""
     dialog: Dialog
-    polls: dict[str, Poll] = field(default_factory=dict)
+    polls: dict[str, Poll] = dataclasses.field(default_factory=dict)
     latest: str = ""
     """The last event we posted in the thread, for the reply fallback of the next one."""
     summary: str | None = None

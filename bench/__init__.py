@@ -1,0 +1,4 @@
+"""Benchmarks of whole bridge scenarios (`python -m bench.elicitation_roundtrip`, `python -m bench.pending_memory`).
+
+They print figures and ratios against a baseline run in the same process; they never assert timings.
+"""

@@ -1,0 +1,156 @@
+"""What both benchmarks share: the in-process MCP server, chat ports that answer or count cards, and small stats."""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import psutil
+from anyio.abc import TaskGroup
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, ElicitRequestFormParams, InputRequiredResult, TextContent
+
+from bridge.demo_server import ask
+from bridge.host import Host
+from bridge.model import Actor, CardRef, DecisionIn, Interaction
+from bridge.testing import FakeChatPort
+
+SERVER = "bench"
+TOOL = "book"
+
+SMALL_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name", "minLength": 1, "maxLength": 60},
+        "guests": {"type": "integer", "title": "Guests", "minimum": 1, "maximum": 12},
+        "window": {"type": "boolean", "title": "Window table?", "default": False},
+    },
+    "required": ["name", "guests"],
+}
+ANSWER: dict[str, Any] = {"name": "Ada", "guests": 2, "window": True}
+
+
+def quiet_logs() -> None:
+    """Keep only warnings. Constructing an `MCPServer` calls `logging.basicConfig(level=INFO)` with a rich handler
+    on the root logger, so the SDK's and the bridge's INFO lines (one per session start) would reach stderr and
+    cost time inside the measured rounds."""
+    for name in ("mcp", "bridge"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def bench_server() -> MCPServer:
+    """One tool that elicits a small form, on whichever era the connection speaks (the demo server's `ask`)."""
+    server = MCPServer(SERVER)
+
+    @server.tool()
+    async def book(ctx: Context, tag: str = "") -> str | InputRequiredResult:
+        """Ask for a small form and report what came back (with `tag`, to tell calls apart)."""
+        answer = await ask(ctx, "book", ElicitRequestFormParams(message=f"Book a table [{tag}]",
+                                                                 requested_schema=SMALL_FORM))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return json.dumps({"action": answer.action, "content": answer.content, "tag": tag})
+
+    return server
+
+
+def tag_of(interaction: Interaction) -> str:
+    """The `tag` the call that caused this card was made with (the tool puts it in the form's message)."""
+    return interaction.message.rsplit("[", 1)[-1].rstrip("]")
+
+
+def answer_for(tag: str) -> dict[str, Any]:
+    """A distinct accepted answer per tag, so a result proves its own request got its own answer."""
+    return {**ANSWER, "name": tag} if tag else ANSWER
+
+
+def answered(result: CallToolResult | None, tag: str = "") -> bool:
+    """Whether a tool result is the server reporting the accepted answer meant for this tag."""
+    if result is None or result.is_error or not result.content or not isinstance(result.content[0], TextContent):
+        return False
+    data = json.loads(result.content[0].text)
+    return bool(data == {"action": "accept", "content": answer_for(tag), "tag": tag})
+
+
+class AnsweringPort(FakeChatPort):
+    """A chat port whose person answers every card the moment it is posted: `post_card` schedules
+    `host.decide(accept)` in the bench's task group, so the round trip has no think time and no sleeps."""
+
+    def __init__(self, actor: Actor, content: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._actor = actor
+        self._content = dict(content)
+        self._host: Host | None = None
+        self._tg: TaskGroup | None = None
+        self.refused = 0
+
+    def bind(self, host: Host, tg: TaskGroup) -> None:
+        self._host, self._tg = host, tg
+
+    async def post_card(self, interaction: Interaction) -> CardRef:
+        ref = await super().post_card(interaction)
+        assert self._tg is not None, "bind() the port before use"
+        self._tg.start_soon(self._decide, interaction.id)
+        return ref
+
+    async def _decide(self, interaction_id: str) -> None:
+        assert self._host is not None
+        result = await self._host.decide(DecisionIn(interaction_id, self._actor, "accept", self._content))
+        if result.verdict.value != "claimed":
+            self.refused += 1
+
+    def forget(self) -> None:
+        """Drop what the fake platform recorded, so a long run does not grow it."""
+        self.cards.clear()
+        self.finished.clear()
+        self.finish_calls.clear()
+
+
+class CountingPort(FakeChatPort):
+    """A chat port that sets `all_open` when the `target`-th card is posted (nobody answers)."""
+
+    def __init__(self, target: int) -> None:
+        super().__init__()
+        self.target = target
+        self.opened = 0
+        self.all_open = anyio.Event()
+
+    def reset(self) -> None:
+        """Forget every card so far (after a warm-up) and count from zero again."""
+        self.opened = 0
+        self.all_open = anyio.Event()
+        self.cards.clear()
+        self.finished.clear()
+        self.finish_calls.clear()
+
+    async def post_card(self, interaction: Interaction) -> CardRef:
+        ref = await super().post_card(interaction)
+        self.opened += 1
+        if self.opened == self.target:
+            self.all_open.set()
+        return ref
+
+
+def rss() -> int:
+    """Resident memory of this process in bytes, after a full garbage collection."""
+    gc.collect()
+    return int(psutil.Process().memory_info().rss)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def p90(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]

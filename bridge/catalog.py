@@ -1,0 +1,91 @@
+"""Prompts and resources: listing (every page), reading, and turning results into chat text."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from mcp import Client
+from mcp.types import (
+    BlobResourceContents,
+    GetPromptResult,
+    Prompt,
+    PromptReference,
+    Resource,
+    TextResourceContents,
+)
+
+from bridge.forms import Field, FieldKind, Option
+from bridge.text import block_text, shorten
+
+MAX_PAGES = 100
+"""A server that keeps handing out cursors is cut off here rather than looping forever."""
+
+
+async def all_prompts(client: Client) -> list[Prompt]:
+    prompts: list[Prompt] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_prompts(cursor=cursor)
+        prompts.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return prompts
+
+
+async def all_resources(client: Client) -> list[Resource]:
+    resources: list[Resource] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_resources(cursor=cursor)
+        resources.extend(page.resources)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return resources
+
+
+def prompt_line(prompt: Prompt) -> str:
+    args = ", ".join(a.name + ("*" if a.required else "") for a in prompt.arguments or [])
+    desc = f": {shorten(prompt.description, 160)}" if prompt.description else ""
+    return f"  • {prompt.name}{desc}" + (f" (arguments: {args})" if args else "")
+
+
+def resource_line(resource: Resource) -> str:
+    mime = f", {resource.mime_type}" if resource.mime_type else ""
+    return f"  • {resource.uri}: {shorten(resource.name, 100)}{mime}"
+
+
+def prompt_text(result: GetPromptResult) -> str:
+    lines = [f"Prompt: {result.description}"] if result.description else []
+    for message in result.messages:
+        lines.append(f"{message.role}: {block_text(message.content)}")
+    return shorten("\n".join(lines))
+
+
+def contents_text(contents: list[Any]) -> str:
+    """Text shown in full up to the chat limit; binary described by type and size, never dumped."""
+    parts: list[str] = []
+    for item in contents:
+        if isinstance(item, TextResourceContents):
+            parts.append(f"{item.uri} ({item.mime_type or 'text'}):\n{item.text}")
+        elif isinstance(item, BlobResourceContents):
+            size = len(base64.b64decode(item.blob, validate=False))
+            parts.append(f"{item.uri}: binary, {item.mime_type or 'unknown type'}, {size} bytes")
+    return shorten("\n".join(parts) or "(empty)")
+
+
+async def argument_field(client: Client, prompt: Prompt, name: str, description: str | None,
+                         known: dict[str, str]) -> Field:
+    """A form field for a missing prompt argument; the server's completions become options when it has some."""
+    options: tuple[Option, ...] = ()
+    if client.server_capabilities.completions is not None:
+        try:
+            result = await client.complete(PromptReference(type="ref/prompt", name=prompt.name),
+                                           {"name": name, "value": ""}, context_arguments=known or None)
+            options = tuple(Option(v, v) for v in result.completion.values[:100] if v)
+        except Exception:  # noqa: BLE001 - completions are a convenience; without them the field is free text
+            options = ()
+    kind = FieldKind.CHOICE if options else FieldKind.TEXT
+    return Field(name, kind, name, description=description or "", required=True, options=options)

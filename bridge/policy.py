@@ -1,0 +1,47 @@
+"""Pure decisions: which tool calls need a person's approval, and how arguments are shown on a card."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from mcp.types import ToolAnnotations
+
+from bridge.text import shorten
+
+_SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|auth|credential|private[_-]?key|"
+                         r"cookie|session|card|cvv|iban", re.IGNORECASE)
+MASK = "••••••"
+MAX_VALUE = 300
+
+
+def needs_approval(rules: Sequence[tuple[str, Literal["always", "never"]]], tool: str,
+                   annotations: ToolAnnotations | None) -> bool:
+    """The first rule whose glob matches the tool name decides; with none, a tool that declares itself destructive
+    (and not read-only) asks. Annotations are the server's claims: rules are how a team overrides them."""
+    for pattern, verdict in rules:
+        if fnmatch.fnmatchcase(tool, pattern):
+            return verdict == "always"
+    if annotations is None:
+        return False
+    return annotations.destructive_hint is True and annotations.read_only_hint is not True
+
+
+def mask_arguments(arguments: Mapping[str, Any]) -> str:
+    """Arguments as readable JSON for a card: secret-looking values masked, long values shortened."""
+    return json.dumps(_mask(arguments), ensure_ascii=False, indent=1)
+
+
+def _mask(value: Any, key: str = "") -> Any:
+    if key and _SECRET_KEY.search(key) and not isinstance(value, dict | list):
+        return MASK
+    if isinstance(value, Mapping):
+        return {str(k): _mask(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v, key) for v in value[:50]] + (["…"] if len(value) > 50 else [])
+    if isinstance(value, str):
+        return shorten(value, MAX_VALUE)
+    return value

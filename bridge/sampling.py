@@ -1,0 +1,175 @@
+"""Sampling: a server asks the host's model to answer a prompt, and people stay in the loop.
+
+The order is the spec's advice made concrete: policy first (deny, rate, caps, allowed models), then a card showing
+exactly what would be sent (approve, edit the prompt, or deny), then the model, then a second card with the answer
+for review (send, edit, deny) before anything goes back. With the `human` provider the reviewer writes the answer.
+Caps hold even under `approval: auto`. A refusal is `ErrorData(-1, ...)`, the code the 2025-11-25 spec names; on
+2026 servers the host then does not retry the call and tells the conversation instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+
+from mcp.types import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    ErrorData,
+    SamplingMessage,
+    TextContent,
+)
+
+from bridge.context import RequestContext, Services, new_id
+from bridge.forms import Field, FieldKind, Form, approval_form
+from bridge.llm import (
+    HumanAnswerRequired,
+    InvalidSamplingRequest,
+    LLMError,
+    LLMProvider,
+    LLMResponse,
+    model_hints,
+    pick_model,
+    to_create_message_result,
+    to_llm_request,
+)
+from bridge.model import Detail, Interaction, Kind, Status
+from bridge.ratelimit import RateLimiter
+from bridge.text import block_text
+
+logger = logging.getLogger(__name__)
+
+USER_REJECTED = -1
+"""The error code the 2025-11-25 spec gives for a person's rejection of a sampling request."""
+INVALID_PARAMS = -32602
+
+SamplingAnswer = CreateMessageResult | CreateMessageResultWithTools | ErrorData
+
+
+class Sampler:
+    def __init__(self, services: Services, provider: LLMProvider) -> None:
+        self._services = services
+        self._provider = provider
+        self._rates: dict[str, RateLimiter] = {}
+
+    @property
+    def supports_tools(self) -> bool:
+        return self._provider.supports_tools
+
+    async def handle(self, ctx: RequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
+        policy = self._services.config.servers[ctx.server.name].sampling
+        if policy.approval == "deny":
+            return ErrorData(code=USER_REJECTED, message="Sampling is turned off for this server")
+        if policy.rate_per_minute is not None:
+            limiter = self._rates.setdefault(ctx.server.name, RateLimiter(policy.rate_per_minute))
+            if not limiter.allow(ctx.conversation.id()):
+                await self._services.say(ctx.conversation, f"{ctx.server.text()} asked for the model more than "
+                                                           f"{policy.rate_per_minute} times a minute; refused.")
+                return ErrorData(code=USER_REJECTED, message="Sampling rate limit exceeded; try again later")
+        model = pick_model(model_hints(params), policy.models, self._provider.default_model)
+        if policy.models and model not in policy.models:
+            model = policy.models[0]
+        try:
+            request = to_llm_request(params, model=model, max_tokens_cap=policy.max_tokens)
+        except InvalidSamplingRequest as exc:
+            return ErrorData(code=INVALID_PARAMS, message=str(exc))
+
+        if policy.approval == "ask":
+            interaction = self._approval(ctx, params, request.max_tokens, model, policy.timeout)
+            outcome = await self._services.broker.ask(interaction, pending_call=ctx.pending_call,
+                                                      input_key=_sub(ctx.input_key, "approve"))
+            if outcome.status is not Status.ACCEPTED:
+                return _rejected(outcome.status)
+            edited = outcome.content or {}
+            system = str(edited.get("system_prompt", request.system or "")) or None
+            prompt = edited.get("prompt")
+            messages = list(request.messages)
+            if isinstance(prompt, str) and messages and messages[-1].role == "user" and not messages[-1].tool_results:
+                messages[-1] = replace(messages[-1], text=prompt)
+            request = replace(request, system=system, messages=messages)
+
+        response: LLMResponse | None
+        try:
+            response = await self._provider.complete(request)
+        except HumanAnswerRequired:
+            response = None
+        except LLMError as exc:
+            await self._services.say(ctx.conversation, f"The model failed to answer {ctx.server.text()}: {exc}")
+            return ErrorData(code=-32603, message=f"The host's model failed: {exc}")
+
+        if response is None or (policy.review and not response.tool_calls):
+            review = self._review(ctx, response, policy.timeout)
+            outcome = await self._services.broker.ask(review, pending_call=ctx.pending_call,
+                                                      input_key=_sub(ctx.input_key, "review"))
+            if outcome.status is not Status.ACCEPTED:
+                return _rejected(outcome.status)
+            text = str((outcome.content or {}).get("answer", response.text if response else ""))
+            response = LLMResponse(text=text, model=response.model if response else "human",
+                                   stop_reason=response.stop_reason if response else "endTurn")
+        return to_create_message_result(response)
+
+    def _approval(self, ctx: RequestContext, params: CreateMessageRequestParams, max_tokens: int, model: str | None,
+                  timeout: float) -> Interaction:
+        details = [Detail("System prompt", params.system_prompt or "(none)")]
+        for n, message in enumerate(params.messages, 1):
+            details.append(_message_detail(n, message))
+        prefs = params.model_preferences
+        if prefs is not None:
+            details.append(Detail("Model preferences", json.dumps(prefs.model_dump(exclude_none=True))))
+        details.append(Detail("Limits", f"maxTokens {max_tokens} (asked {params.max_tokens}), model "
+                                        f"{model or 'default'}, includeContext {params.include_context or 'none'}"))
+        if params.tools:
+            details.append(Detail("Tools offered to the model", ", ".join(t.name for t in params.tools)))
+        fields = [Field("system_prompt", FieldKind.TEXT, "System prompt", default=params.system_prompt or "",
+                        has_default=True, multiline=True)]
+        last = params.messages[-1] if params.messages else None
+        if last is not None and last.role == "user":
+            text = "\n".join(block_text(b) for b in _blocks(last))
+            fields.append(Field("prompt", FieldKind.TEXT, "Last user message", default=text, has_default=True,
+                                multiline=True))
+        return Interaction(
+            id=new_id(), kind=Kind.SAMPLING, server=ctx.server, conversation=ctx.conversation,
+            requester=ctx.requester, approvers=ctx.approvers,
+            message=f"{ctx.server.text()} wants the model to answer {len(params.messages)} message(s).",
+            form=approval_form(fields), expires_at=ctx.deadline(timeout), details=tuple(details),
+            accept_label="Approve", decline_label="Deny", quick_accept=True, tool=ctx.tool)
+
+    def _review(self, ctx: RequestContext, response: LLMResponse | None, timeout: float) -> Interaction:
+        if response is None:
+            answer = Field("answer", FieldKind.TEXT, "Your answer", required=True, multiline=True)
+            message = "No model is configured: write the answer the server should get."
+            details: tuple[Detail, ...] = ()
+        else:
+            answer = Field("answer", FieldKind.TEXT, "Answer", default=response.text, has_default=True,
+                           multiline=True)
+            message = f"The model ({response.model}) answered; check it before it goes back to {ctx.server.name}."
+            details = (Detail("Answer", response.text),)
+        return Interaction(
+            id=new_id(), kind=Kind.SAMPLING_REVIEW, server=ctx.server, conversation=ctx.conversation,
+            requester=ctx.requester, approvers=ctx.approvers, message=message, form=approval_form([answer]),
+            expires_at=ctx.deadline(timeout), details=details, accept_label="Send", decline_label="Deny",
+            quick_accept=response is not None, tool=ctx.tool)
+
+
+def _blocks(message: SamplingMessage) -> list[object]:
+    return list(message.content) if isinstance(message.content, list) else [message.content]
+
+
+def _message_detail(n: int, message: SamplingMessage) -> Detail:
+    text = "\n".join(block_text(b) if not isinstance(b, TextContent) else b.text for b in _blocks(message))
+    return Detail(f"Message {n} ({message.role})", text, full_length=len(text))
+
+
+def _rejected(status: Status) -> ErrorData:
+    reason = {Status.EXPIRED: "nobody answered in time", Status.FAILED: "the request could not be shown"}.get(
+        status, "a person said no")
+    return ErrorData(code=USER_REJECTED, message=f"User rejected sampling request ({reason})")
+
+
+def _sub(key: str | None, step: str) -> str | None:
+    return f"{key}#{step}" if key is not None else None
+
+
+__all__ = ["Form", "Sampler", "SamplingAnswer"]

@@ -1,0 +1,65 @@
+"""Inline MCP servers for the Matrix tests (module level: the SDK evaluates the tools' annotations by name)."""
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    Context,
+    DeclinedElicitation,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
+from pydantic import BaseModel, Field
+
+
+class Order(BaseModel):
+    colour: Literal["red", "green", "blue"] = Field(default="red", description="Colour")
+    note: str = Field(description="A note")
+
+
+class Booking(BaseModel):
+    name: str = Field(description="Your name")
+    cuisine: Literal["italian", "thai", "mexican"] = Field(default="thai", description="Cuisine")
+    outdoor: bool = Field(default=False, description="Sit outside?")
+    guests: int = Field(ge=1, le=12, description="Number of guests")
+    budget: float = Field(default=50.0, description="Budget per person")
+
+
+def _describe(result: ElicitationResult[Booking] | ElicitationResult[Order]) -> str:
+    match result:
+        case AcceptedElicitation(data=data):
+            return f"accepted: {data.model_dump()}"
+        case DeclinedElicitation():
+            return "declined"
+        case CancelledElicitation():
+            return "cancelled"
+    return "?"
+
+
+def orders() -> MCPServer:
+    """A legacy-style server: the form is asked through the back-channel while the call stays open."""
+    server = MCPServer("orders")
+
+    @server.tool()
+    async def order(ctx: Context) -> str:
+        return _describe(await ctx.elicit("Your order, please", Order))
+
+    return server
+
+
+def ask_booking() -> Elicit[Booking]:
+    return Elicit("Please fill in your booking", Booking)
+
+
+def bookings() -> MCPServer:
+    """A resolver-style server: on the 2026 era the form comes back as input_required (durable across restarts)."""
+    server = MCPServer("bookings")
+
+    @server.tool()
+    async def book(booking: Annotated[ElicitationResult[Booking], Resolve(ask_booking)], ctx: Context) -> str:
+        return f"[{ctx.protocol_version}] " + _describe(booking)
+
+    return server

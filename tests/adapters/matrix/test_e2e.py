@@ -1,0 +1,246 @@
+"""End to end: the bridge in a real Synapse, a second nio client acting as the person.
+
+Each test registers fresh users on the session's Synapse, lets the person invite the bot, and drives a card through
+polls, threaded replies and reactions the way Element would send them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+import anyio
+import pytest
+
+from adapters.matrix.render import ACCEPT, CANCEL, DECLINE, POLL_END
+from bridge.config import Config, ServerConfig
+from bridge.forms import Field, FieldKind, Form, approval_form
+from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
+from tests.adapters.matrix import servers
+from tests.adapters.matrix.harness import (
+    Person,
+    body,
+    bridge,
+    content,
+    edit_of,
+    everything,
+    mark,
+    matrix_block,
+    part,
+    person,
+    raw_result,
+    register,
+)
+from tests.matrixhs.synapse import Synapse
+
+pytestmark = pytest.mark.anyio
+
+
+async def open_room(p: Person, bot_id: str, *, encrypted: bool) -> None:
+    await p.create_room([bot_id], encrypted=encrypted)
+    await p.wait_joined(bot_id)
+
+
+async def polls_by_field(p: Person, interaction: str) -> dict[str, str]:
+    return {mark(e)["field"]: e.event_id for e in p.seen
+            if mark(e).get("part") == "poll" and mark(e).get("interaction") == interaction}
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "e2ee"])
+async def test_everything_form_by_polls_and_replies(synapse: Synapse, tmp_path: Path, encrypted: bool) -> None:
+    bot = register(synapse, "bot")
+    config = Config(servers={"everything": everything()}, store=str(tmp_path / "bridge.db"))
+    async with person(synapse, "ada", tmp_path / "ada" if encrypted else None) as ada, \
+            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
+        await open_room(ada, bot.user_id, encrypted=encrypted)
+        command = await ada.say("!mcp call everything trigger-elicitation-request")
+
+        first = await ada.wait(part("question", "name"))
+        card_id = mark(first)["interaction"]
+        root = await ada.wait(part("card"))
+        assert content(root)["m.mentions"] == {"user_ids": [ada.user_id]}
+        assert content(root)["m.relates_to"]["event_id"] == command  # the command's thread is the conversation
+        polls = await polls_by_field(ada, card_id)
+        assert sorted(polls) == sorted(["check", "untitledSingleSelectEnum", "untitledMultipleSelectEnum",
+                                        "titledSingleSelectEnum", "titledMultipleSelectEnum", "legacyTitledEnum"])
+
+        await ada.vote(polls["check"], ["yes"])
+        await ada.vote(polls["untitledSingleSelectEnum"], ["2"])
+        await ada.vote(polls["untitledMultipleSelectEnum"], ["1", "3"])
+        await ada.vote(polls["titledSingleSelectEnum"], ["3"])
+        await ada.vote(polls["titledMultipleSelectEnum"], ["2"])
+        await ada.vote(polls["legacyTitledEnum"], ["4"])
+
+        answers = [("name", "Ada Lovelace"), ("firstLine", "skip"), ("email", "not-an-email"),
+                   ("email", "ada@example.com"), ("homepage", "https://example.com/ada"),
+                   ("birthdate", "1815-12-10"), ("integer", "7"), ("number", "2.5")]
+        seen = 0
+        for field, text in answers:
+            question = await ada.wait(part("question", field, after=seen))
+            seen = ada.seen.index(question) + 1
+            if text == "ada@example.com":
+                assert "⚠" in body(question)  # re-asked, with the reason
+            await ada.say(text, thread=command, latest=question.event_id)
+
+        summary = await ada.wait(part("summary", after=seen))
+        assert "Ada Lovelace" in body(summary) and "Rachel" in body(summary)
+        await ada.react(summary.event_id, ACCEPT)
+
+        result = await ada.wait(lambda i, e: "Raw result:" in body(e))
+        assert raw_result(body(result)) == {"action": "accept", "content": {
+            "name": "Ada Lovelace", "check": True, "firstLine": "It was a dark and stormy night.",
+            "email": "ada@example.com", "homepage": "https://example.com/ada", "birthdate": "1815-12-10",
+            "integer": 7, "number": 2.5, "untitledSingleSelectEnum": "Rachel",
+            "untitledMultipleSelectEnum": ["Guitar", "Violin"], "titledSingleSelectEnum": "hero-3",
+            "titledMultipleSelectEnum": ["fish-2"], "legacyTitledEnum": "pet-4"}}
+        edited = await ada.wait(edit_of(root.event_id))
+        assert "accepted by" in content(edited)["m.new_content"]["body"].lower()
+        await ada.wait(lambda i, e: getattr(e, "type", "") == POLL_END)
+
+
+@pytest.mark.parametrize(("key", "action"), [(DECLINE, "decline"), (CANCEL, "cancel")])
+async def test_decline_and_cancel_by_reaction(synapse: Synapse, tmp_path: Path, key: str, action: str) -> None:
+    bot = register(synapse, "bot")
+    config = Config(servers={"everything": everything()}, store=str(tmp_path / "bridge.db"))
+    async with person(synapse, "ada", None) as ada, \
+            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
+        await open_room(ada, bot.user_id, encrypted=False)
+        await ada.say("!mcp call everything trigger-elicitation-request")
+        await ada.wait(part("question", "name"))
+        root = await ada.wait(part("card"))
+        await ada.react(root.event_id, key)
+        result = await ada.wait(lambda i, e: "Raw result:" in body(e))
+        assert raw_result(body(result)) == {"action": action}
+        edited = await ada.wait(edit_of(root.event_id))
+        done = {"decline": "declined by", "cancel": "cancelled by"}[action]
+        assert done in content(edited)["m.new_content"]["body"].lower()
+
+
+async def test_expiry_edits_the_card(synapse: Synapse, tmp_path: Path) -> None:
+    bot = register(synapse, "bot")
+    server = ServerConfig(name="everything", command="node", args=everything().args, elicitation_timeout=3.0)
+    config = Config(servers={"everything": server}, store=str(tmp_path / "bridge.db"))
+    async with person(synapse, "ada", None) as ada, \
+            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
+        await open_room(ada, bot.user_id, encrypted=False)
+        await ada.say("!mcp call everything trigger-elicitation-request")
+        root = await ada.wait(part("card"))
+        edited = await ada.wait(edit_of(root.event_id))
+        assert "expired" in content(edited)["m.new_content"]["body"].lower()
+        await ada.wait(lambda i, e: getattr(e, "type", "") == POLL_END)
+        result = await ada.wait(lambda i, e: "Raw result:" in body(e))
+        assert raw_result(body(result)) == {"action": "cancel"}
+
+
+async def test_a_strangers_vote_and_reaction_do_not_count(synapse: Synapse, tmp_path: Path) -> None:
+    bot = register(synapse, "bot")
+    config = Config(servers={"orders": ServerConfig(name="orders", inprocess=servers.orders(), protocol="legacy")},
+                    store=str(tmp_path / "bridge.db"))
+    async with person(synapse, "ada", None) as ada, person(synapse, "eve", None) as eve, \
+            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
+        room = await ada.create_room([bot.user_id, eve.user_id], encrypted=False)
+        await ada.wait_joined(bot.user_id)
+        await eve.join(room)
+        command = await ada.say("!mcp call orders order")
+        question = await ada.wait(part("question", "note"))
+        poll = await ada.wait(part("poll", "colour"))
+
+        await eve.vote(poll.event_id, ["3"])  # blue
+        notice = await eve.wait(lambda i, e: "can answer this request" in body(e))
+        assert content(notice)["m.mentions"] == {"user_ids": [eve.user_id]}
+
+        await ada.say("table by the window", thread=command, latest=question.event_id)
+        summary = await ada.wait(part("summary"))
+        await eve.react(summary.event_id, ACCEPT)
+        await eve.say("!cancel", thread=command)
+        await ada.react(summary.event_id, ACCEPT)
+        result = await ada.wait(lambda i, e: "orders.order:" in body(e))
+        assert "accepted: {'colour': 'red', 'note': 'table by the window'}" in body(result)
+
+
+async def test_restart_in_the_middle_of_a_2026_request(synapse: Synapse, tmp_path: Path) -> None:
+    username = f"bot-{uuid.uuid4().hex[:8]}"
+    bot_id = synapse.register(username, "bot-password").user_id
+    server = servers.bookings()  # the same object both times: its request-state key survives the restart
+    config = Config(servers={"bookings": ServerConfig(name="bookings", inprocess=server)},
+                    store=str(tmp_path / "bridge.db"))
+    # A password login: the first run logs in once and keeps the device; the second run restores it.
+    block = matrix_block(synapse, (bot_id, "bot-password"), tmp_path / "bot")
+    async with person(synapse, "ada", None) as ada:
+        async with bridge(config, block, tmp_path / "bridge.db") as first:
+            await open_room(ada, bot_id, encrypted=False)
+            command = await ada.say("!mcp call bookings book")
+            question = await ada.wait(part("question", "name"))
+            polls = await polls_by_field(ada, mark(question)["interaction"])
+            assert sorted(polls) == ["cuisine", "outdoor"]
+            await ada.vote(polls["cuisine"], ["3"])
+            await ada.vote(polls["outdoor"], ["yes"])
+            await ada.say("Ada", thread=command, latest=question.event_id)
+            await ada.wait(part("question", "guests"))
+            device = first.adapter.device_id
+        assert first.store is not None
+
+        async with bridge(config, block, tmp_path / "bridge.db") as second:
+            assert second.adapter.device_id == device  # no second login, no new device
+            restored = await ada.wait(part("restored"))
+            seen = ada.seen.index(restored)
+            for field, text in [("name", "Ada"), ("guests", "4"), ("budget", "skip")]:
+                question = await ada.wait(part("question", field, after=seen))
+                seen = ada.seen.index(question) + 1
+                await ada.say(text, thread=command, latest=question.event_id)
+            summary = await ada.wait(part("summary", after=seen))
+            await ada.react(summary.event_id, ACCEPT)
+            result = await ada.wait(lambda i, e: body(e).startswith("bookings.book:"))
+            assert ("[2026-07-28] accepted: {'name': 'Ada', 'cuisine': 'mexican', 'outdoor': True, 'guests': 4, "
+                    "'budget': 50.0}") in body(result)
+
+
+def approval(kind: Kind, conversation: ConversationKey, actor: Actor, **extra: object) -> Interaction:
+    fields: dict[str, object] = {
+        "id": uuid.uuid4().hex[:8], "kind": kind, "server": ServerLabel("files", "File tools"),
+        "conversation": conversation, "requester": actor, "approvers": frozenset({actor.key}),
+        "message": "Please check this first.", "form": Form(), "expires_at": time.time() + 60,
+        "accept_label": "Approve", "decline_label": "Deny", "quick_accept": True, **extra}
+    return Interaction(**fields)  # type: ignore[arg-type]
+
+
+async def test_tool_and_sampling_approval_by_reaction(synapse: Synapse, tmp_path: Path) -> None:
+    bot = register(synapse, "bot")
+    config = Config(store=str(tmp_path / "bridge.db"), conversation_scope="channel")
+    async with person(synapse, "ada", None) as ada, \
+            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db") as running:
+        await open_room(ada, bot.user_id, encrypted=False)
+        await ada.say("!mcp help")  # a round trip, so the bot's own sync has seen it join the room
+        await ada.wait(lambda i, e: body(e).startswith("Commands"))
+        conversation = ConversationKey("matrix", "localhost", ada.room_id)
+        actor = Actor("matrix", ada.user_id, "Ada")
+        tool = approval(Kind.TOOL, conversation, actor, tool="delete_tree",
+                        details=(Detail("Arguments", '{"path": "/tmp/x"} @room'),))
+        prompt = Field("prompt", FieldKind.TEXT, "Prompt", default="What is 2+2?", has_default=True)
+        sampling = approval(Kind.SAMPLING, conversation, actor, form=approval_form([prompt]))
+        outcomes: dict[str, Outcome] = {}
+
+        async def ask(interaction: Interaction) -> None:
+            outcomes[interaction.id] = await running.host.broker.ask(interaction)
+
+        def card_of(interaction: Interaction, name: str = "card") -> object:
+            return lambda i, e: mark(e).get("interaction") == interaction.id and mark(e).get("part") == name
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, tool)
+            root = await ada.wait(card_of(tool))
+            assert "@room" not in body(root) and "delete_tree" in body(root)
+            await ada.react(root.event_id, ACCEPT)
+        assert outcomes[tool.id].status is Status.ACCEPTED
+        assert outcomes[tool.id].by is not None and outcomes[tool.id].by.user_id == ada.user_id
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, sampling)
+            root = await ada.wait(card_of(sampling))
+            await ada.say("edit", thread=root.event_id)
+            question = await ada.wait(card_of(sampling, "question"))
+            await ada.say("What is 3+3?", thread=root.event_id, latest=question.event_id)
+            summary = await ada.wait(card_of(sampling, "summary"))
+            await ada.react(summary.event_id, ACCEPT)
+        assert outcomes[sampling.id].status is Status.ACCEPTED
+        assert outcomes[sampling.id].content == {"prompt": "What is 3+3?"}

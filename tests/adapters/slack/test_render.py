@@ -1,0 +1,242 @@
+"""Pure rendering: every card, modal and view within Block Kit's limits, with server text escaped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from adapters.slack import ids, modal, render
+from adapters.slack.elements import element, matching_options
+from bridge.model import Actor, Detail, Interaction, Kind, Outcome, ServerLabel, Status, StatusView
+from tests.adapters.slack import limits
+from tests.adapters.slack.interactions import (
+    ADA,
+    EVERY_FIELD,
+    form,
+    interaction,
+    one_field,
+    roots,
+    sampling,
+    tool_approval,
+)
+
+JSON = dict[str, Any]
+
+
+def buttons(blocks: list[JSON]) -> list[tuple[str, str]]:
+    return [(e["action_id"], e["text"]["text"]) for b in blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+def texts(blocks: list[JSON]) -> str:
+    return json.dumps(blocks, ensure_ascii=False)
+
+
+def mrkdwn_texts(value: Any) -> str:
+    """Every mrkdwn text in a payload: what Slack parses for mentions and links (plain_text it shows as is)."""
+    if isinstance(value, dict):
+        if value.get("type") == "mrkdwn":
+            return str(value["text"]) + "\n"
+        return "".join(mrkdwn_texts(v) for v in value.values())
+    if isinstance(value, list):
+        return "".join(mrkdwn_texts(v) for v in value)
+    return ""
+
+
+def all_cards() -> list[Interaction]:
+    return [
+        interaction(form=form(EVERY_FIELD)),
+        interaction(form=one_field({"type": "boolean", "title": "Proceed?"})),
+        interaction(kind=Kind.URL, url="https://example.com/connect?x=1", details=(Detail("Host", "example.com"),),
+                    accept_label="Done", quick_accept=True),
+        sampling(),
+        interaction(Kind.SAMPLING_REVIEW, form=sampling().form, accept_label="Send", decline_label="Reject",
+                    quick_accept=True),
+        roots(),
+        tool_approval(),
+    ]
+
+
+@pytest.mark.parametrize("card", all_cards(), ids=lambda i: i.kind.value)
+def test_every_card_and_its_final_state_stay_within_block_kit_limits(card: Interaction) -> None:
+    open_blocks = render.card(card)
+    limits.check_message(open_blocks)
+    assert "<@U1>" in open_blocks[0]["text"]["text"]  # the person it waits for, mentioned
+    assert "everything (Everything Server)" in open_blocks[0]["text"]["text"]
+    for status in (Status.ACCEPTED, Status.DECLINED, Status.CANCELLED, Status.EXPIRED, Status.FAILED):
+        final = render.finished_card(card, Outcome(status, by=ADA if status is Status.ACCEPTED else None))
+        limits.check_message(final)
+        assert buttons(final) == []
+
+
+def test_a_form_card_offers_fill_in_decline_and_cancel() -> None:
+    blocks = render.card(interaction(form=form(EVERY_FIELD)))
+    assert buttons(blocks) == [(ids.OPEN_FORM, "Fill in…"), (ids.DECLINE, "Decline"), (ids.CANCEL, "Cancel")]
+
+
+def test_a_single_boolean_or_small_choice_is_answered_inline() -> None:
+    boolean = render.card(interaction(form=one_field({"type": "boolean", "title": "Proceed?"})))
+    assert buttons(boolean) == [("mcp.choice.0", "Yes"), ("mcp.choice.1", "No"), (ids.DECLINE, "Decline"),
+                                (ids.CANCEL, "Cancel")]
+    small = render.card(interaction(form=one_field({"type": "string", "enum": ["a", "b", "c"],
+                                                    "enumNames": ["Apple", "Banana", "Cherry"]})))
+    assert [label for _, label in buttons(small)][:3] == ["Apple", "Banana", "Cherry"]
+    six = render.card(interaction(form=one_field({"type": "string", "enum": list("abcdef")})))
+    assert buttons(six)[0] == (ids.OPEN_FORM, "Fill in…")
+
+
+def test_a_url_card_shows_the_full_url_and_host_and_links_without_fetching() -> None:
+    url = "https://example.com/connect?state=" + "x" * 200
+    card = interaction(kind=Kind.URL, url=url, details=(Detail("Host", "example.com"),), accept_label="Done",
+                       quick_accept=True)
+    blocks = render.card(card)
+    text = texts(blocks)
+    assert url in text and "*Host:* example.com" in text
+    assert [b for b in blocks if b.get("text", {}).get("verbatim")]  # server text is never auto-linked
+    link = blocks[-1]["elements"][0]
+    assert (link["action_id"], link["url"]) == (ids.OPEN_URL, url)
+    assert buttons(blocks)[1:] == [(ids.ACCEPT, "Done"), (ids.DECLINE, "Decline")]
+
+
+def test_approvals_offer_approve_edit_deny_or_a_picker_when_nothing_can_be_approved_as_shown() -> None:
+    assert buttons(render.card(sampling())) == [(ids.ACCEPT, "Approve"), (ids.OPEN_FORM, "Edit…"),
+                                                (ids.DECLINE, "Deny")]
+    assert buttons(render.card(tool_approval())) == [(ids.ACCEPT, "Approve"), (ids.DECLINE, "Deny")]
+    assert "delete_repo" in texts(render.card(tool_approval()))
+    assert buttons(render.card(roots())) == [(ids.OPEN_FORM, "Share…"), (ids.DECLINE, "Deny")]
+
+
+def test_hostile_server_text_cannot_mention_broadcast_or_disguise_links() -> None:
+    hostile = "<!channel> pay <@U123> now: <http://evil.example|click here> &amp; @here"
+    card = interaction(form=one_field({"type": "string", "title": hostile, "description": hostile}),
+                       message=hostile, server=ServerLabel("evil", hostile),
+                       details=(Detail(hostile, hostile),), tool=hostile)
+    for blocks in (render.card(card), render.finished_card(card, Outcome(Status.ACCEPTED, by=ADA)),
+                   modal.form_view(card, ids.ModalMeta(card.id))["blocks"]):
+        text = mrkdwn_texts(blocks)
+        for bad in ("<!channel>", "<@U123>", "<http", "|click here>", "@here"):
+            assert bad not in text
+        assert "&lt;!channel&gt;" in text and "&amp;amp;" in text
+        assert "<@U1>" in text  # our own mention of the requester is kept
+    home = render.home([(card, "https://fake.invalid/archives/C1/p1")])
+    assert "<!channel>" not in mrkdwn_texts(home["blocks"])
+    label = modal.form_view(card, ids.ModalMeta(card.id))["blocks"][-1]["label"]
+    assert label["type"] == "plain_text"  # shown verbatim by Slack, never parsed for mentions
+
+
+def test_a_20000_character_message_is_capped_on_cards_modals_and_home() -> None:
+    long = "word & " * 3000  # 21 000 characters, longer still once & is escaped
+    card = interaction(form=form(EVERY_FIELD), message=long, details=(Detail("Arguments", long, 50_000),))
+    limits.check_message(render.card(card))
+    limits.check_message(render.finished_card(card, Outcome(Status.EXPIRED)))
+    view = modal.form_view(card, ids.ModalMeta(card.id))
+    limits.check_modal(view)
+    limits.check_home(render.home([(card, None)] * 60))
+    message = render.card(card)[1]["text"]["text"]
+    assert message.endswith("more characters not shown]") and "&amp" in message
+
+
+def test_many_details_are_summarised_to_stay_under_50_blocks() -> None:
+    card = interaction(Kind.ROOTS, details=tuple(Detail(f"root {i}", f"file:///r/{i}") for i in range(80)),
+                       quick_accept=True)
+    blocks = render.card(card)
+    limits.check_message(blocks)
+    assert "50 more details are not shown" in texts(blocks)
+
+
+def test_a_form_with_more_fields_than_a_modal_holds_is_split_into_pages_without_losing_a_field() -> None:
+    kinds = list(EVERY_FIELD["properties"].values())
+    schema = {"type": "object", "properties": {f"f{i}": kinds[i % len(kinds)] for i in range(250)}}
+    card = interaction(form=form(schema), message="m" * 5000)
+    pages = modal.pages(card)
+    assert len(pages) == 3
+    seen: list[str] = []
+    for number in range(len(pages)):
+        view = modal.form_view(card, ids.ModalMeta(card.id, "C1", "1.2", number))
+        limits.check_modal(view)
+        assert ids.ModalMeta.load(view["private_metadata"]) == ids.ModalMeta(card.id, "C1", "1.2", number)
+        assert view["submit"]["text"] == ("Accept" if number == 2 else "Next")
+        seen += [b["block_id"] for b in view["blocks"] if b["type"] == "input"]
+    assert seen == [ids.field_block(i) for i in range(250)]
+
+
+def test_options_longer_than_slack_allows_are_mapped_to_indices_and_long_lists_use_external_selects() -> None:
+    values = [f"value-{i}-" + "v" * 200 for i in range(150)]
+    choice = one_field({"type": "string", "oneOf": [{"const": v, "title": "t" * 100 + v} for v in values],
+                        "default": values[3]}).fields[0]
+    big = element(choice)
+    assert big["type"] == "external_select" and big["initial_option"]["value"] == "3"
+    assert len(big["initial_option"]["text"]["text"]) <= 75
+    found = matching_options(choice, "")
+    assert len(found) == 100 and all(len(o["value"]) <= 150 and len(o["text"]["text"]) <= 75 for o in found)
+    assert [o["value"] for o in matching_options(choice, "value-149")] == ["149"]
+    medium = one_field({"type": "string", "enum": values[:30]}).fields[0]
+    assert element(medium)["type"] == "static_select"
+    assert [o["value"] for o in element(medium)["options"]][:3] == ["0", "1", "2"]
+    many = one_field({"type": "array", "items": {"type": "string", "enum": values}}).fields[0]
+    assert element(many)["type"] == "multi_external_select"
+
+
+def test_each_field_kind_gets_its_native_input_with_defaults_pre_filled() -> None:
+    f = {x.name: x for x in form(EVERY_FIELD).fields}
+    assert element(f["name"]) == {"type": "plain_text_input", "multiline": False, "min_length": 2, "max_length": 50,
+                                  "action_id": "v"}
+    assert element(f["bio"])["multiline"] is True and "max_length" not in element(f["bio"])  # 5000: core checks
+    assert element(f["email"]) == {"type": "email_text_input", "initial_value": "a@example.com", "action_id": "v"}
+    assert element(f["site"])["type"] == "url_text_input"
+    assert element(f["day"]) == {"type": "datepicker", "initial_date": "2026-01-31", "action_id": "v"}
+    assert element(f["when"]) == {"type": "datetimepicker", "initial_date_time": 1769851800, "action_id": "v"}
+    assert element(f["count"]) == {"type": "number_input", "is_decimal_allowed": False, "min_value": "1",
+                                   "max_value": "100", "initial_value": "42", "action_id": "v"}
+    assert element(f["ratio"]) == {"type": "number_input", "is_decimal_allowed": True, "min_value": "0",
+                                   "max_value": "1.5", "initial_value": "0.25", "action_id": "v"}
+    assert element(f["ok"])["type"] == "radio_buttons" and element(f["ok"])["initial_option"]["value"] == "0"
+    assert element(f["size"])["type"] == "radio_buttons" and element(f["size"])["initial_option"]["value"] == "1"
+    assert element(f["color"])["type"] == "static_select"
+    assert element(f["tags"])["type"] == "checkboxes" and element(f["tags"])["initial_options"][0]["value"] == "1"
+    assert element(f["many"])["type"] == "multi_static_select" and element(f["many"])["max_selected_items"] == 3
+    view = modal.form_view(interaction(form=form(EVERY_FIELD)), ids.ModalMeta("abc12345"))
+    inputs = [b for b in view["blocks"] if b["type"] == "input"]
+    assert [b["optional"] for b in inputs][:3] == [False, True, True]
+    assert view["notify_on_close"] is True and view["callback_id"] == ids.FORM_CALLBACK
+
+
+def test_a_secret_looking_field_warns_on_the_card_and_in_the_modal() -> None:
+    card = interaction(form=one_field({"type": "string", "title": "API token"}))
+    assert "looks like a password" in texts(render.card(card))
+    assert "looks like a password" in texts(modal.form_view(card, ids.ModalMeta(card.id))["blocks"])
+
+
+def test_final_states_say_what_happened_and_who_decided() -> None:
+    card = interaction(form=form(EVERY_FIELD))
+    accepted = texts(render.finished_card(card, Outcome(Status.ACCEPTED, {"name": "x"}, ADA)))
+    assert "Accepted by <@U1>" in accepted
+    assert "Expired" in texts(render.finished_card(card, Outcome(Status.EXPIRED)))
+    other = Actor("matrix", "@eve:example.org", "<!channel> Eve")
+    declined = texts(render.finished_card(card, Outcome(Status.DECLINED, by=other)))
+    assert "Declined by &lt;!channel&gt; Eve" in declined
+    closed = modal.closed_view(card, render.outcome_text(Outcome(Status.EXPIRED)))
+    limits.check_modal(closed)
+    assert "submit" not in closed
+
+
+def test_status_lines_have_a_stop_button_until_done() -> None:
+    running = StatusView("call1", ServerLabel("everything"), "slow <tool>", "step 2/5", 2, 5)
+    blocks = render.status_blocks(running)
+    limits.check_message(blocks)
+    assert "40% (2/5)" in blocks[0]["text"]["text"] and "&lt;tool&gt;" in blocks[0]["text"]["text"]
+    assert buttons(blocks) == [(ids.STOP, "Stop")]
+    done = render.status_blocks(StatusView("call1", ServerLabel("everything"), "slow", "done", done=True,
+                                           stoppable=False))
+    assert buttons(done) == []
+
+
+def test_the_app_home_lists_waiting_requests_with_links_to_their_cards() -> None:
+    view = render.home([(tool_approval(), "https://fake.invalid/archives/C1/p1700000000000100"),
+                        (sampling(), None)])
+    limits.check_home(view)
+    text = texts(view["blocks"])
+    assert "<https://fake.invalid/archives/C1/p1700000000000100|Open the card>" in text
+    assert "to approve running delete_repo" in text
+    assert "Nothing is waiting" in texts(render.home([])["blocks"])
