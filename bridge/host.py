@@ -419,15 +419,16 @@ class Host:
             raise CommandError(f"{server} has no prompt named {name!r}. Try `prompts {server}`.")
         arguments = {k: str(v) for k, v in command.arguments.items()}
         missing = [a for a in prompt.arguments or [] if a.required and a.name not in arguments]
-        if missing:
-            fields = [await catalog.argument_field(client, prompt, a.name, a.description, arguments) for a in missing]
-            session = self.pool.find(message.conversation, server)
+        session = self.pool.find(message.conversation, server)
+        for n, argument in enumerate(missing, 1):
+            # One argument at a time: a server's completions for later arguments depend on the earlier answers.
+            field = await catalog.argument_field(client, prompt, argument.name, argument.description, arguments)
             interaction = Interaction(
                 id=new_id(), kind=Kind.FORM, server=self._label(server, session), conversation=message.conversation,
                 requester=message.actor, approvers=self._approvers(server, message.actor),
-                message=f"The prompt {name} needs: {', '.join(a.name for a in missing)}.",
-                form=approval_form(fields), expires_at=time.time() + self.config.servers[server].elicitation_timeout,
-                accept_label="Submit", decline_label="Cancel")
+                message=f"The prompt {name} needs {argument.name} ({n} of {len(missing)}).",
+                form=approval_form([field]), expires_at=time.time() + self.config.servers[server].elicitation_timeout,
+                accept_label="Submit", decline_label="Skip the prompt")
             outcome = await self.broker.ask(interaction)
             if outcome.status is not Status.ACCEPTED:
                 await self.say(message.conversation, f"The prompt {name} was not run.")

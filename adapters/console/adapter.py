@@ -105,9 +105,13 @@ class ConsoleAdapter:
         return CardRef(interaction.id)
 
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
-        was_active = bool(self._cards) and self._cards[0].interaction.id == interaction.id
-        self._cards = [c for c in self._cards if c.interaction.id != interaction.id]
         self._print(render.finished(interaction, outcome))
+        self._drop(interaction.id)
+
+    def _drop(self, interaction_id: str) -> None:
+        """Stop asking for a card (decided here, or ended elsewhere) and move on to the next one."""
+        was_active = bool(self._cards) and self._cards[0].interaction.id == interaction_id
+        self._cards = [c for c in self._cards if c.interaction.id != interaction_id]
         if was_active and self._cards:
             self._show(self._cards[0], self._cards[0].dialog.start(), first=True)
         self._poke()
@@ -186,6 +190,9 @@ class ConsoleAdapter:
         result = await self._host.decide(DecisionIn(card.interaction.id, self.actor, action, content))
         if result.verdict is Verdict.INVALID:
             self._show(card, card.dialog.rejected(result.errors))
+        else:
+            # Decided (or no longer open): the next line belongs to whatever comes next, not to this card.
+            self._drop(card.interaction.id)
 
     def _show(self, card: _Card, step: Step, *, first: bool = False) -> None:
         if first:

@@ -561,6 +561,7 @@ class MatrixAdapter:
     async def _carry_on(self, card: Card) -> None:
         # The core picks a stored request up only after its server session is back; until then a decision would be
         # refused as "being restored". Nothing signals that moment to a chat port, so look every so often.
+        await self.ready.wait()  # nio knows the rooms (needed to send) only after the first sync
         with anyio.move_on_after(RESTORE_WAIT):
             while self.host.broker.interaction(card.interaction.id) is None:  # noqa: ASYNC110 (no event to wait on)
                 await anyio.sleep(0.05)

@@ -25,7 +25,8 @@ from bridge.testing import config_for
 from tests.slackfake import FakeSlack
 
 SIGNING_SECRET = "test-signing-secret"
-EVERYTHING = Path(__file__).resolve().parents[2] / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+EVERYTHING = (Path(__file__).resolve().parents[2]
+              / "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, form, interaction, one_field, roots, sampling, tool_approval
-from tests.slackfake import APP_ID, TEAM_ID, FakeSlack, event_callback, event_message_im
+from tests.slackfake import APP_ID, TEAM_ID, FakeSlack, block_actions, event_callback, event_message_im
 
 pytestmark = pytest.mark.anyio
 
@@ -141,7 +141,7 @@ async def test_a_running_call_shows_a_status_line_with_a_stop_button(slack: Fake
             status = await slack.wait_for_call("chat.postMessage",
                                                lambda c: "stop" in str(c.args.get("blocks", "")).lower())
             stop = next(b for b in status.args["blocks"] if b["type"] == "actions")["elements"][0]
-            payload = driver.block_actions("U1", "C1", status.response["ts"], ids.STOP, stop["value"])
+            payload = block_actions("U1", "C1", status.response["ts"], ids.STOP, stop["value"])
             await slack.send_envelope("interactive", payload)
             stopped = await slack.wait_for_call("chat.postMessage", lambda c: "Stopped" in str(c.args.get("text")))
             edited = await slack.wait_for_call("chat.update", lambda c: c.args["ts"] == status.response["ts"])

@@ -67,7 +67,7 @@ def test_widget_values_become_the_types_the_schema_asks_for() -> None:
 
 def test_bad_widget_values_come_back_as_errors_keyed_by_block_id() -> None:
     f = form(EVERY_FIELD)
-    email = [i for i, x in enumerate(f.fields) if x.name == "email"][0]
+    email = next(i for i, x in enumerate(f.fields) if x.name == "email")
     values = {ids.field_block(email): {ids.FIELD_ACTION: {"type": "email_text_input", "value": "not-an-email"}}}
     _, errors = translate.page_answers(f, range(len(f.fields)), values)
     assert errors == {"email": "enter an email address like name@example.com"}

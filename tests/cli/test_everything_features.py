@@ -1,0 +1,152 @@
+"""server-everything's sampling, roots, progress, logging, prompts and resources, driven through the console adapter.
+
+The script is an async generator that can wait for something to appear on the console before typing its next
+line, the way a person would.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from adapters.console import ConsoleAdapter
+from bridge.config import RootsPolicy, ServerConfig
+from bridge.host import Host
+from bridge.store import Store
+from bridge.testing import config_for
+
+pytestmark = pytest.mark.anyio
+
+
+class Screen(io.StringIO):
+    """The console's output, with a way to wait until some text shows up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._changed = anyio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        self._changed.set()
+        self._changed = anyio.Event()
+        return written
+
+    async def wait_for(self, text: str, start: int = 0) -> int:
+        while (found := self.getvalue().find(text, start)) < 0:
+            await self._changed.wait()
+        return found + len(text)
+
+
+Script = Callable[[Screen], AsyncIterator[str]]
+
+
+async def drive(everything_js: Path, script: Script, **fields: Any) -> str:
+    server = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"), **fields)
+    screen = Screen()
+    host = Host(config_for({"everything": server}), Store(":memory:"))
+    async with host:
+        console = ConsoleAdapter(host, script(screen), screen)
+        host.attach(console)
+        with anyio.fail_after(45):
+            await console.serve()
+    return screen.getvalue()
+
+
+async def test_sampling_request_is_approved_and_the_reviewer_writes_the_answer(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield '!mcp call everything trigger-sampling-request {"prompt": "meaning of life?", "maxTokens": 20}'
+        yield "approve"
+        yield "42"
+        yield "send"
+        await screen.wait_for("LLM sampling result")
+
+    out = await drive(everything_js, script)
+    assert "System prompt: You are a helpful test server." in out
+    assert "Message 1 (user): Resource trigger-sampling-request context: meaning of life?" in out
+    assert '"text": "42"' in out and '"model": "human"' in out
+
+
+async def test_roots_are_shared_after_approval_and_changes_reach_the_server(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield "!mcp roots add file:///srv/research research"
+        await screen.wait_for("Added file:///srv/research.")
+        yield '!mcp call everything echo {"message": "hello"}'
+        # server-everything asks for roots shortly after the session starts: the card asks us which to share.
+        await screen.wait_for("which folders it may see")
+        yield "share"
+        await screen.wait_for("Roots updated: 1 root(s)")
+        yield "!mcp call everything get-roots-list"
+        at = await screen.wait_for("1. research")
+        yield "!mcp roots add file:///srv/more"
+        # A legacy session is told the list changed and asks again: a second card.
+        await screen.wait_for("which folders it may see", at)
+        yield "share"
+        await screen.wait_for("Roots updated: 2 root(s)")
+
+    out = await drive(everything_js, script, log_level="info")
+    assert "URI: file:///srv/research" in out
+    assert out.count("accepted by you") == 2
+
+
+async def test_roots_approval_auto_shares_without_asking(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield '!mcp call everything echo {"message": "hello"}'
+        await screen.wait_for("Roots updated: 1 root(s)")
+        yield "!mcp call everything get-roots-list"
+        await screen.wait_for("URI: file:///data")
+
+    out = await drive(everything_js, script, log_level="info",
+                      roots=RootsPolicy(approval="auto", defaults=(("file:///data", "data"),)))
+    assert "which folders" not in out
+
+
+async def test_long_running_operation_shows_progress(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield '!mcp call everything trigger-long-running-operation {"duration": 0.3, "steps": 3}'
+        await screen.wait_for("Long running operation completed")
+
+    out = await drive(everything_js, script)
+    assert "… everything.trigger-long-running-operation [#######-------------] 1/3" in out
+    assert "[####################] 3/3" in out
+
+
+async def test_simulated_logging_reaches_the_conversation(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield "!mcp call everything toggle-simulated-logging"
+        await screen.wait_for("Started simulated")
+        await screen.wait_for("[everything ")  # the first simulated message, at debug level or above
+        yield "!mcp call everything toggle-simulated-logging"
+        await screen.wait_for("Stopped simulated")
+
+    out = await drive(everything_js, script, log_level="debug")
+    assert "[everything " in out
+
+
+async def test_prompts_with_completion_and_resources(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield "!mcp prompts everything"
+        yield "!mcp prompt everything args-prompt city=Paris"
+        await screen.wait_for("What's weather in Paris?")
+        yield "!mcp prompt everything completable-prompt"
+        yield "Engineering"
+        yield "submit"
+        yield "2"
+        yield "submit"
+        await screen.wait_for("Please promote")
+        yield "!mcp resources everything"
+        yield "!mcp read everything demo://resource/static/document/startup.md"
+        await screen.wait_for("Startup Process")
+
+    out = await drive(everything_js, script)
+    assert "• completable-prompt: First argument choice narrows values for second argument." in out
+    assert "(arguments: department*, name*)" in out
+    # The second argument's options come from completion/complete, narrowed by the first answer.
+    assert "1. Alice\n│    2. Bob\n│    3. Charlie" in out
+    assert "Please promote Bob to the head of the Engineering team." in out
+    assert "everything: 7 resources" in out
+    assert "• demo://resource/static/document/architecture.md: architecture.md, text/markdown" in out
