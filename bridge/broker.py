@@ -191,6 +191,14 @@ class Broker:
         self._settle(waiter, Outcome(status, content, decision.actor))
         return DecisionResult(Verdict.CLAIMED), waiter
 
+    async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
+        """Whether `actor` could decide now, without deciding (before opening a dialog, say). Refusals and late
+        clicks get the usual notice."""
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None and waiter.outcome is None and waiter.interaction.may_decide(actor):
+            return DecisionResult(Verdict.CLAIMED)
+        return await self.decide(DecisionIn(interaction_id, actor, "cancel"))
+
     async def cancel(self, interaction_id: str, actor: Actor) -> DecisionResult:
         """The `cancel` command: same rules as a Cancel button."""
         return await self.decide(DecisionIn(interaction_id, actor, "cancel"))

@@ -176,8 +176,8 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
 
 
 async def _call(args: argparse.Namespace) -> int:
-    from adapters.console import ConsoleAdapter, stream_lines
-
+    # Loaded by name like every adapter: the core never imports adapters statically.
+    console_module = importlib.import_module("adapters.console")
     target: list[str] = list(args.target)
     if args.url or args.stdio:
         if not target:
@@ -220,7 +220,8 @@ async def _call(args: argparse.Namespace) -> int:
     result: CallToolResult | None = None
     failed = False
     async with Host(config, store) as host:
-        console = ConsoleAdapter(host, stream_lines(sys.stdin), sys.stderr, accept_commands=False)
+        console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
+                                                accept_commands=False)
         host.attach(console)
 
         async def run() -> None:

@@ -309,12 +309,8 @@ class SlackAdapter:
         return next((i for i in self._host.broker.open_interactions() if i.id == interaction_id), None)
 
     async def _explain(self, interaction_id: str, who: Actor) -> None:
-        """Tell a person why their click did nothing (refused, already decided, unknown), with the core's words.
-
-        Only called when the interaction is not open or `who` may not decide it: then the broker refuses the
-        decision without settling anything and sends its notice (core change proposed: a `Broker.check`).
-        """
-        await self._host.decide(DecisionIn(interaction_id, who, "cancel"))
+        """Tell a person why their click did nothing (refused, already decided, unknown), with the core's words."""
+        await self._host.broker.check(interaction_id, who)
 
     async def _on_decision(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
         await ack()
