@@ -101,6 +101,10 @@ class Session:
     def modern(self) -> bool:
         return self.protocol_version >= "2026-07-28"
 
+    async def wait_closed(self) -> None:
+        """Wait until this session's task has ended (closed, idle-reaped, or gone)."""
+        await self._finished.wait()
+
     def stderr_tail(self) -> str:
         if self.stderr is None:
             return ""

@@ -283,3 +283,65 @@ async def test_shutdown_brings_legacy_cards_to_a_final_state() -> None:
 def test_config_for_keeps_explicit_server_configs() -> None:
     cfg = ServerConfig(name="x", command="true")
     assert replace(config_for({"x": cfg}).servers["x"], inprocess=None) == cfg
+
+
+async def test_a_legacy_completion_notice_updates_the_url_card() -> None:
+    async with bridge(form_server(), "legacy") as (host, chat):
+        await call(host, "visit")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            await host.decide(DecisionIn(card.id, ALICE, "accept"))
+            await tool_result(chat, "visit")
+            done = await chat.wait_for(lambda: next((o for i, o in chat.finish_calls[1:] if i == card.id), None))
+    assert done.status is Status.ACCEPTED and done.reason == "the server reports the link flow complete"
+    assert done.by == ALICE
+
+
+async def test_a_legacy_url_required_error_presents_its_links(everything_js: Path) -> None:
+    everything = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
+    host, chat = host_for(config_for({"everything": everything}))
+    async with host:
+        await host.handle_message(MessageIn(
+            ROOM, ALICE, 'call everything trigger-url-elicitation {"url": "https://example.com/x", "errorPath": true}',
+            explicit_command=True))
+        with anyio.fail_after(20):
+            note = await chat.wait_message("link(s) visited")
+            card = await chat.wait_card("url")
+            await host.decide(DecisionIn(card.id, ALICE, "accept"))
+            await chat.wait_finished(card.id)
+    assert "Run the call again when you are done" in note
+    assert card.url == "https://modelcontextprotocol.io" and card.details[0].text == "modelcontextprotocol.io"
+
+
+async def test_sessions_close_when_idle_and_the_pool_never_exceeds_its_maximum() -> None:
+    server = form_server()
+    other = replace(ROOM, thread="T2")
+    async with bridge(server, "auto", idle_timeout=0.5, max_sessions=1) as (host, chat):
+        await call(host, "echo", {"message": "one"})
+        with anyio.fail_after(10):
+            await chat.wait_message("forms.echo:\none")
+            first = host.pool.find(ROOM, "forms")
+            assert first is not None
+            await host.handle_message(MessageIn(other, ALICE, 'call forms echo {"message": "two"}',
+                                                explicit_command=True))
+            await chat.wait_message("forms.echo:\ntwo")
+            assert host.pool.find(ROOM, "forms") is None  # closed to make room
+            [second] = host.pool.sessions()
+            assert second.conversation == other
+            await second.wait_closed()  # the idle reaper closes it after 0.5 s unused
+    assert first.state.value == "closed" and second.state.value == "closed"
+    assert host.pool.sessions() == []
+
+
+async def test_the_servers_command_shows_state_and_negotiated_version() -> None:
+    async with bridge(form_server(), "legacy") as (host, chat):
+        await host.handle_message(MessageIn(ROOM, ALICE, "servers", explicit_command=True))
+        with anyio.fail_after(10):
+            before = await chat.wait_message("Servers:")
+            await call(host, "echo", {"message": "hi"})
+            await chat.wait_message("forms.echo:")
+            chat.messages.clear()
+            await host.handle_message(MessageIn(ROOM, ALICE, "servers", explicit_command=True))
+            after = await chat.wait_message("Servers:")
+    assert "forms: not started (starts on first use)" in before
+    assert "forms: ready, protocol 2025-11-25, reports forms" in after

@@ -38,6 +38,9 @@ def form_server(name: str = "forms") -> MCPServer:
             message="Connect your account", url="https://xn--exmple-cua.com/login?x=1", elicitation_id="e-1"))
         if isinstance(answer, InputRequiredResult):
             return answer
+        if answer.action == "accept" and (ctx.protocol_version or "") < "2026-07-28":
+            # 2025-11-25 servers may say when the out-of-band flow is done; 2026-07-28 removed the notification.
+            await ctx.session.send_elicit_complete("e-1")
         return json.dumps({"era": ctx.protocol_version, "action": answer.action})
 
     @server.tool()
