@@ -21,9 +21,14 @@ from anyio.abc import TaskGroup
 
 from bench.common import SERVER, TOOL, CountingPort, answer_for, answered, bench_server, quiet_logs, rss, tag_of
 from bridge.host import Host
-from bridge.model import ConversationKey, DecisionIn, Interaction
+from bridge.model import Actor, ConversationKey, DecisionIn, Interaction
 from bridge.store import Store
-from bridge.testing import ALICE, config_for, host_for
+from bridge.testing import config_for, host_for
+
+
+def person(conversation: ConversationKey) -> Actor:
+    """Each conversation's call is made by a different person (the one who must answer its card)."""
+    return Actor("test", f"U-{conversation.channel}", f"Person {conversation.channel}")
 
 
 class Tally:
@@ -37,7 +42,7 @@ class Tally:
 
     async def call(self, host: Host, conversation: ConversationKey) -> None:
         tag = conversation.id()
-        result = await host.run_call(conversation, ALICE, SERVER, TOOL, {"tag": tag})
+        result = await host.run_call(conversation, person(conversation), SERVER, TOOL, {"tag": tag})
         self.finished += 1
         if answered(result, tag):
             self.answered += 1
@@ -46,7 +51,10 @@ class Tally:
 
 
 async def decide(host: Host, card: Interaction) -> bool:
-    result = await host.decide(DecisionIn(card.id, ALICE, "accept", answer_for(tag_of(card))))
+    """Accept as the person whose call caused the card (not `card.requester`: see the note on misrouted cards)."""
+    tag = tag_of(card)
+    actor = person(ConversationKey.from_id(tag))
+    result = await host.decide(DecisionIn(card.id, actor, "accept", answer_for(tag)))
     return result.verdict.value == "claimed"
 
 
@@ -92,6 +100,7 @@ async def run(args: argparse.Namespace, store_path: str) -> int:
                 open_in_broker = host.broker.statistics()["open"]
                 cards = list(port.cards.values())
                 misrouted = sum(1 for c in cards if c.conversation.id() != tag_of(c))
+                approvers = sum(len(c.approvers) for c in cards)
                 per_conversation = Counter(c.conversation.id() for c in cards)
 
                 started = time.perf_counter()
@@ -128,6 +137,8 @@ async def run(args: argparse.Namespace, store_path: str) -> int:
         busiest, count = per_conversation.most_common(1)[0]
         print(f"  note: {misrouted} of {len(cards)} cards were posted in another conversation than their call's "
               f"(most in {busiest}: {count})")
+    if approvers > len(cards):
+        print(f"  note: the cards name {approvers} approvers in all ({approvers / len(cards):.1f} per card)")
     if tally.answered != n or claimed != n:
         print(f"! {n - tally.answered} call(s) missing their answer, {n - claimed} decision(s) not claimed",
               file=sys.stderr)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.matrixhs.synapse import Synapse
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -21,3 +24,11 @@ def everything_js() -> Path:
     if not EVERYTHING.exists():
         pytest.fail(f"{EVERYTHING} is missing: run `bash scripts/dev.sh test` (it runs npm ci in tests/npm)")
     return EVERYTHING
+
+
+@pytest.fixture(scope="session")
+def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
+    """One real Synapse for the whole test session (unique users per test); its workdir keeps the logs of a failed
+    run."""
+    with Synapse(tmp_path_factory.mktemp("synapse")) as server:
+        yield server

@@ -98,11 +98,6 @@ class MatrixAdapter:
         try:
             credentials = await log_in(self.client, self.settings)
             self.device_id = credentials.device_id
-            token = load_sync_token(self.settings.store_path, credentials.device_id)
-            if token:
-                # A restart: what happened since the last run is new to us and is handled.
-                self.client.next_batch = token
-                self._live = True
             self.client.add_event_callback(self._queue, (nio.RoomMessageText, nio.ReactionEvent, nio.UnknownEvent,
                                                          nio.MegolmEvent, nio.InviteMemberEvent))
             if self.client.olm is not None and self.client.should_upload_keys:
@@ -114,18 +109,22 @@ class MatrixAdapter:
                 tg.start_soon(self._handle_events, receive)
                 for card in restored:
                     tg.start_soon(self._carry_on, card)
-                await self._sync_loop()
+                await self._sync_loop(load_sync_token(self.settings.store_path, credentials.device_id))
         finally:
             self._inbox = None
             with anyio.CancelScope(shield=True):
                 await self.client.close()
 
-    async def _sync_loop(self) -> None:
+    async def _sync_loop(self, resume_from: str | None) -> None:
+        """Sync until cancelled. The first sync fetches room state only (nio keeps no rooms across restarts, and
+        it needs them to send), so room history is never replayed as new; then, after a restart, syncing goes on
+        from the stored token, and whatever happened while the bridge was down is handled."""
         delay = 1.0
         first = True
         while True:
             try:
                 await call("sync", self.client.sync(timeout=0 if first else self.settings.sync_timeout_ms,
+                                                    sync_filter=_STATE_ONLY if first else None,
                                                     full_state=True if first else None))
             except RateLimited as exc:
                 await anyio.sleep(max(exc.retry_after, 1.0))
@@ -136,13 +135,14 @@ class MatrixAdapter:
                 delay = min(delay * 2, 60.0)
                 continue
             delay = 1.0
-            if self.client.next_batch:
-                save_sync_token(self.settings.store_path, self.device_id, self.client.next_batch)
             if first:
-                # The first sync of a fresh device replays room history; only what comes after it is new.
                 first = False
+                if resume_from:
+                    self.client.next_batch = resume_from
                 self._live = True
                 self.ready.set()
+            if self.client.next_batch:
+                save_sync_token(self.settings.store_path, self.device_id, self.client.next_batch)
             await self._keep_keys()
 
     async def _keep_keys(self) -> None:
@@ -563,8 +563,7 @@ class MatrixAdapter:
         # refused as "being restored". Nothing signals that moment to a chat port, so look every so often.
         await self.ready.wait()  # nio knows the rooms (needed to send) only after the first sync
         with anyio.move_on_after(RESTORE_WAIT):
-            while self.host.broker.interaction(card.interaction.id) is None:  # noqa: ASYNC110 (no event to wait on)
-                await anyio.sleep(0.05)
+            await self.host.broker.wait_open(card.interaction.id)
         if self.host.broker.interaction(card.interaction.id) is None or card.done:
             return
         try:
@@ -577,6 +576,7 @@ class MatrixAdapter:
             logger.warning("could not re-post card %s after the restart: %s", card.interaction.id, exc)
 
 
+_STATE_ONLY = {"room": {"timeline": {"limit": 0}}}
 _TRANSPORT: tuple[type[BaseException], ...] = (nio.LocalProtocolError, AdapterError)
 
 

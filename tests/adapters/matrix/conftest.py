@@ -1,13 +1,8 @@
-"""Fixtures for the Matrix adapter tests: the session's Synapse (from tests/matrixhs) and the asyncio backend."""
+"""Fixtures for the Matrix adapter tests: the asyncio backend (the session's Synapse is in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
-
-# Re-declared here so these tests share the one session-scoped Synapse of the harness.
-from tests.matrixhs.conftest import synapse
-
-__all__ = ["synapse"]
 
 
 @pytest.fixture

@@ -86,9 +86,9 @@ class Person:
     async def _record(self, room: MatrixRoom, event: Any) -> None:
         self.seen.append(event)
 
-    async def wait(self, predicate: Callable[[int, Any], bool], *, timeout: float = WAIT) -> Any:
+    async def wait(self, predicate: Callable[[int, Any], bool]) -> Any:
         """Sync until an event matching `predicate(index, event)` has arrived; return the first such event."""
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(WAIT):
             while True:
                 for index, event in enumerate(self.seen):
                     if predicate(index, event):
@@ -143,7 +143,7 @@ async def person(synapse: Synapse, name: str, store: Path | None) -> AsyncIterat
     user = register(synapse, name)
     encrypted = store is not None
     if store is not None:
-        store.mkdir(parents=True, exist_ok=True)
+        store.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (a test set-up step, instant on tmpfs)
     client = AsyncClient(synapse.base_url, user.user_id, device_id=user.device_id,
                          store_path=str(store) if store else "",
                          config=AsyncClientConfig(encryption_enabled=encrypted, store_sync_tokens=encrypted,

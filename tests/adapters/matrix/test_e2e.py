@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
 import anyio
 import pytest
 
@@ -223,7 +226,7 @@ async def test_tool_and_sampling_approval_by_reaction(synapse: Synapse, tmp_path
         async def ask(interaction: Interaction) -> None:
             outcomes[interaction.id] = await running.host.broker.ask(interaction)
 
-        def card_of(interaction: Interaction, name: str = "card") -> object:
+        def card_of(interaction: Interaction, name: str = "card") -> Callable[[int, Any], bool]:
             return lambda i, e: mark(e).get("interaction") == interaction.id and mark(e).get("part") == name
 
         async with anyio.create_task_group() as tg:
@@ -232,7 +235,8 @@ async def test_tool_and_sampling_approval_by_reaction(synapse: Synapse, tmp_path
             assert "@room" not in body(root) and "delete_tree" in body(root)
             await ada.react(root.event_id, ACCEPT)
         assert outcomes[tool.id].status is Status.ACCEPTED
-        assert outcomes[tool.id].by is not None and outcomes[tool.id].by.user_id == ada.user_id
+        by = outcomes[tool.id].by
+        assert by is not None and by.user_id == ada.user_id
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(ask, sampling)
@@ -244,3 +248,15 @@ async def test_tool_and_sampling_approval_by_reaction(synapse: Synapse, tmp_path
             await ada.react(summary.event_id, ACCEPT)
         assert outcomes[sampling.id].status is Status.ACCEPTED
         assert outcomes[sampling.id].content == {"prompt": "What is 3+3?"}
+
+
+async def test_e2ee_required_refuses_unencrypted_rooms(synapse: Synapse, tmp_path: Path) -> None:
+    bot = register(synapse, "bot")
+    config = Config(store=str(tmp_path / "bridge.db"))
+    block = matrix_block(synapse, bot, tmp_path / "bot", e2ee="required")
+    async with person(synapse, "ada", None) as ada, bridge(config, block, tmp_path / "bridge.db"):
+        await open_room(ada, bot.user_id, encrypted=False)
+        await ada.say("!mcp help")
+        refusal = await ada.wait(lambda i, e: "only work in encrypted rooms" in body(e))
+        assert not any(body(e).startswith("Commands") for e in ada.seen)
+        assert content(refusal)["msgtype"] == "m.notice"
