@@ -144,7 +144,7 @@ async def _run(config: Config) -> int:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
             if "console" in config.chat and len(adapters) == 1:
                 print(_banner(config), file=sys.stdout, flush=True)
 
@@ -167,10 +167,11 @@ def _banner(config: Config) -> str:
             f"Type `!mcp help` for commands; try `{example}`. End with Ctrl-D.")
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             logger.info("received %s, shutting down", signal.Signals(signum).name)
+            host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
             scope.cancel()
             return
 

@@ -150,11 +150,16 @@ class Host:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def stopping(self) -> None:
+        """Mark the start of shutdown, before any task is cancelled: work cancelled from now on is ended as 'shut
+        down' (durable 2026 requests stay open for the restart) rather than as withdrawn by someone."""
+        self.broker.close()
+
     async def aclose(self) -> None:
         """Stop: open cards end as 'shut down' (durable 2026 ones stay open for the restart), sessions close."""
         if self._exit is None:
             return
-        self.broker.close()
+        self.stopping()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         exit_stack, self._exit = self._exit, None

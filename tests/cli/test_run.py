@@ -1,0 +1,83 @@
+"""`mcp-chat-bridge run` as a process: serves the console, and shuts down cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bridge.store import Store
+
+
+def start(tmp_path: Path, protocol: str) -> tuple[subprocess.Popen[str], queue.Queue[str], Path]:
+    db = tmp_path / "bridge.db"
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump({
+        "store": str(db),
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo_server"], "protocol": protocol}},
+        "chat": {"console": {}}}))
+    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",
+                             str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return proc, lines, db
+
+
+def wait_line(lines: queue.Queue[str], text: str) -> str:
+    seen = []
+    while True:
+        try:
+            line = lines.get(timeout=30)
+        except queue.Empty:
+            pytest.fail(f"{text!r} never appeared; saw: {''.join(seen)}")
+        seen.append(line)
+        if text in line:
+            return line
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+def test_sigterm_finishes_open_cards_and_keeps_2026_requests(tmp_path: Path, protocol: str) -> None:
+    proc, lines, db = start(tmp_path, protocol)
+    assert proc.stdin is not None
+    proc.stdin.write("!mcp call demo plan_trip\n")
+    proc.stdin.flush()
+    wait_line(lines, "asks you to fill in a form")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert any("received SIGTERM" in entry["message"] for entry in logs)
+    store = Store(db)
+    try:
+        if protocol == "legacy":
+            # The call dies with the bridge: its card ends as cancelled, and the audit log says why.
+            [row] = store.audit_rows()
+            assert (row.outcome, row.detail) == ("cancelled", "the bridge is shutting down")
+            assert store.pending_calls() == []
+        else:
+            # A 2026 request is stored and stays open, to be answered after the restart.
+            assert store.audit_rows() == []
+            assert [(p.server, p.tool) for p in store.pending_calls()] == [("demo", "plan_trip")]
+            assert len(store.open_interactions()) == 1
+    finally:
+        store.close()
+
+
+def test_version_and_help() -> None:
+    done = subprocess.run([sys.executable, "-m", "bridge.cli", "--version"], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0 and done.stdout.startswith("mcp-chat-bridge 0.1.0")
