@@ -74,6 +74,13 @@ class Caller:
             MCPError: the server answered with a protocol error.
         """
         session = await self._pool.get(conversation, server)
+        if session.serial:
+            async with session.call_lock:
+                return await self._call(session, conversation, requester, tool, arguments, progress)
+        return await self._call(session, conversation, requester, tool, arguments, progress)
+
+    async def _call(self, session: Session, conversation: ConversationKey, requester: Actor | None, tool: str,
+                    arguments: Mapping[str, Any], progress: ProgressFn | None) -> CallToolResult:
         call_id = new_id()
         session.calls[call_id] = CallInfo(conversation, requester, tool)
         try:

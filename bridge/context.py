@@ -34,8 +34,9 @@ class RequestContext:
 
 
 def new_id() -> str:
-    """A short id people can type (`cancel 3f9a1c2e`)."""
-    return secrets.token_hex(4)
+    """An id people can still type (`cancel 3f9a1c2e07b4`): 48 random bits, so collisions stay out of reach for
+    millions of stored interactions (and the store refuses a duplicate rather than overwrite)."""
+    return secrets.token_hex(6)
 
 
 class Services(Protocol):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import functools
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -325,9 +327,27 @@ class Form:
 def form_from_schema(schema: Mapping[str, Any]) -> Form:
     """Build a `Form` from an elicitation `requestedSchema`.
 
+    Forms are immutable, so one is built once per distinct schema: servers ask the same form again and again, and
+    checking a schema against the JSON Schema metaschema costs milliseconds.
+
     Raises:
         UnsupportedSchema: the schema is outside the restricted subset; the message says which part and why.
     """
+    if not isinstance(schema, Mapping):
+        raise UnsupportedSchema("requestedSchema must be an object")
+    try:
+        key = json.dumps(schema)  # key order is field order, so it stays part of the key
+    except (TypeError, ValueError):
+        raise UnsupportedSchema("requestedSchema must be plain JSON") from None
+    return _cached_form(key)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_form(key: str) -> Form:
+    return _build_form(json.loads(key))
+
+
+def _build_form(schema: Mapping[str, Any]) -> Form:
     if not isinstance(schema, Mapping):
         raise UnsupportedSchema("requestedSchema must be an object")
     if schema.get("type") != "object":

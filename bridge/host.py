@@ -49,7 +49,7 @@ from bridge.broker import Broker, DecisionResult, describe_outcome
 from bridge.calls import Caller, InputRefused
 from bridge.config import Config
 from bridge.context import RequestContext, new_id
-from bridge.errors import BridgeError, CommandError, ConfigError, SessionError, UnsupportedSchema
+from bridge.errors import AdapterError, BridgeError, CommandError, ConfigError, SessionError, UnsupportedSchema
 from bridge.forms import Form, approval_form
 from bridge.llm import LLMError, LLMMessage, LLMProvider, make_provider
 from bridge.model import (
@@ -137,7 +137,7 @@ class Host:
         try:
             return self._ports[conversation.platform]
         except KeyError:
-            raise BridgeError(f"no chat adapter for platform {conversation.platform!r}") from None
+            raise AdapterError(f"no chat adapter for platform {conversation.platform!r}") from None
 
     async def __aenter__(self) -> Host:
         async with AsyncExitStack() as stack:

@@ -86,6 +86,13 @@ class Session:
     error: str = ""
     tools: dict[str, Any] | None = None
     """The server's tools by name, fetched on first need (for approval rules and the agent)."""
+    call_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held around each call on a shared legacy session: a 2025-11-25 server's request does not say which open call
+    it belongs to, so with calls from several conversations open at once its card could reach the wrong people."""
+
+    @property
+    def serial(self) -> bool:
+        return self.conversation is None and not self.modern
     _closed: anyio.Event = field(default_factory=anyio.Event)
     _finished: anyio.Event = field(default_factory=anyio.Event)
 

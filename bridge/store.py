@@ -177,7 +177,7 @@ class Store:
     def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
                          input_key: str | None = None) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO interactions (id, conversation, status, body, pending_call, input_key, created_at)"
+            "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at)"
             " VALUES (?,?,?,?,?,?,?)",
             (interaction.id, interaction.conversation.id(), Status.OPEN.value, _dump_interaction(interaction),
              pending_call, input_key, time.time()),

@@ -345,3 +345,24 @@ async def test_the_servers_command_shows_state_and_negotiated_version() -> None:
             after = await chat.wait_message("Servers:")
     assert "forms: not started (starts on first use)" in before
     assert "forms: ready, protocol 2025-11-25, reports forms" in after
+
+
+async def test_a_shared_legacy_session_asks_in_the_conversation_of_the_call() -> None:
+    other = replace(ROOM, thread="T2")
+    schema = json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})
+    async with bridge(form_server(), "legacy", server_scope="shared") as (host, chat):
+        await call(host, "fill", {"schema": schema})
+        with anyio.fail_after(10):
+            first = await chat.wait_card()
+            await host.handle_message(MessageIn(other, BOB, f"call forms fill {json.dumps({'schema': schema})}",
+                                                explicit_command=True))
+            await host.handle_message(MessageIn(other, BOB, 'call forms echo {"message": "queued"}',
+                                                explicit_command=True))
+            await host.decide(DecisionIn(first.id, ALICE, "accept", {"ok": True}))
+            second = await chat.wait_card(index=1)
+            await host.decide(DecisionIn(second.id, BOB, "accept", {"ok": False}))
+            await chat.wait_message("forms.echo:\nqueued")
+    # 2025-11-25 does not say which open call a server request is for, so shared legacy calls run one at a time.
+    assert (first.conversation, first.requester, first.approvers) == (ROOM, ALICE, {ALICE.key})
+    assert (second.conversation, second.requester, second.approvers) == (other, BOB, {BOB.key})
+    assert len(host.pool.sessions()) == 1
