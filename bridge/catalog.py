@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from mcp import Client
 from mcp.types import (
@@ -13,6 +14,7 @@ from mcp.types import (
     PromptReference,
     Resource,
     TextResourceContents,
+    Tool,
 )
 
 from bridge.forms import Field, FieldKind, Option
@@ -22,28 +24,40 @@ MAX_PAGES = 100
 """A server that keeps handing out cursors is cut off here rather than looping forever."""
 
 
-async def all_prompts(client: Client) -> list[Prompt]:
-    prompts: list[Prompt] = []
+T = TypeVar("T")
+
+
+async def paginate(fetch: Callable[[str | None], Awaitable[tuple[Sequence[T], str | None]]]) -> list[T]:
+    """Follow `nextCursor` to the end: `fetch(cursor)` returns one page's items and the next cursor."""
+    items: list[T] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        page = await client.list_prompts(cursor=cursor)
-        prompts.extend(page.prompts)
-        cursor = page.next_cursor
+        page, cursor = await fetch(cursor)
+        items.extend(page)
         if not cursor:
             break
-    return prompts
+    return items
+
+
+async def all_tools(client: Client) -> list[Tool]:
+    async def fetch(cursor: str | None) -> tuple[Sequence[Tool], str | None]:
+        page = await client.list_tools(cursor=cursor)
+        return page.tools, page.next_cursor
+    return await paginate(fetch)
+
+
+async def all_prompts(client: Client) -> list[Prompt]:
+    async def fetch(cursor: str | None) -> tuple[Sequence[Prompt], str | None]:
+        page = await client.list_prompts(cursor=cursor)
+        return page.prompts, page.next_cursor
+    return await paginate(fetch)
 
 
 async def all_resources(client: Client) -> list[Resource]:
-    resources: list[Resource] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
+    async def fetch(cursor: str | None) -> tuple[Sequence[Resource], str | None]:
         page = await client.list_resources(cursor=cursor)
-        resources.extend(page.resources)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return resources
+        return page.resources, page.next_cursor
+    return await paginate(fetch)
 
 
 def prompt_line(prompt: Prompt) -> str:

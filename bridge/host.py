@@ -264,15 +264,7 @@ class Host:
         session = await self.pool.get(conversation, server)
         assert session.client is not None
         if session.tools is None:
-            tools: dict[str, Any] = {}
-            cursor: str | None = None
-            while True:
-                page = await session.client.list_tools(cursor=cursor)
-                tools.update((t.name, t) for t in page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-            session.tools = tools
+            session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return list(session.tools.values())
 
     async def _approve_tool(self, call: RunningCall, arguments: Mapping[str, Any]) -> CallToolResult | None:
