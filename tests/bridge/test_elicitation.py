@@ -364,5 +364,5 @@ async def test_a_shared_legacy_session_asks_in_the_conversation_of_the_call() ->
             await chat.wait_message("forms.echo:\nqueued")
         assert len(host.pool.sessions()) == 1
     # 2025-11-25 does not say which open call a server request is for, so shared legacy calls run one at a time.
-    assert (first.conversation, first.requester, first.approvers) == (ROOM, ALICE, {ALICE.key})
-    assert (second.conversation, second.requester, second.approvers) == (other, BOB, {BOB.key})
+    assert (first.conversation, first.requester, first.approvers) == (ROOM, ALICE, frozenset({ALICE.key}))
+    assert (second.conversation, second.requester, second.approvers) == (other, BOB, frozenset({BOB.key}))
