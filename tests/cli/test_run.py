@@ -38,7 +38,7 @@ def start(tmp_path: Path, protocol: str) -> tuple[subprocess.Popen[str], queue.Q
 
 
 def wait_line(lines: queue.Queue[str], text: str) -> str:
-    seen = []
+    seen: list[str] = []
     while True:
         try:
             line = lines.get(timeout=30)
