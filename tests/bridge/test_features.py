@@ -162,6 +162,28 @@ async def test_sampling_deny_policy_does_not_declare_the_capability() -> None:
     assert "sampling" in failure.lower() and not chat.cards
 
 
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_sampling_tools_reach_a_provider_that_supports_them(protocol: str, llm: FakeLLMServer) -> None:
+    llm.reply(Reply(body=openai_completion(None, finish_reason="tool_calls", tool_calls=[
+        openai_tool_call("t1", "get_weather", '{"city": "Oslo"}')])))
+    async with bridge(protocol, openai(llm), sampling=SamplingPolicy(approval="auto")) as (host, chat, _):
+        await say(host, 'call feat ask_model_with_tools {"city": "Oslo"}')
+        with anyio.fail_after(10):
+            result = await chat.wait_message("feat.ask_model_with_tools")
+    assert result.endswith("stop=toolUse tool_use:get_weather")
+    sent = llm.requests[0].body
+    assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
+    assert sent["tool_choice"] == "auto"
+
+
+async def test_sampling_tools_are_not_declared_without_a_provider_that_uses_them() -> None:
+    async with bridge("legacy", sampling=SamplingPolicy(approval="auto")) as (host, chat, _):
+        await say(host, 'call feat ask_model_with_tools {"city": "Oslo"}')
+        with anyio.fail_after(10):
+            failure = await chat.wait_message("feat.ask_model_with_tools")
+    assert "tools" in failure.lower() and not chat.cards
+
+
 # -- roots ---------------------------------------------------------------------------------------------------------
 
 A, B = "file:///srv/a", "file:///srv/b"

@@ -15,11 +15,14 @@ from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve, Sample
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import (
     CreateMessageResult,
+    CreateMessageResultWithTools,
     ListRootsResult,
     NotificationParams,
     SamplingMessage,
     TextContent,
+    Tool,
     ToolAnnotations,
+    ToolChoice,
 )
 
 
@@ -55,6 +58,21 @@ def features_server(name: str = "feat") -> tuple[MCPServer, Observed]:
     async def my_roots(r: Annotated[ListRootsResult, Resolve(want_roots)]) -> str:
         """List the roots the client shares."""
         return "roots: " + ", ".join(f"{x.name or '-'}={x.uri}" for x in r.roots)
+
+    def draft_with_tools(city: str) -> Sample:
+        return Sample([SamplingMessage(role="user", content=TextContent(type="text", text=f"Weather in {city}?"))],
+                      max_tokens=50, tools=[Tool(name="get_weather", description="Weather for a city",
+                                                 input_schema={"type": "object",
+                                                               "properties": {"city": {"type": "string"}}})],
+                      tool_choice=ToolChoice(mode="auto"))
+
+    @server.tool()
+    async def ask_model_with_tools(city: str, answer: Annotated[CreateMessageResultWithTools,
+                                                                Resolve(draft_with_tools)]) -> str:
+        """Ask the host's model, offering it a tool."""
+        blocks = answer.content if isinstance(answer.content, list) else [answer.content]
+        return f"stop={answer.stop_reason} " + "; ".join(
+            f"{b.type}:{getattr(b, 'name', getattr(b, 'text', ''))}" for b in blocks)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def wipe(target: str) -> str:
