@@ -1,0 +1,124 @@
+"""The broker alone, on trio with a mock clock, so deadlines of minutes pass in virtual time.
+
+The broker is pure anyio: it runs on trio as well as asyncio. Its timeouts are outcomes, not errors, and its cleanup
+(finishing the card, writing the audit row) happens in a shielded scope even when the waiter is cancelled.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+import trio.testing
+
+from bridge.broker import Broker, Verdict
+from bridge.forms import form_from_schema
+from bridge.model import DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.store import Store
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return ("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)})
+
+
+def interaction(timeout: float, **fields: Any) -> Interaction:
+    form = form_from_schema({"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+                             "required": ["n"]})
+    base: dict[str, Any] = dict(
+        id=f"i{time.monotonic_ns()}", kind=Kind.FORM, server=ServerLabel("srv"), conversation=ROOM, requester=ALICE,
+        approvers=frozenset({ALICE.key}), message="How many?", form=form, expires_at=time.time() + timeout)
+    base.update(fields)
+    return Interaction(**base)
+
+
+def broker() -> tuple[Broker, FakeChatPort, Store]:
+    chat, store = FakeChatPort(), Store(":memory:")
+    return Broker(store, lambda _: chat), chat, store
+
+
+async def test_an_hour_long_deadline_expires_in_virtual_time_and_finishes_the_card() -> None:
+    b, chat, store = broker()
+    item = interaction(3600)
+    started = anyio.current_time()
+    outcome = await b.ask(item)
+    assert outcome.status is Status.EXPIRED
+    assert anyio.current_time() - started > 3590  # virtual seconds: the mock clock jumped, nobody waited
+    assert chat.finished[item.id].status is Status.EXPIRED
+    assert [r.outcome for r in store.audit_rows(item.id)] == ["expired"]
+
+
+async def test_a_decision_after_a_long_wait_wins_and_later_ones_are_late() -> None:
+    b, _chat, store = broker()
+    item = interaction(3600)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await b.wait_open(item.id)
+        await anyio.sleep(60 * 59)
+        assert b.decide_nowait(DecisionIn(item.id, BOB, "accept", {"n": 1})).verdict is Verdict.REFUSED
+        assert b.decide_nowait(DecisionIn(item.id, ALICE, "accept", {"n": 10})).verdict is Verdict.INVALID
+        assert b.decide_nowait(DecisionIn(item.id, ALICE, "accept", {"n": "3"})).verdict is Verdict.CLAIMED
+        assert b.decide_nowait(DecisionIn(item.id, ALICE, "decline")).verdict is Verdict.LATE
+    assert results[0].status is Status.ACCEPTED and results[0].content == {"n": 3}
+    assert len(store.audit_rows(item.id)) == 1
+
+
+async def test_a_withdrawn_request_still_finishes_its_card() -> None:
+    b, chat, store = broker()
+    item = interaction(600)
+    with anyio.move_on_after(5):
+        await b.ask(item)
+    # move_on_after cancelled the wait (the request was withdrawn): the card is final all the same.
+    assert chat.finished[item.id].status is Status.CANCELLED
+    assert chat.finished[item.id].reason == "the request was withdrawn"
+    assert [r.outcome for r in store.audit_rows()] == ["cancelled"]
+
+
+async def test_durable_requests_stay_open_at_shutdown_others_end() -> None:
+    b, chat, store = broker()
+    legacy, durable = interaction(600), interaction(600)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(b.ask, legacy)
+        tg.start_soon(lambda: b.ask(durable, pending_call="call-1", input_key="k"))
+        await b.wait_open(legacy.id)
+        await b.wait_open(durable.id)
+        b.close()
+        tg.cancel_scope.cancel()
+    assert chat.finished[legacy.id].reason == "the bridge is shutting down"
+    assert durable.id not in chat.finished
+    [still_open] = store.open_interactions()
+    assert (still_open.interaction.id, still_open.pending_call, still_open.input_key) == (durable.id, "call-1", "k")
+
+
+async def test_a_card_that_cannot_be_posted_fails_cleanly() -> None:
+    b, chat, store = broker()
+    chat.fail_posts = True
+    outcome = await b.ask(interaction(600))
+    assert outcome.status is Status.FAILED and "could not be posted" in outcome.reason
+    assert [r.outcome for r in store.audit_rows()] == ["failed"]
+
+
+async def test_quick_accept_sends_the_prefilled_defaults() -> None:
+    b, _chat, _store = broker()
+    form = form_from_schema({"type": "object", "properties": {"n": {"type": "integer", "default": 4}}})
+    item = interaction(600, form=form, quick_accept=True, kind=Kind.TOOL)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await b.wait_open(item.id)
+        b.decide_nowait(DecisionIn(item.id, ALICE, "accept"))
+    assert results[0].content == {"n": 4}
