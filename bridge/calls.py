@@ -34,7 +34,7 @@ from bridge.elicitation import to_result
 from bridge.errors import ServerGoneError
 from bridge.model import Actor, ConversationKey, Kind, Status
 from bridge.sessions import CallInfo, Session, SessionPool
-from bridge.store import PendingCall, Store
+from bridge.store import PendingCall, Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class Caller:
         """Finish a 2026 call stored before a restart: wait on its open cards, then retry with the answers."""
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         known: dict[str, InputResponse] = {}
-        waits: dict[str, Any] = {}
+        waits: dict[str, StoredInteraction] = {}
         for stored in self._store.interactions_for_call(pending.id):
             key = stored.input_key
             if key is None or key not in requests or stored.interaction.kind not in (Kind.FORM, Kind.URL):
@@ -188,7 +188,7 @@ class Caller:
         session = await self._pool.get(pending.conversation, pending.server)
         session.calls[pending.id] = CallInfo(pending.conversation, pending.requester, pending.tool)
         try:
-            async def wait_one(key: str, stored: Any) -> None:
+            async def wait_one(key: str, stored: StoredInteraction) -> None:
                 outcome = await self._broker.resume(stored.interaction, stored.card)
                 known[key] = to_result(outcome)
 

@@ -65,10 +65,10 @@ class ServerConfig:
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets: never in a repr or log
     cwd: str | None = None
     url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     protocol: Protocol = "auto"
     scope: Literal["conversation", "shared"] = "conversation"
     title: str = ""

@@ -45,7 +45,7 @@ from mcp.types import (
 
 from bridge import catalog, commands, elicitation
 from bridge.agent import Agent
-from bridge.broker import Broker, DecisionResult, describe_outcome
+from bridge.broker import Broker, DecisionResult, Verdict, describe_outcome
 from bridge.calls import Caller, InputRefused
 from bridge.config import Config
 from bridge.context import RequestContext, new_id
@@ -73,7 +73,7 @@ from bridge.ratelimit import RateLimiter
 from bridge.roots import RootsKeeper, check_uri
 from bridge.sampling import Sampler, SamplingAnswer
 from bridge.sessions import Callbacks, Session, SessionPool
-from bridge.store import Store
+from bridge.store import PendingCall, Store
 from bridge.text import block_text, result_text, shorten
 
 logger = logging.getLogger(__name__)
@@ -318,7 +318,7 @@ class Host:
             target = open_[-1].id
         if target is not None and (self.broker.interaction(target) or self.store.interaction(target)):
             result = await self.broker.cancel(target, message.actor)
-            if result.verdict.value == "claimed":
+            if result.verdict is Verdict.CLAIMED:
                 await self.say(conversation, f"Cancelled {target}.")
             return
         call = self._find_call(conversation, target)
@@ -563,7 +563,7 @@ class Host:
             self.spawn(self._resume_one, call)
         self.resumed.set()
 
-    async def _resume_one(self, pending: Any) -> None:
+    async def _resume_one(self, pending: PendingCall) -> None:
         try:
             result = await self._caller.resume(pending)
         except (SessionError, MCPError, InputRefused) as exc:
