@@ -41,6 +41,7 @@ from mcp.types import (
     SamplingCapability,
     SamplingToolsCapability,
     TextContent,
+    ToolListChangedNotification,
 )
 
 from bridge import catalog, commands, elicitation
@@ -613,7 +614,9 @@ class Host:
             return await self._elicit(ctx, params)
 
         async def on_message(message: Any) -> None:
-            if isinstance(message, ElicitCompleteNotification):
+            if isinstance(message, ToolListChangedNotification):
+                session.tools = None  # fetched again on next need, so approval rules see the new annotations
+            elif isinstance(message, ElicitCompleteNotification):
                 await self._url_completed(message.params.elicitation_id)
 
         async def on_sample(context: ClientRequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
