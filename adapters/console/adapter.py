@@ -12,8 +12,10 @@ yes/no/true/false/y/n; lines starting with `!mcp` are commands; end of input can
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -45,12 +47,28 @@ LineSource = Callable[[], AsyncIterator[str]]
 
 
 async def stream_lines(stream: TextIO) -> AsyncIterator[str]:
-    """Lines from a blocking text stream (stdin), read in a worker thread so the event loop keeps running."""
-    while True:
-        line = await anyio.to_thread.run_sync(stream.readline, abandon_on_cancel=True)
-        if not line:
-            return
-        yield line.rstrip("\n")
+    """Lines from a blocking text stream (stdin), read by a daemon thread so the event loop keeps running.
+
+    Not anyio's worker threads: one blocked in `readline` would keep the process alive after SIGTERM until someone
+    pressed Enter. A daemon thread dies with the process. Lines still reach the console strictly in order, and only
+    when it asks for the next one.
+    """
+    send, receive = anyio.create_memory_object_stream[str](1)
+    token = anyio.lowlevel.current_token()
+
+    def pump() -> None:
+        try:
+            for line in iter(stream.readline, ""):
+                anyio.from_thread.run(send.send, line.rstrip("\n"), token=token)
+        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError, ValueError):
+            return  # the event loop or the reader is gone, or the stream was closed: nothing left to deliver
+        with contextlib.suppress(RuntimeError):
+            anyio.from_thread.run_sync(send.close, token=token)
+
+    threading.Thread(target=pump, name="console-input", daemon=True).start()
+    async with receive:
+        async for line in receive:
+            yield line
 
 
 @dataclass

@@ -16,7 +16,7 @@ import yaml
 from bridge.store import Store
 
 
-def start(tmp_path: Path, protocol: str) -> tuple[subprocess.Popen[str], queue.Queue[str], Path]:
+def start(tmp_path: Path, protocol: str) -> tuple[subprocess.Popen[str], queue.Queue[str], Path, threading.Thread]:
     db = tmp_path / "bridge.db"
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
@@ -33,8 +33,9 @@ def start(tmp_path: Path, protocol: str) -> tuple[subprocess.Popen[str], queue.Q
         for line in proc.stdout:
             lines.put(line)
 
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines, db
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    return proc, lines, db, reader
 
 
 def wait_line(lines: queue.Queue[str], text: str) -> str:
@@ -51,13 +52,19 @@ def wait_line(lines: queue.Queue[str], text: str) -> str:
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 def test_sigterm_finishes_open_cards_and_keeps_2026_requests(tmp_path: Path, protocol: str) -> None:
-    proc, lines, db = start(tmp_path, protocol)
+    proc, lines, db, reader = start(tmp_path, protocol)
     assert proc.stdin is not None
     proc.stdin.write("!mcp call demo plan_trip\n")
     proc.stdin.flush()
     wait_line(lines, "asks you to fill in a form")
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+    # Wait with stdin still open: closing it is end of input, which (by the console's rules) cancels the card.
+    proc.wait(timeout=30)
+    assert proc.stderr is not None and proc.stdout is not None
+    err = proc.stderr.read()
+    reader.join(timeout=10)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        pipe.close()
     assert proc.returncode == 0, err
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any("received SIGTERM" in entry["message"] for entry in logs)
