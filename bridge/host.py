@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -17,9 +16,9 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from mcp import Client, MCPError
+from mcp import MCPError
 from mcp.client import ClientRequestContext
-from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
+from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.types import (
     INVALID_PARAMS,
     URL_ELICITATION_REQUIRED,
@@ -46,13 +45,14 @@ from mcp.types import (
 
 from bridge import catalog, commands, elicitation
 from bridge.agent import Agent
-from bridge.broker import Broker, DecisionResult, Verdict, describe_outcome
+from bridge.broker import Broker, DecisionResult, describe_outcome
 from bridge.calls import Caller, InputRefused
 from bridge.config import Config
 from bridge.context import RequestContext, new_id
-from bridge.errors import AdapterError, BridgeError, CommandError, ConfigError, SessionError, UnsupportedSchema
-from bridge.forms import Form, approval_form
-from bridge.llm import LLMError, LLMMessage, LLMProvider, make_provider
+from bridge.errors import AdapterError, BridgeError, ConfigError, SessionError, UnsupportedSchema
+from bridge.forms import Form
+from bridge.handlers import CommandHandlers
+from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.model import (
     Actor,
     CardRef,
@@ -71,11 +71,11 @@ from bridge.model import (
 from bridge.policy import mask_arguments, needs_approval
 from bridge.ports import ChatPort
 from bridge.ratelimit import RateLimiter
-from bridge.roots import RootsKeeper, check_uri
+from bridge.roots import RootsKeeper
 from bridge.sampling import Sampler, SamplingAnswer
 from bridge.sessions import Callbacks, Session, SessionPool
 from bridge.store import PendingCall, Store
-from bridge.text import block_text, result_text, shorten
+from bridge.text import result_text, session_error_text, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +124,7 @@ class Host:
         """Legacy URL elicitation ids -> interaction ids, for notifications/elicitation/complete."""
         self.sampler = Sampler(self, llm)
         self.agent = Agent(self)
+        self.handlers = CommandHandlers(self)
         self.roots = RootsKeeper(self)
         self._log_limit = RateLimiter(LOG_MESSAGES_PER_MINUTE)
         self.resumed = anyio.Event()
@@ -185,7 +186,7 @@ class Host:
         text = message.text.strip()
         first = text.split(None, 1)[0].lower() if text else ""
         if message.explicit_command or first in commands.NAMES:
-            await self._run_command(message, commands.parse(text))
+            await self.handlers.run(message, commands.parse(text))
         elif message.addressed:
             await self._agent_turn(message)
 
@@ -203,62 +204,7 @@ class Host:
         except BridgeError as exc:
             logger.warning("could not send a message to %s: %s", conversation.id(), exc)
 
-    # -- commands ------------------------------------------------------------------------------------------------
-
-    async def _run_command(self, message: MessageIn, command: commands.Command) -> None:
-        conversation = message.conversation
-        if command.error:
-            await self.say(conversation, command.error)
-            return
-        try:
-            handler = getattr(self, f"_cmd_{command.name}")
-            await handler(message, command)
-        except CommandError as exc:
-            await self.say(conversation, str(exc))
-        except SessionError as exc:
-            await self.say(conversation, _session_error_text(exc))
-        except MCPError as exc:
-            await self.say(conversation,
-                           f"The server answered with an error ({exc.code}): {shorten(exc.error.message, 500)}")
-
-    async def _cmd_help(self, message: MessageIn, command: commands.Command) -> None:
-        await self.say(message.conversation, commands.HELP)
-
-    async def _cmd_servers(self, message: MessageIn, command: commands.Command) -> None:
-        if not self.config.servers:
-            await self.say(message.conversation, "No servers are configured.")
-            return
-        lines = []
-        for name, cfg in self.config.servers.items():
-            session = self.pool.find(message.conversation, name)
-            title = f" ({cfg.title})" if cfg.title else ""
-            if cfg.disabled:
-                state = "disabled"
-            elif session is None:
-                state = "not started (starts on first use)"
-            else:
-                info = session.client.server_info if session.client else None
-                reported = f", reports {info.name} {info.version}".rstrip() if info else ""
-                state = f"{session.state.value}, protocol {session.protocol_version}{reported}"
-            lines.append(f"• {name}{title}: {state}; scope {cfg.scope}, protocol setting {cfg.protocol}")
-        await self.say(message.conversation, "Servers:\n" + "\n".join(lines))
-
-    async def _cmd_tools(self, message: MessageIn, command: commands.Command) -> None:
-        names = list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
-        out: list[str] = []
-        for name in names:
-            try:
-                tools = await self.list_tools(message.conversation, name)
-            except SessionError as exc:
-                out.append(_session_error_text(exc))
-                continue
-            out.append(f"{name}: {len(tools)} tools")
-            for tool in tools:
-                hints = tool.annotations
-                flag = " [destructive]" if hints and hints.destructive_hint and not hints.read_only_hint else ""
-                desc = (tool.description or "").strip().splitlines()
-                out.append(f"  • {tool.name}{flag}" + (f": {shorten(desc[0], 160)}" if desc else ""))
-        await self.say(message.conversation, "\n".join(out) or "No servers.")
+    # -- tools, and the commands that need the host's state (the rest are in bridge.handlers) ------------------
 
     async def list_tools(self, conversation: ConversationKey, server: str) -> list[Any]:
         """Every tool of a server (all pages), fetched once per session."""
@@ -280,8 +226,8 @@ class Host:
         session = self.pool.find(call.conversation, call.server)
         who = call.requester.label() if call.requester else "the agent"
         interaction = Interaction(
-            id=new_id(), kind=Kind.TOOL, server=self._label(call.server, session), conversation=call.conversation,
-            requester=call.requester, approvers=self._approvers(call.server, call.requester),
+            id=new_id(), kind=Kind.TOOL, server=self.label(call.server, session), conversation=call.conversation,
+            requester=call.requester, approvers=self.approvers(call.server, call.requester),
             message=f"{who} wants to run {call.server}.{call.tool}.", form=Form(),
             expires_at=time.time() + cfg.tool_timeout,
             details=(Detail("Tool", f"{call.server}.{call.tool}" + (f": {shorten(tool.description or '', 300)}"
@@ -294,42 +240,7 @@ class Host:
         text = f"The call to {call.tool} was not run: {describe_outcome(outcome)}."
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
-    async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:
-        server, tool = command.args
-        result = await self.run_call(message.conversation, message.actor, server, tool, command.arguments)
-        if result is not None:
-            await self._report_result(message.conversation, server, tool, result)
-
-    async def _cmd_pending(self, message: MessageIn, command: commands.Command) -> None:
-        open_ = self.broker.open_interactions(message.conversation)
-        if not open_:
-            await self.say(message.conversation, "Nothing is waiting for anyone here.")
-            return
-        now = time.time()
-        lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
-                 f"{i.requester.label() if i.requester else 'an approver'}, expires in "
-                 f"{_minutes(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
-        await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
-
-    async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
-        conversation = message.conversation
-        target = command.args[0] if command.args else None
-        open_ = self.broker.open_interactions(conversation)
-        if target is None and open_:
-            target = open_[-1].id
-        if target is not None and (self.broker.interaction(target) or self.store.interaction(target)):
-            result = await self.broker.cancel(target, message.actor)
-            if result.verdict is Verdict.CLAIMED:
-                await self.say(conversation, f"Cancelled {target}.")
-            return
-        call = self._find_call(conversation, target)
-        if call is None:
-            await self.say(conversation, "There is nothing to cancel here." if target is None
-                           else f"Nothing called {target!r} is waiting or running here.")
-            return
-        await self.stop_call(call.id, message.actor)
-
-    def _find_call(self, conversation: ConversationKey, call_id: str | None) -> RunningCall | None:
+    def find_call(self, conversation: ConversationKey, call_id: str | None) -> RunningCall | None:
         calls = [c for c in self._calls.values() if c.conversation == conversation]
         if call_id is not None:
             calls = [c for c in calls if c.id == call_id]
@@ -340,7 +251,7 @@ class Host:
         call = self._calls.get(call_id)
         if call is None:
             return False
-        allowed = self._approvers(call.server) | ({call.requester.key} if call.requester else set())
+        allowed = self.approvers(call.server) | ({call.requester.key} if call.requester else set())
         if call.requester is not None and actor.key not in allowed:
             await self.port_for(call.conversation).notify(
                 call.conversation, actor, f"Only {call.requester.label()} can stop this call.")
@@ -351,119 +262,6 @@ class Host:
 
     async def _agent_turn(self, message: MessageIn) -> None:
         await self.agent.turn(message)
-
-    async def _cmd_reset(self, message: MessageIn, command: commands.Command) -> None:
-        self.store.clear_history(message.conversation)
-        await self.say(message.conversation, "Forgot this conversation's history.")
-
-    async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
-        target = command.args[0] if command.args else None
-        interaction = self.broker.interaction(target) if target else None
-        if interaction is None or interaction.conversation != message.conversation:
-            raise CommandError("Usage: show <id> (the id of a waiting request here; see `pending`).")
-        parts = [f"{d.label}:\n{d.text}" for d in interaction.details] or ["(no details)"]
-        await self.say(message.conversation, shorten(f"{interaction.message}\n\n" + "\n\n".join(parts), 12000))
-
-    async def _cmd_roots(self, message: MessageIn, command: commands.Command) -> None:
-        conversation = message.conversation
-        if command.args and command.args[0] == "add":
-            uri = check_uri(command.args[1])
-            self.store.add_root(conversation, uri, " ".join(command.args[2:]))
-            await self._roots_changed(conversation)
-            await self.say(conversation, f"Added {uri}.")
-            return
-        if command.args and command.args[0] == "remove":
-            removed = self.store.remove_root(conversation, command.args[1])
-            if removed:
-                await self._roots_changed(conversation)
-            await self.say(conversation, f"Removed {command.args[1]}." if removed
-                           else f"{command.args[1]} is not one of this conversation's roots.")
-            return
-        roots = self.roots.offered(conversation)
-        lines = [f"• {uri}" + (f" ({name})" if name else "") for uri, name in roots]
-        await self.say(conversation, "Roots here:\n" + "\n".join(lines) if lines else
-                       "No roots here yet. Add one with `roots add file:///path [name]`.")
-
-    async def _roots_changed(self, conversation: ConversationKey) -> None:
-        """Legacy sessions get notifications/roots/list_changed; 2026 servers ask again on their next request."""
-        for session in self.pool.sessions():
-            if session.conversation != conversation or session.modern or session.client is None:
-                continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                try:
-                    await session.client.send_roots_list_changed()
-                except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    logger.info("could not tell %s that roots changed: %s", session.server.name, exc)
-
-    async def _cmd_prompts(self, message: MessageIn, command: commands.Command) -> None:
-        out: list[str] = []
-        for name in self._server_names(command):
-            client = await self._client(message.conversation, name)
-            if client.server_capabilities.prompts is None:
-                out.append(f"{name}: no prompts")
-                continue
-            prompts = await catalog.all_prompts(client)
-            out.append(f"{name}: {len(prompts)} prompts")
-            out.extend(catalog.prompt_line(p) for p in prompts)
-        await self.say(message.conversation, "\n".join(out) or "No servers.")
-
-    async def _cmd_prompt(self, message: MessageIn, command: commands.Command) -> None:
-        server, name = command.args
-        client = await self._client(message.conversation, server)
-        prompts = {p.name: p for p in await catalog.all_prompts(client)}
-        prompt = prompts.get(name)
-        if prompt is None:
-            raise CommandError(f"{server} has no prompt named {name!r}. Try `prompts {server}`.")
-        arguments = {k: str(v) for k, v in command.arguments.items()}
-        missing = [a for a in prompt.arguments or [] if a.required and a.name not in arguments]
-        session = self.pool.find(message.conversation, server)
-        for n, argument in enumerate(missing, 1):
-            # One argument at a time: a server's completions for later arguments depend on the earlier answers.
-            field = await catalog.argument_field(client, prompt, argument.name, argument.description, arguments)
-            interaction = Interaction(
-                id=new_id(), kind=Kind.FORM, server=self._label(server, session), conversation=message.conversation,
-                requester=message.actor, approvers=self._approvers(server, message.actor),
-                message=f"The prompt {name} needs {argument.name} ({n} of {len(missing)}).",
-                form=approval_form([field]), expires_at=time.time() + self.config.servers[server].elicitation_timeout,
-                accept_label="Submit", decline_label="Skip the prompt")
-            outcome = await self.broker.ask(interaction)
-            if outcome.status is not Status.ACCEPTED:
-                await self.say(message.conversation, f"The prompt {name} was not run.")
-                return
-            arguments.update({k: str(v) for k, v in (outcome.content or {}).items()})
-        result = await client.get_prompt(name, arguments)
-        await self.say(message.conversation, catalog.prompt_text(result))
-        if self.agent.available:
-            opening = [LLMMessage("assistant" if m.role == "assistant" else "user", block_text(m.content))
-                       for m in result.messages]
-            await self.agent.turn(MessageIn(message.conversation, message.actor, ""), opening)
-
-    async def _cmd_resources(self, message: MessageIn, command: commands.Command) -> None:
-        out: list[str] = []
-        for name in self._server_names(command):
-            client = await self._client(message.conversation, name)
-            if client.server_capabilities.resources is None:
-                out.append(f"{name}: no resources")
-                continue
-            resources = await catalog.all_resources(client)
-            out.append(f"{name}: {len(resources)} resources")
-            out.extend(catalog.resource_line(r) for r in resources)
-        await self.say(message.conversation, shorten("\n".join(out) or "No servers."))
-
-    async def _cmd_read(self, message: MessageIn, command: commands.Command) -> None:
-        server, uri = command.args
-        client = await self._client(message.conversation, server)
-        result = await client.read_resource(uri)
-        await self.say(message.conversation, catalog.contents_text(list(result.contents)))
-
-    def _server_names(self, command: commands.Command) -> list[str]:
-        return list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
-
-    async def _client(self, conversation: ConversationKey, server: str) -> Client:
-        session = await self.pool.get(conversation, server)
-        assert session.client is not None
-        return session.client
 
     # -- tool calls ----------------------------------------------------------------------------------------------
 
@@ -496,14 +294,14 @@ class Host:
             await self.say(conversation, f"{server}.{tool} was not continued: {shorten(exc.error.message, 500)}")
             return None
         except SessionError as exc:
-            await self.say(conversation, _session_error_text(exc))
+            await self.say(conversation, session_error_text(exc))
             return None
         finally:
             self._calls.pop(call.id, None)
             if call.status is not None and not call.scope.cancel_called:
                 await self._finish_status(call, "done")
 
-    async def _report_result(self, conversation: ConversationKey, server: str, tool: str,
+    async def report_result(self, conversation: ConversationKey, server: str, tool: str,
                              result: CallToolResult) -> None:
         head = f"{server}.{tool} reported an error:" if result.is_error else f"{server}.{tool}:"
         await self.say(conversation, f"{head}\n{result_text(result)}")
@@ -517,8 +315,8 @@ class Host:
             await self.say(conversation, f"{server}.{tool} needs a link visited first, but sent no usable link.")
             return
         session = self.pool.find(conversation, server)
-        label = self._label(server, session)
-        ctx = RequestContext(conversation, label, requester, self._approvers(server, requester), tool)
+        label = self.label(server, session)
+        ctx = RequestContext(conversation, label, requester, self.approvers(server, requester), tool)
         await self.say(conversation, f"{server}.{tool} needs {len(elicitations)} link(s) visited before it can run. "
                                      "Run the call again when you are done.")
         async with anyio.create_task_group() as tg:
@@ -544,7 +342,7 @@ class Host:
     def _status_view(self, call: RunningCall, text: str, value: float | None = None, total: float | None = None,
                      done: bool = False) -> StatusView:
         session = self.pool.find(call.conversation, call.server)
-        return StatusView(call.id, self._label(call.server, session), call.tool, shorten(text, 300), value, total,
+        return StatusView(call.id, self.label(call.server, session), call.tool, shorten(text, 300), value, total,
                           done, stoppable=not done)
 
     async def _finish_status(self, call: RunningCall, text: str) -> None:
@@ -568,16 +366,16 @@ class Host:
         try:
             result = await self._caller.resume(pending)
         except (SessionError, MCPError, InputRefused) as exc:
-            message = exc.error.message if isinstance(exc, MCPError | InputRefused) else _session_error_text(exc)
+            message = exc.error.message if isinstance(exc, MCPError | InputRefused) else session_error_text(exc)
             await self.say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
                                                  f"restart: {shorten(message, 500)}")
             self.store.delete_pending_call(pending.id)
             return
-        await self._report_result(pending.conversation, pending.server, pending.tool, result)
+        await self.report_result(pending.conversation, pending.server, pending.tool, result)
 
     # -- server requests -----------------------------------------------------------------------------------------
 
-    def _label(self, server: str, session: Session | None) -> ServerLabel:
+    def label(self, server: str, session: Session | None) -> ServerLabel:
         cfg = self.config.servers.get(server)
         reported = ""
         if session is not None and session.client is not None and session.client.server_info is not None:
@@ -585,15 +383,15 @@ class Host:
             reported = shorten(info.title or info.name or "", 60)
         return ServerLabel(server, (cfg.title if cfg and cfg.title else reported))
 
-    def _approvers(self, server: str, *requesters: Actor | None) -> frozenset[str]:
+    def approvers(self, server: str, *requesters: Actor | None) -> frozenset[str]:
         cfg = self.config.servers.get(server)
         configured = frozenset(cfg.approvers) if cfg else frozenset()
         return configured | {r.key for r in requesters if r is not None}
 
     def _context(self, session: Session, conversation: ConversationKey, requester: Actor | None,
                  tool: str) -> RequestContext:
-        approvers = self._approvers(session.server.name, requester)
-        return RequestContext(conversation, self._label(session.server.name, session), requester, approvers, tool)
+        approvers = self.approvers(session.server.name, requester)
+        return RequestContext(conversation, self.label(session.server.name, session), requester, approvers, tool)
 
     def _legacy_context(self, session: Session) -> RequestContext | None:
         """For a legacy server request: the conversation and people of the call(s) open on that session."""
@@ -702,17 +500,6 @@ class Host:
             await self.port_for(stored.interaction.conversation).finish_card(stored.card, stored.interaction, done)
         except BridgeError as exc:
             logger.warning("could not update card %s: %s", interaction_id, exc)
-
-
-def _session_error_text(exc: SessionError) -> str:
-    text = str(exc)
-    if exc.stderr_tail:
-        text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
-    return text + "\nIt will be started again on next use."
-
-
-def _minutes(seconds: float) -> str:
-    return f"{max(0, int(seconds // 60))}m{max(0, int(seconds % 60)):02d}s"
 
 
 __all__ = ["Host", "RunningCall", "describe_outcome"]

@@ -20,6 +20,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
 
 MAX_TEXT = 3500
@@ -109,3 +110,11 @@ def secret_warning(interaction: Interaction) -> str:
         return ""
     return (f"Careful: {', '.join(names)} looks like a password, token, key or card number. MCP servers must not ask "
             "for those in a form; don't enter a real secret here.")
+
+
+def session_error_text(exc: SessionError) -> str:
+    """A server that failed to start or died: what happened, its last stderr lines, and what happens next."""
+    text = str(exc)
+    if exc.stderr_tail:
+        text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
+    return text + "\nIt will be started again on next use."
