@@ -21,7 +21,7 @@ import anyio
 from bridge.errors import AdapterError
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, JSONValue, Outcome, Status
 from bridge.ports import ChatPort
-from bridge.store import Store
+from bridge.store import Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,13 @@ class Broker:
             return outcome
         self._store.set_card(interaction.id, waiter.card)
         return await self._wait(waiter)
+
+    async def retire(self, stored: StoredInteraction, reason: str) -> None:
+        """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
+        and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
+        outcome = Outcome(Status.CANCELLED, reason=reason)
+        self._store.finish_interaction(stored.interaction, outcome)
+        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
     async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
         """Wait again on an interaction whose card was posted before a restart."""

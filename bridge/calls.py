@@ -175,16 +175,21 @@ class Caller:
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         known: dict[str, InputResponse] = {}
         waits: dict[str, StoredInteraction] = {}
-        for stored in self._store.interactions_for_call(pending.id):
+        latest: dict[str, StoredInteraction] = {}
+        for stored in self._store.interactions_for_call(pending.id):  # oldest first: a later round's card wins
             key = stored.input_key
-            if key is None or key not in requests or stored.interaction.kind not in (Kind.FORM, Kind.URL):
-                continue
-            if not isinstance(requests[key], ElicitRequest):
-                continue
+            if key is not None and key in requests and isinstance(requests[key], ElicitRequest) \
+                    and stored.interaction.kind in (Kind.FORM, Kind.URL):
+                latest[key] = stored
+        for key, stored in latest.items():
             if stored.status is Status.OPEN:
                 waits[key] = stored
             elif stored.outcome is not None:
                 known[key] = to_result(stored.outcome)
+        # Anything else still open for this call (a sampling or roots step) is asked again from the start.
+        for stored in self._store.interactions_for_call(pending.id):
+            if stored.status is Status.OPEN and all(stored is not s for s in waits.values()):
+                await self._broker.retire(stored, "asked again after the bridge restarted")
         session = await self._pool.get(pending.conversation, pending.server)
         session.calls[pending.id] = CallInfo(pending.conversation, pending.requester, pending.tool)
         try:

@@ -358,6 +358,12 @@ class Host:
     async def _resume_pending(self) -> None:
         """After a start, pick up every stored 2026 call and finish it when its cards are answered."""
         pending = self.store.pending_calls()
+        durable = {call.id for call in pending}
+        for stored in self.store.open_interactions():
+            # A card of an earlier run that belongs to no stored call (a legacy call that died with the process):
+            # no server waits for it any more.
+            if stored.pending_call not in durable:
+                await self.broker.retire(stored, "the bridge restarted; run the command again")
         for call in pending:
             self.spawn(self._resume_one, call)
         self.resumed.set()

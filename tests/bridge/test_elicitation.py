@@ -13,11 +13,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ElicitRequestFormParams
 
+from bridge import elicitation
 from bridge.broker import Verdict
 from bridge.config import ServerConfig
+from bridge.context import RequestContext
 from bridge.host import Host
-from bridge.model import DecisionIn, Kind, MessageIn, Status
+from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.servers.inline import form_server
@@ -366,3 +369,25 @@ async def test_a_shared_legacy_session_asks_in_the_conversation_of_the_call() ->
     # 2025-11-25 does not say which open call a server request is for, so shared legacy calls run one at a time.
     assert (first.conversation, first.requester, first.approvers) == (ROOM, ALICE, frozenset({ALICE.key}))
     assert (second.conversation, second.requester, second.approvers) == (other, BOB, frozenset({BOB.key}))
+
+
+async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_next_start(tmp_path: Path) -> None:
+    # What a hard crash (kill -9) leaves behind: a posted legacy card, open in the store, with no stored call.
+    path = tmp_path / "bridge.db"
+    crashed = Store(path)
+    card = elicitation.form_interaction(
+        RequestContext(ROOM, ServerLabel("forms"), ALICE, frozenset({ALICE.key})),
+        ElicitRequestFormParams(message="Which?", requested_schema={"type": "object", "properties": {}}), 600)
+    crashed.save_interaction(card)
+    crashed.set_card(card.id, CardRef(card.id, {"n": "1"}))
+    crashed.close()
+    store = Store(path)
+    host, chat = host_for(config_for({"forms": form_server()}), store)
+    async with host:
+        with anyio.fail_after(10):
+            await host.resumed.wait()
+    outcome = chat.finished[card.id]
+    assert outcome.status is Status.CANCELLED and "restarted" in outcome.reason
+    assert store.open_interactions() == []
+    assert [r.outcome for r in store.audit_rows(card.id)] == ["cancelled"]
+    store.close()

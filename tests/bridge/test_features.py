@@ -365,3 +365,34 @@ async def test_show_prints_a_waiting_requests_full_details() -> None:
 
 def test_tool_cards_are_a_kind() -> None:
     assert Kind("tool") is Kind.TOOL and json.dumps(Kind.TOOL.value) == '"tool"'
+
+
+async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(tmp_path: Any) -> None:
+    server, _ = features_server()
+    path = tmp_path / "bridge.db"
+    first_store = Store(path)
+    chat = FakeChatPort()
+    host = Host(config_for({"feat": server}, server_protocol="auto"), first_store, llm=HumanProvider())
+    host.attach(chat)
+    async with host:
+        await say(host, 'call feat ask_model {"prompt": "Still there?"}')
+        with anyio.fail_after(10):
+            old = await chat.wait_card("sampling")
+    first_store.close()
+
+    store = Store(path)
+    chat2 = FakeChatPort()
+    host2 = Host(config_for({"feat": server}, server_protocol="auto"), store, llm=HumanProvider())
+    host2.attach(chat2)
+    async with host2:
+        with anyio.fail_after(10):
+            retired = await chat2.wait_finished(old.id)
+            again = await chat2.wait_card("sampling")
+            await host2.decide(DecisionIn(again.id, ALICE, "accept"))
+            review = await chat2.wait_card("sampling_review")
+            await host2.decide(DecisionIn(review.id, ALICE, "accept", {"answer": "Yes."}))
+            result = await chat2.wait_message("feat.ask_model:")
+    assert retired.status is Status.CANCELLED and retired.reason == "asked again after the bridge restarted"
+    assert again.id != old.id and result.endswith("text=Yes.")
+    assert store.pending_calls() == []
+    store.close()
