@@ -75,15 +75,18 @@ class Broker:
         self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
         waiter = _Waiter(interaction, durable=pending_call is not None)
         self._waiters[interaction.id] = waiter
-        port = self._port_for(interaction.conversation)
         try:
-            waiter.card = await port.post_card(interaction)
+            waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
         except AdapterError as exc:
             logger.warning("could not post card %s: %s", interaction.id, exc)
             self._waiters.pop(interaction.id, None)
-            outcome = Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}")
-            self._store.finish_interaction(interaction, outcome)
-            return outcome
+            return self._settle(waiter, Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}"))
+        except BaseException:
+            # Cancelled (or broken) while posting: the interaction ends here, never half-open.
+            self._waiters.pop(interaction.id, None)
+            if not (self._closing and waiter.durable):
+                self._settle(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
+            raise
         self._store.set_card(interaction.id, waiter.card)
         return await self._wait(waiter)
 
@@ -210,6 +213,14 @@ class Broker:
         """The `cancel` command: same rules as a Cancel button."""
         return await self.decide(DecisionIn(interaction_id, actor, "cancel"))
 
+    def complete(self, interaction_id: str, reason: str) -> bool:
+        """Accept an open URL interaction because the server reports its flow done. False if it is not open."""
+        waiter = self._waiters.get(interaction_id)
+        if waiter is None or waiter.outcome is not None:
+            return False
+        self._settle(waiter, Outcome(Status.ACCEPTED, reason=reason))
+        return True
+
     def fail(self, interaction_id: str, reason: str) -> None:
         """End an interaction because the request behind it is gone (the server crashed, the call ended)."""
         waiter = self._waiters.get(interaction_id)
@@ -223,10 +234,13 @@ class Broker:
                 if w.outcome is None and (conversation is None or w.interaction.conversation == conversation)]
 
     def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
-        """Open interactions this person may decide (for a home screen listing what needs them)."""
+        """Open interactions that wait for this person by name (for a home screen listing what needs them).
+
+        Requests anyone in a conversation may answer are left out: a list outside that conversation would show
+        them to people who cannot see it.
+        """
         return [(w.interaction, w.card) for w in self._waiters.values()
-                if w.outcome is None and w.interaction.may_decide(actor)
-                and (w.interaction.approvers or w.interaction.conversation.platform == actor.platform)]
+                if w.outcome is None and actor.key in w.interaction.approvers]
 
     async def wait_open(self, interaction_id: str) -> Interaction:
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
@@ -244,6 +258,10 @@ class Broker:
 
     def statistics(self) -> dict[str, int]:
         return {"open": sum(1 for w in self._waiters.values() if w.outcome is None)}
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     def close(self) -> None:
         """Mark the broker as shutting down: what is cancelled from now on ends as 'shut down', or stays open

@@ -115,6 +115,19 @@ class Caller:
                            requester: Actor | None, tool: str, arguments: dict[str, Any],
                            progress: ProgressFn | None, *, request_state: str | None = None,
                            responses: dict[str, InputResponse] | None = None) -> CallToolResult:
+        try:
+            return await self._rounds(session, call_id, conversation, requester, tool, arguments, progress,
+                                      request_state, responses)
+        except BaseException:
+            # Stopped, refused, failed or crashed: the call is over, so it must not come back after a restart. Only
+            # a shutdown keeps it, to be answered then.
+            if not self._broker.closing:
+                self._store.delete_pending_call(call_id)
+            raise
+
+    async def _rounds(self, session: Session, call_id: str, conversation: ConversationKey, requester: Actor | None,
+                      tool: str, arguments: dict[str, Any], progress: ProgressFn | None, request_state: str | None,
+                      responses: dict[str, InputResponse] | None) -> CallToolResult:
         assert session.client is not None
         client_session = session.client.session
         for _ in range(MAX_ROUNDS):
@@ -187,8 +200,9 @@ class Caller:
             elif stored.outcome is not None:
                 known[key] = to_result(stored.outcome)
         # Anything else still open for this call (a sampling or roots step) is asked again from the start.
+        resumed = {s.interaction.id for s in waits.values()}
         for stored in self._store.interactions_for_call(pending.id):
-            if stored.status is Status.OPEN and all(stored is not s for s in waits.values()):
+            if stored.status is Status.OPEN and stored.interaction.id not in resumed:
                 await self._broker.retire(stored, "asked again after the bridge restarted")
         session = await self._pool.get(pending.conversation, pending.server)
         session.calls[pending.id] = CallInfo(pending.conversation, pending.requester, pending.tool)

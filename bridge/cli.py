@@ -23,7 +23,7 @@ import anyio
 from mcp.types import CallToolResult
 
 from bridge import __version__
-from bridge.config import Config, ServerConfig, import_servers, load
+from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
 from bridge.errors import ConfigError
 from bridge.host import Host
 from bridge.ports import Adapter
@@ -207,15 +207,8 @@ async def _call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         print("error: the arguments must be a JSON object", file=sys.stderr)
         return EXIT_USAGE
-    overrides: dict[str, Any] = {}
-    if args.protocol:
-        overrides["protocol"] = args.protocol
-    if args.timeout:
-        from bridge.config import parse_duration
-
-        overrides["elicitation_timeout"] = parse_duration(args.timeout)
-    if overrides:
-        config = replace(config, servers={n: replace(s, **overrides) for n, s in config.servers.items()})
+    timeout = parse_duration(args.timeout) if args.timeout else None
+    config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
 
     store = Store(":memory:")
     result: CallToolResult | None = None
@@ -242,6 +235,17 @@ async def _call(args: argparse.Namespace) -> int:
     else:
         print(result_text(result, limit=1_000_000))
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _adjusted(server: ServerConfig, protocol: str | None, timeout: float | None) -> ServerConfig:
+    """`call --protocol/--timeout`: the era to speak, and how long every kind of answer may take."""
+    if protocol:
+        server = replace(server, protocol=protocol)  # type: ignore[arg-type]
+    if timeout is not None:
+        server = replace(server, elicitation_timeout=timeout, tool_timeout=timeout,
+                         sampling=replace(server.sampling, timeout=timeout),
+                         roots=replace(server.roots, timeout=timeout))
+    return server
 
 
 def _main() -> None:  # pragma: no cover - console entry point

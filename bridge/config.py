@@ -240,11 +240,17 @@ def _message(error: Any) -> str:
         return "must be a duration like 30s, 10m or 2h"
     if error.validator == "required":
         return str(error.message).replace("is a required property", "is required")
-    message = str(error.message)
-    # jsonschema quotes the offending value; for strings that may be a secret pasted in the wrong place.
-    if isinstance(error.instance, str):
-        message = message.replace(repr(error.instance), "the value")
-    return message
+    # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.
+    if error.validator == "type":
+        expected = error.validator_value
+        return f"must be of type {' or '.join(expected) if isinstance(expected, list) else expected}"
+    if error.validator == "pattern":
+        return f"does not match the pattern {error.validator_value}"
+    if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
+        return f"is out of range ({error.validator} {error.validator_value})"
+    if error.validator == "oneOf":
+        return "is not a valid value here"
+    return f"is not valid ({error.validator})"
 
 
 def import_servers(mcp_servers_json: Mapping[str, Any]) -> str:

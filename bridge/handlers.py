@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 from mcp import Client, MCPError
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import GetPromptResult
 
 from bridge import catalog, commands
 from bridge.broker import Verdict
@@ -111,10 +112,13 @@ class CommandHandlers:
     async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
         target = command.args[0] if command.args else None
+        # Only this conversation's requests; without an id, the newest one this person may decide.
         open_ = self.host.broker.open_interactions(conversation)
-        if target is None and open_:
-            target = open_[-1].id
-        if target is not None and (self.host.broker.interaction(target) or self.host.store.interaction(target)):
+        mine = [i for i in open_ if i.may_decide(message.actor)]
+        if target is None and mine:
+            target = mine[-1].id
+        stored = self.host.store.interaction(target) if target is not None else None
+        if target is not None and stored is not None and stored.interaction.conversation == conversation:
             result = await self.host.broker.cancel(target, message.actor)
             if result.verdict is Verdict.CLAIMED:
                 await self.host.say(conversation, f"Cancelled {target}.")
@@ -173,18 +177,31 @@ class CommandHandlers:
     async def _cmd_prompts(self, message: MessageIn, command: commands.Command) -> None:
         out: list[str] = []
         for name in self._server_names(command):
-            client = await self._client(message.conversation, name)
-            if client.server_capabilities.prompts is None:
+            async with self.host.pool.borrow(message.conversation, name) as client:
+                has_prompts = client.server_capabilities.prompts is not None
+                prompts = await catalog.all_prompts(client) if has_prompts else []
+            if not has_prompts:
                 out.append(f"{name}: no prompts")
                 continue
-            prompts = await catalog.all_prompts(client)
             out.append(f"{name}: {len(prompts)} prompts")
             out.extend(catalog.prompt_line(p) for p in prompts)
         await self.host.say(message.conversation, "\n".join(out) or "No servers.")
 
     async def _cmd_prompt(self, message: MessageIn, command: commands.Command) -> None:
         server, name = command.args
-        client = await self._client(message.conversation, server)
+        # Borrowed for the whole exchange: the argument cards may take minutes, and the session must stay open.
+        async with self.host.pool.borrow(message.conversation, server) as client:
+            result = await self._get_prompt(client, message, server, name, command)
+        if result is None:
+            return
+        await self.host.say(message.conversation, catalog.prompt_text(result))
+        if self.host.agent.available:
+            opening = [LLMMessage("assistant" if m.role == "assistant" else "user", block_text(m.content))
+                       for m in result.messages]
+            await self.host.agent.turn(MessageIn(message.conversation, message.actor, ""), opening)
+
+    async def _get_prompt(self, client: Client, message: MessageIn, server: str, name: str,
+                          command: commands.Command) -> GetPromptResult | None:
         prompts = {p.name: p for p in await catalog.all_prompts(client)}
         prompt = prompts.get(name)
         if prompt is None:
@@ -205,40 +222,31 @@ class CommandHandlers:
             outcome = await self.host.broker.ask(interaction)
             if outcome.status is not Status.ACCEPTED:
                 await self.host.say(message.conversation, f"The prompt {name} was not run.")
-                return
+                return None
             arguments.update({k: str(v) for k, v in (outcome.content or {}).items()})
-        result = await client.get_prompt(name, arguments)
-        await self.host.say(message.conversation, catalog.prompt_text(result))
-        if self.host.agent.available:
-            opening = [LLMMessage("assistant" if m.role == "assistant" else "user", block_text(m.content))
-                       for m in result.messages]
-            await self.host.agent.turn(MessageIn(message.conversation, message.actor, ""), opening)
+        return await client.get_prompt(name, arguments)
 
     async def _cmd_resources(self, message: MessageIn, command: commands.Command) -> None:
         out: list[str] = []
         for name in self._server_names(command):
-            client = await self._client(message.conversation, name)
-            if client.server_capabilities.resources is None:
+            async with self.host.pool.borrow(message.conversation, name) as client:
+                has_resources = client.server_capabilities.resources is not None
+                resources = await catalog.all_resources(client) if has_resources else []
+            if not has_resources:
                 out.append(f"{name}: no resources")
                 continue
-            resources = await catalog.all_resources(client)
             out.append(f"{name}: {len(resources)} resources")
             out.extend(catalog.resource_line(r) for r in resources)
         await self.host.say(message.conversation, shorten("\n".join(out) or "No servers."))
 
     async def _cmd_read(self, message: MessageIn, command: commands.Command) -> None:
         server, uri = command.args
-        client = await self._client(message.conversation, server)
-        result = await client.read_resource(uri)
+        async with self.host.pool.borrow(message.conversation, server) as client:
+            result = await client.read_resource(uri)
         await self.host.say(message.conversation, catalog.contents_text(list(result.contents)))
 
     def _server_names(self, command: commands.Command) -> list[str]:
         return list(command.args) or [n for n, c in self.host.config.servers.items() if not c.disabled]
-
-    async def _client(self, conversation: ConversationKey, server: str) -> Client:
-        session = await self.host.pool.get(conversation, server)
-        assert session.client is not None
-        return session.client
 
 
 def _minutes(seconds: float) -> str:

@@ -120,8 +120,6 @@ class Host:
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
         self._calls: dict[str, RunningCall] = {}
-        self._url_elicitations: dict[str, str] = {}
-        """Legacy URL elicitation ids -> interaction ids, for notifications/elicitation/complete."""
         self.sampler = Sampler(self, llm)
         self.agent = Agent(self)
         self.handlers = CommandHandlers(self)
@@ -185,10 +183,15 @@ class Host:
         """Do the work a message asks for (a command, or an agent turn) and return when it is finished."""
         text = message.text.strip()
         first = text.split(None, 1)[0].lower() if text else ""
-        if message.explicit_command or first in commands.NAMES:
-            await self.handlers.run(message, commands.parse(text))
-        elif message.addressed:
-            await self._agent_turn(message)
+        try:
+            if message.explicit_command or first in commands.NAMES:
+                await self.handlers.run(message, commands.parse(text))
+            elif message.addressed:
+                await self._agent_turn(message)
+        except Exception:
+            # The top of a task this host owns: one person's failing command must not stop everyone's bridge.
+            logger.exception("handling a message in %s failed", message.conversation.id())
+            await self.say(message.conversation, "Something went wrong on the bridge's side; it was logged.")
 
     async def decide(self, decision: DecisionIn) -> DecisionResult:
         return await self.broker.decide(decision)
@@ -371,13 +374,27 @@ class Host:
     async def _resume_one(self, pending: PendingCall) -> None:
         try:
             result = await self._caller.resume(pending)
-        except (SessionError, MCPError, InputRefused) as exc:
-            message = exc.error.message if isinstance(exc, MCPError | InputRefused) else session_error_text(exc)
-            await self.say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
-                                                 f"restart: {shorten(message, 500)}")
-            self.store.delete_pending_call(pending.id)
+        except (MCPError, InputRefused) as exc:
+            await self._abandon(pending, exc.error.message)
+            return
+        except BridgeError as exc:
+            await self._abandon(pending, session_error_text(exc) if isinstance(exc, SessionError) else str(exc))
+            return
+        except Exception as exc:
+            # The top of a host task: a call that cannot be resumed must not keep the bridge from starting.
+            logger.exception("resuming %s.%s failed", pending.server, pending.tool)
+            await self._abandon(pending, f"an internal error ({type(exc).__name__})")
             return
         await self.report_result(pending.conversation, pending.server, pending.tool, result)
+
+    async def _abandon(self, pending: PendingCall, why: str) -> None:
+        """Give up on a stored call: its open cards end, its row goes, and the conversation is told why."""
+        for stored in self.store.interactions_for_call(pending.id):
+            if stored.status is Status.OPEN and self.broker.interaction(stored.interaction.id) is None:
+                await self.broker.retire(stored, "the call could not be finished after the restart")
+        self.store.delete_pending_call(pending.id)
+        await self.say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
+                                             f"restart: {shorten(why, 500)}")
 
     # -- server requests -----------------------------------------------------------------------------------------
 
@@ -405,23 +422,23 @@ class Host:
         conversation = info.conversation if info else session.conversation
         if conversation is None:
             return None
-        ctx = self._context(session, conversation, info.requester if info else None, info.tool if info else "")
-        # With several calls open, any of their requesters may answer (MCP does not say which call asks).
-        return RequestContext(ctx.conversation, ctx.server, ctx.requester, ctx.approvers | session.requesters(),
-                              ctx.tool)
+        return self._context(session, conversation, info.requester if info else None, info.tool if info else "")
 
     def _callbacks(self, session: Session) -> Callbacks:
         async def on_elicit(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
             ctx = self._legacy_context(session)
             if ctx is None:
                 return ErrorData(code=INVALID_PARAMS, message="No conversation is waiting on this server to ask in")
-            return await self._elicit(ctx, params)
+            return await self._elicit(ctx, params, session)
 
         async def on_message(message: Any) -> None:
             if isinstance(message, ToolListChangedNotification):
                 session.tools = None  # fetched again on next need, so approval rules see the new annotations
             elif isinstance(message, ElicitCompleteNotification):
-                await self._url_completed(message.params.elicitation_id)
+                # Ids are the server's and only mean something on this session.
+                interaction_id = session.url_elicitations.pop(message.params.elicitation_id, None)
+                if interaction_id is not None:  # unknown or already completed: the spec says to ignore it
+                    await self._url_completed(interaction_id)
 
         async def on_sample(context: ClientRequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
             ctx = self._legacy_context(session)
@@ -473,14 +490,15 @@ class Host:
             return await self.roots.handle(ctx)
         return ErrorData(code=-32601, message=f"{request.method} is not available to this server")
 
-    async def _elicit(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def _elicit(self, ctx: RequestContext, params: ElicitRequestParams,
+                      session: Session | None = None) -> ElicitResult | ErrorData:
         cfg = self.config.servers[ctx.server.name]
         if not cfg.elicitation_enabled:
             return ElicitResult(action="cancel")
         if isinstance(params, ElicitRequestURLParams):
             interaction = elicitation.url_interaction(ctx, params, cfg.elicitation_timeout)
-            if params.elicitation_id:
-                self._url_elicitations[params.elicitation_id] = interaction.id
+            if params.elicitation_id and session is not None:
+                session.url_elicitations[params.elicitation_id] = interaction.id
         else:
             assert isinstance(params, ElicitRequestFormParams)
             try:
@@ -492,16 +510,16 @@ class Host:
         outcome = await self.broker.ask(interaction, pending_call=ctx.pending_call, input_key=ctx.input_key)
         return elicitation.to_result(outcome)
 
-    async def _url_completed(self, elicitation_id: str) -> None:
-        interaction_id = self._url_elicitations.pop(elicitation_id, None)
-        if interaction_id is None:
-            return  # unknown or already completed: the spec says to ignore it
+    async def _url_completed(self, interaction_id: str) -> None:
+        """A legacy server says the link flow is done: an open card is accepted by that, a decided one updated."""
+        reason = "the server reports the link flow complete"
+        if self.broker.complete(interaction_id, reason):
+            return
         stored = self.store.interaction(interaction_id)
         if stored is None or stored.card is None:
             return
         previous = stored.outcome or Outcome(Status.ACCEPTED)
-        done = Outcome(previous.status, previous.content, previous.by,
-                       reason="the server reports the link flow complete")
+        done = Outcome(previous.status, previous.content, previous.by, reason=reason)
         try:
             await self.port_for(stored.interaction.conversation).finish_card(stored.card, stored.interaction, done)
         except BridgeError as exc:

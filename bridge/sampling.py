@@ -99,15 +99,16 @@ class Sampler:
             await self._services.say(ctx.conversation, f"The model failed to answer {ctx.server.text()}: {exc}")
             return ErrorData(code=-32603, message=f"The host's model failed: {exc}")
 
-        if response is None or (policy.review and not response.tool_calls):
+        if response is None or policy.review:
             review = self._review(ctx, response, policy.timeout)
             outcome = await self._services.broker.ask(review, pending_call=ctx.pending_call,
                                                       input_key=_sub(ctx.input_key, "review"))
             if outcome.status is not Status.ACCEPTED:
                 return _rejected(outcome.status)
-            text = str((outcome.content or {}).get("answer", response.text if response else ""))
-            response = LLMResponse(text=text, model=response.model if response else "human",
-                                   stop_reason=response.stop_reason if response else "endTurn")
+            if response is None or not response.tool_calls:
+                text = str((outcome.content or {}).get("answer", response.text if response else ""))
+                response = LLMResponse(text=text, model=response.model if response else "human",
+                                       stop_reason=response.stop_reason if response else "endTurn")
         return to_create_message_result(response)
 
     def _approval(self, ctx: RequestContext, params: CreateMessageRequestParams, max_tokens: int, model: str | None,
@@ -137,18 +138,29 @@ class Sampler:
             accept_label="Approve", decline_label="Deny", quick_accept=True, tool=ctx.tool)
 
     def _review(self, ctx: RequestContext, response: LLMResponse | None, timeout: float) -> Interaction:
+        form = Form()
         if response is None:
             answer = Field("answer", FieldKind.TEXT, "Your answer", required=True, multiline=True)
             message = "No model is configured: write the answer the server should get."
             details: tuple[Detail, ...] = ()
+        elif response.tool_calls:
+            # Tool calls go back as the model made them (approve or deny); editing them is not offered.
+            message = f"The model ({response.model}) wants to call tools; check before this goes back to " \
+                      f"{ctx.server.name}."
+            details = tuple(Detail(f"Tool call {call.name}", json.dumps(call.arguments, ensure_ascii=False))
+                            for call in response.tool_calls)
+            if response.text:
+                details = (Detail("Answer", response.text), *details)
         else:
             answer = Field("answer", FieldKind.TEXT, "Answer", default=response.text, has_default=True,
                            multiline=True)
             message = f"The model ({response.model}) answered; check it before it goes back to {ctx.server.name}."
             details = (Detail("Answer", response.text),)
+        if response is None or not response.tool_calls:
+            form = approval_form([answer])
         return Interaction(
             id=new_id(), kind=Kind.SAMPLING_REVIEW, server=ctx.server, conversation=ctx.conversation,
-            requester=ctx.requester, approvers=ctx.approvers, message=message, form=approval_form([answer]),
+            requester=ctx.requester, approvers=ctx.approvers, message=message, form=form,
             expires_at=ctx.deadline(timeout), details=details, accept_label="Send", decline_label="Deny",
             quick_accept=response is not None, tool=ctx.tool)
 

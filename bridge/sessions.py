@@ -15,8 +15,8 @@ import logging
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -87,12 +87,20 @@ class Session:
     tools: dict[str, Any] | None = None
     """The server's tools by name, fetched on first need (for approval rules and the agent)."""
     call_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    """Held around each call on a shared legacy session: a 2025-11-25 server's request does not say which open call
-    it belongs to, so with calls from several conversations open at once its card could reach the wrong people."""
+    """Held around each call on a legacy session: a 2025-11-25 server's request does not say which open call it
+    belongs to, so with two calls open its card could reach the wrong conversation or the wrong person."""
+    url_elicitations: dict[str, str] = field(default_factory=dict)
+    """Legacy URL elicitation ids (the server's) -> interaction ids, for notifications/elicitation/complete."""
+    borrowed: int = 0
+    """Commands using the client outside a tool call (a prompt waiting on its argument card): not idle."""
 
     @property
     def serial(self) -> bool:
-        return self.conversation is None and not self.modern
+        return not self.modern
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.calls) or self.borrowed > 0
     _closed: anyio.Event = field(default_factory=anyio.Event)
     _finished: anyio.Event = field(default_factory=anyio.Event)
 
@@ -125,14 +133,10 @@ class Session:
             return ""
 
     def context_for_request(self) -> CallInfo | None:
-        """The call a server request belongs to. MCP does not say which open call a legacy server request is for;
-        with one call open (the usual case) it is that one; with several, the newest."""
+        """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one."""
         if not self.calls:
             return None
-        return list(self.calls.values())[-1]
-
-    def requesters(self) -> frozenset[str]:
-        return frozenset(c.requester.key for c in self.calls.values() if c.requester is not None)
+        return next(iter(self.calls.values()))
 
 
 CallbackFactory = Callable[[Session], Callbacks]
@@ -210,6 +214,18 @@ class SessionPool:
                                        session.stderr_tail()) from exc
             self._sessions[key] = session
             return session
+
+    @asynccontextmanager
+    async def borrow(self, conversation: ConversationKey, server: str) -> AsyncIterator[Client]:
+        """A ready client for work outside a tool call; the session is not closed for room or idleness meanwhile."""
+        session = await self.get(conversation, server)
+        session.borrowed += 1
+        try:
+            assert session.client is not None
+            yield session.client
+        finally:
+            session.borrowed -= 1
+            session.last_used = time.monotonic()
 
     def mark_gone(self, session: Session, reason: str) -> None:
         """Drop a session whose server died; the next use starts a new one."""
@@ -291,7 +307,7 @@ class SessionPool:
     async def _make_room(self) -> None:
         if len(self._sessions) < self._config.max_sessions:
             return
-        idle = sorted((s for s in self._sessions.values() if not s.calls), key=lambda s: s.last_used)
+        idle = sorted((s for s in self._sessions.values() if not s.busy), key=lambda s: s.last_used)
         if not idle:
             raise CommandError("The bridge is at its session limit and every session is busy; try again shortly.")
         await self.close(idle[0])
@@ -302,7 +318,7 @@ class SessionPool:
             await anyio.sleep(interval)
             now = time.monotonic()
             for session in list(self._sessions.values()):
-                if not session.calls and now - session.last_used > self._config.idle_timeout:
+                if not session.busy and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s/%s", *session.key)
                     await self.close(session)
 

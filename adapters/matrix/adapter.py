@@ -230,17 +230,21 @@ class MatrixAdapter:
         name = room.user_name(user_id) if hasattr(room, "user_name") else None
         return Actor(PLATFORM, user_id, str(name or user_id))
 
-    def _card_of(self, event_id: str | None) -> Card | None:
+    def _card_of(self, room: Any, event_id: str | None) -> Card | None:
+        """The open card an event refers to, if it is in the room the event came from: an event id from another
+        room must not answer a card (a request anyone may answer would otherwise be open to any room)."""
         if not event_id:
             return None
         interaction_id = self._by_event.get(event_id)
         card = self.cards.get(interaction_id) if interaction_id else None
-        return card if card is not None and not card.done else None
+        if card is None or card.done or card.interaction.conversation.channel != room.room_id:
+            return None
+        return card
 
-    def _card_in_thread(self, thread: str | None) -> Card | None:
+    def _card_in_thread(self, room: Any, thread: str | None) -> Card | None:
         for interaction_id in self._by_thread.get(thread or "", ()):
             card = self.cards.get(interaction_id)
-            if card is not None and not card.done:
+            if card is not None and not card.done and card.interaction.conversation.channel == room.room_id:
                 return card  # the oldest open card of the thread answers first
         return None
 
@@ -253,7 +257,7 @@ class MatrixAdapter:
         await self.notify(i.conversation, actor, f"Only {who} can answer this request; your answer was not counted.")
 
     async def _on_vote(self, room: Any, vote: VoteIn) -> None:
-        card = self._card_of(vote.poll_id)
+        card = self._card_of(room, vote.poll_id)
         if card is None:
             return
         poll = card.polls[vote.poll_id]
@@ -265,7 +269,7 @@ class MatrixAdapter:
             await self._refresh_summary(card)
 
     async def _on_reaction(self, room: Any, reaction: ReactionIn, timestamp: int) -> None:
-        card = self._card_of(reaction.target)
+        card = self._card_of(room, reaction.target)
         if card is None:
             return
         actor = self._actor(room, reaction.sender)
@@ -292,7 +296,7 @@ class MatrixAdapter:
         await self._run(card, card.dialog.answer(key), actor)
 
     async def _on_text(self, room: Any, text: TextIn, timestamp: int) -> None:
-        card = self._card_of(text.relation.reply_to) or self._card_in_thread(text.relation.thread)
+        card = self._card_of(room, text.relation.reply_to) or self._card_in_thread(room, text.relation.thread)
         is_command = command_text(text.body) is not None
         if card is not None and not is_command:
             actor = self._actor(room, text.sender)

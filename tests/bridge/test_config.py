@@ -83,3 +83,10 @@ def test_the_shipped_schema_documents_every_server_key() -> None:
     for key in ("command", "args", "env", "cwd", "url", "headers", "protocol", "scope", "title", "approvers",
                 "elicitation"):
         assert key in server
+
+
+def test_values_are_never_echoed_even_inside_lists() -> None:
+    found = problems({"servers": {"gh": {"url": "https://x/mcp", "headers": {"Authorization": ["Bearer SUPERSECRET"]}}},
+                      "llm": {"api_key": {"k": "sk-SUPERSECRET"}}})
+    assert found == ["llm.api_key: must be of type string",
+                     "servers.gh.headers.Authorization: must be of type string"]

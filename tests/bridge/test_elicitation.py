@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestFormParams
 
 from bridge import elicitation
@@ -265,6 +265,7 @@ async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(tmp_
     async with host2:
         with anyio.fail_after(10):
             await host2.broker.wait_open(card.id)
+            assert chat2.finish_calls == []  # resumed, not closed: the card still takes answers
             result = await host2.decide(DecisionIn(card.id, ALICE, "accept", {"n": "7"}))
             assert result.verdict is Verdict.CLAIMED
             data = await tool_result(chat2, "fill")
@@ -391,3 +392,68 @@ async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_nex
     assert store.open_interactions() == []
     assert [r.outcome for r in store.audit_rows(card.id)] == ["cancelled"]
     store.close()
+
+
+async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(tmp_path: Path) -> None:
+    store = Store(tmp_path / "bridge.db")
+    async with bridge(form_server(), "auto", store=store) as (host, chat):
+        await call(host, "fill")
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            running = host.find_call(ROOM, None)
+            assert running is not None and store.pending_calls() != []
+            await host.stop_call(running.id, ALICE)
+            await chat.wait_message("Stopped forms.fill.")
+            await chat.wait_finished(card.id)
+        assert store.pending_calls() == []
+    store.close()
+
+
+async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.db"
+    schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}})
+    first = Store(path)
+    async with bridge(form_server(), "auto", store=first) as (host, chat):
+        await call(host, "fill", {"schema": schema})
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+    first.close()
+    # The config changed while the bridge was down: that server is gone.
+    second = Store(path)
+    host2, chat2 = host_for(config_for({"other": form_server("other")}), second)
+    async with host2:
+        with anyio.fail_after(10):
+            note = await chat2.wait_message("could not be finished after the restart")
+            outcome = await chat2.wait_finished(card.id)
+        await call(host2, "echo", {"message": "still alive"})  # the bridge itself keeps working
+        with anyio.fail_after(10):
+            await chat2.wait_message("There is no server named 'forms'")
+    assert "no server named 'forms'" in note
+    assert outcome.status is Status.CANCELLED
+    assert second.pending_calls() == [] and second.open_interactions() == []
+    second.close()
+
+
+async def test_a_completion_notice_before_done_accepts_the_url_card() -> None:
+    server = MCPServer("early")
+
+    @server.tool()
+    async def link(ctx: Context) -> str:
+        async def complete_soon() -> None:
+            await ctx.session.send_elicit_complete("flow-1")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(complete_soon)
+            result = await ctx.session.elicit_url("Sign in", "https://example.com/sign-in", "flow-1",
+                                                  related_request_id=ctx.request_id)
+        return str(result.action)
+
+    host, chat = host_for(config_for({"early": server}, server_protocol="legacy"))
+    async with host:
+        await host.handle_message(MessageIn(ROOM, ALICE, "call early link", explicit_command=True))
+        with anyio.fail_after(10):
+            card = await chat.wait_card("url")
+            outcome = await chat.wait_finished(card.id)
+            result = await chat.wait_message("early.link:")
+    assert outcome.status is Status.ACCEPTED and outcome.reason == "the server reports the link flow complete"
+    assert result == "early.link:\naccept"

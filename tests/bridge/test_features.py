@@ -169,6 +169,11 @@ async def test_sampling_tools_reach_a_provider_that_supports_them(protocol: str,
     async with bridge(protocol, openai(llm), sampling=SamplingPolicy(approval="auto")) as (host, chat, _):
         await say(host, 'call feat ask_model_with_tools {"city": "Oslo"}')
         with anyio.fail_after(10):
+            # Review is on: tool calls are shown for approval too (not editable) before they go back.
+            review = await chat.wait_card("sampling_review")
+            assert [(d.label, d.text) for d in review.details] == [("Tool call get_weather", '{"city": "Oslo"}')]
+            assert review.form.empty
+            await host.decide(DecisionIn(review.id, ALICE, "accept"))
             result = await chat.wait_message("feat.ask_model_with_tools")
     assert result.endswith("stop=toolUse tool_use:get_weather")
     sent = llm.requests[0].body
