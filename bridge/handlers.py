@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 from mcp import Client, MCPError
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from bridge.host import Host
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class CommandHandlers:
@@ -175,17 +177,27 @@ class CommandHandlers:
                     logger.info("could not tell %s that roots changed: %s", session.server.name, exc)
 
     async def _cmd_prompts(self, message: MessageIn, command: commands.Command) -> None:
+        await self._listing(message, command, "prompts", lambda c: c.server_capabilities.prompts is not None,
+                            catalog.all_prompts, catalog.prompt_line)
+
+    async def _cmd_resources(self, message: MessageIn, command: commands.Command) -> None:
+        await self._listing(message, command, "resources", lambda c: c.server_capabilities.resources is not None,
+                            catalog.all_resources, catalog.resource_line)
+
+    async def _listing(self, message: MessageIn, command: commands.Command, what: str,
+                       offered: Callable[[Client], bool], fetch: Callable[[Client], Awaitable[list[T]]],
+                       line: Callable[[T], str]) -> None:
+        """`prompts` and `resources`: every page from each server asked for, or a note that it has none."""
         out: list[str] = []
         for name in self._server_names(command):
             async with self.host.pool.borrow(message.conversation, name) as client:
-                has_prompts = client.server_capabilities.prompts is not None
-                prompts = await catalog.all_prompts(client) if has_prompts else []
-            if not has_prompts:
-                out.append(f"{name}: no prompts")
+                items = await fetch(client) if offered(client) else None
+            if items is None:
+                out.append(f"{name}: no {what}")
                 continue
-            out.append(f"{name}: {len(prompts)} prompts")
-            out.extend(catalog.prompt_line(p) for p in prompts)
-        await self.host.say(message.conversation, "\n".join(out) or "No servers.")
+            out.append(f"{name}: {len(items)} {what}")
+            out.extend(line(item) for item in items)
+        await self.host.say(message.conversation, shorten("\n".join(out) or "No servers."))
 
     async def _cmd_prompt(self, message: MessageIn, command: commands.Command) -> None:
         server, name = command.args
@@ -225,19 +237,6 @@ class CommandHandlers:
                 return None
             arguments.update({k: str(v) for k, v in (outcome.content or {}).items()})
         return await client.get_prompt(name, arguments)
-
-    async def _cmd_resources(self, message: MessageIn, command: commands.Command) -> None:
-        out: list[str] = []
-        for name in self._server_names(command):
-            async with self.host.pool.borrow(message.conversation, name) as client:
-                has_resources = client.server_capabilities.resources is not None
-                resources = await catalog.all_resources(client) if has_resources else []
-            if not has_resources:
-                out.append(f"{name}: no resources")
-                continue
-            out.append(f"{name}: {len(resources)} resources")
-            out.extend(catalog.resource_line(r) for r in resources)
-        await self.host.say(message.conversation, shorten("\n".join(out) or "No servers."))
 
     async def _cmd_read(self, message: MessageIn, command: commands.Command) -> None:
         server, uri = command.args
