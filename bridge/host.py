@@ -209,11 +209,11 @@ class Host:
 
     # -- tools, and the commands that need the host's state (the rest are in bridge.handlers) ------------------
 
-    async def list_tools(self, conversation: ConversationKey, server: str) -> list[Any]:
-        """Every tool of a server (all pages), fetched once per session."""
+    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]:
+        """Every tool of a server (all pages), fetched once per session (again when `fresh`)."""
         session = await self.pool.get(conversation, server)
         assert session.client is not None
-        if session.tools is None:
+        if session.tools is None or fresh:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return list(session.tools.values())
 
@@ -223,6 +223,9 @@ class Host:
         if cfg is None or cfg.disabled:
             return None  # the pool reports it
         tools = {t.name: t for t in await self.list_tools(call.conversation, call.server)}
+        if call.tool not in tools:
+            # A tool added since the list was fetched must not slip past the rules because we know nothing of it.
+            tools = {t.name: t for t in await self.list_tools(call.conversation, call.server, fresh=True)}
         tool = tools.get(call.tool)
         if not needs_approval(cfg.tool_rules, call.tool, tool.annotations if tool else None):
             return None

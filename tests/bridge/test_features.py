@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.types import ToolAnnotations
 
 from bridge.config import RootsPolicy, SamplingPolicy
 from bridge.host import Host
@@ -401,3 +402,24 @@ async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(tmp
     assert again.id != old.id and result.endswith("text=Yes.")
     assert store.pending_calls() == []
     store.close()
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_tool_added_later_is_checked_against_its_annotations(protocol: str) -> None:
+    async with bridge(protocol) as (host, chat, seen):
+        await say(host, 'call feat peek {"target": "/a"}')  # fetches and caches the tool list
+        with anyio.fail_after(10):
+            await chat.wait_message("feat.peek:")
+        server = host.config.servers["feat"].inprocess
+
+        def zap(target: str) -> str:
+            seen.ran.append(f"zap {target}")
+            return "zapped"
+
+        server.add_tool(zap, annotations=ToolAnnotations(destructive_hint=True))
+        await say(host, 'call feat zap {"target": "/b"}')
+        with anyio.fail_after(10):
+            card = await chat.wait_card("tool")
+            await host.decide(DecisionIn(card.id, ALICE, "decline"))
+            await chat.wait_message("feat.zap reported an error")
+    assert card.tool == "zap" and seen.ran == ["peek /a"]
