@@ -5,21 +5,26 @@ what is valid and when a request expires are the core's. Every interactive liste
 3 seconds) and does its work after, except modal submissions, whose ack *is* the answer (errors, next page, or
 close): those claim the decision synchronously with `broker.decide_nowait` before acking.
 
-A failed Web API call is translated once (`client.api_errors`) and logged; it never ends the adapter.
+A failed Web API call is translated once (`client.api_errors`) and logged; it never ends the adapter. Work that
+must outlive a listener or the broker's cleanup deadline (a card update rescheduled after a rate limit, refreshing
+App Home tabs) runs in a task group that `serve()` owns.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import anyio
 from aiohttp import web
+from anyio.abc import TaskGroup
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 
 from adapters.slack import ids, modal, render, translate
 from adapters.slack.client import api_errors, web_client
@@ -28,7 +33,7 @@ from adapters.slack.escape import mrkdwn
 from adapters.slack.settings import SlackSettings
 from bridge.broker import Verdict
 from bridge.config import Config
-from bridge.errors import AdapterError
+from bridge.errors import AdapterError, PlatformAPIError, RateLimited
 from bridge.host import Host
 from bridge.model import (
     Action,
@@ -49,6 +54,17 @@ logger = logging.getLogger(__name__)
 JSON = dict[str, Any]
 _DECISIONS: dict[str, Action] = {ids.ACCEPT: "accept", ids.DECLINE: "decline", ids.CANCEL: "cancel"}
 NOT_ALLOWED = "You are not allowed to use this bridge here."
+SEEN_MESSAGES = 1000
+"""How many message ids are remembered to drop a redelivered or duplicate event for the same message."""
+BOT_THREAD = "slack.bot_thread"
+"""Store setting on a thread's conversation: the bot takes part (replies need no mention, even after a restart)."""
+FINAL_RATE_LIMIT_WAIT = 2.0
+"""Longest Retry-After a final card update waits out in the call; a longer one is rescheduled (broker gives 10 s)."""
+FINAL_UPDATE_TIMEOUT = 7.0
+"""How long the final card update may take before it is rescheduled, within the broker's 10 s cleanup."""
+RESCHEDULE_ATTEMPTS = 3
+LOST_PAGES = ("The bridge restarted, so the answers from the earlier pages were lost. Please check this page and go "
+              "on again.")
 
 
 class SlackAdapter:
@@ -61,6 +77,9 @@ class SlackAdapter:
         self.settings = settings
         self._scope: translate.Scope = config.conversation_scope
         self.client = web_client(settings.bot_token, settings.api_url)
+        self._final_client = web_client(settings.bot_token, settings.api_url,
+                                        max_rate_limit_wait=FINAL_RATE_LIMIT_WAIT)
+        """For final card and modal updates, which have a deadline: a long rate limit is rescheduled, not slept."""
         self.app = AsyncApp(client=self.client, signing_secret=settings.signing_secret,
                             request_verification_enabled=settings.mode == "http")
         self._names: dict[str, str] = {}
@@ -69,7 +88,11 @@ class SlackAdapter:
         self._drafts: dict[str, dict[str, JSONValue]] = {}
         """Modal view id → answers from the pages already submitted (a paged form keeps one view id)."""
         self._threads: set[tuple[str, str]] = set()
-        """(channel, thread ts) the bot takes part in: replies there are addressed to it without a mention."""
+        """(channel, thread ts) the bot takes part in: replies there are addressed to it without a mention. A cache
+        of the store's `BOT_THREAD` settings, which survive a restart."""
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        """Ids of the latest messages handled (`translate.message_identity`), oldest first."""
+        self._tasks: TaskGroup | None = None
         self.ready = anyio.Event()
         """Set once the adapter receives events (socket connected or HTTP server listening)."""
         self.http_url = ""
@@ -97,10 +120,30 @@ class SlackAdapter:
 
     async def serve(self) -> None:
         """Receive Slack's events until cancelled: over Socket Mode (default) or on the HTTP path."""
-        if self.settings.mode == "http":
-            await self._serve_http()
-        else:
-            await self._serve_socket()
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            try:
+                if self.settings.mode == "http":
+                    await self._serve_http()
+                else:
+                    await self._serve_socket()
+            finally:
+                self._tasks = None
+                tasks.cancel_scope.cancel()
+
+    def _spawn(self, what: str, work: Callable[[], Awaitable[None]]) -> bool:
+        """Run `work` in the background, owned by `serve()`; False when not serving. Failures are logged."""
+        if self._tasks is None:
+            return False
+
+        async def run() -> None:
+            try:
+                await work()
+            except Exception:
+                logger.exception("Slack background work failed: %s", what)
+
+        self._tasks.start_soon(run)
+        return True
 
     async def _serve_socket(self) -> None:
         app_client = web_client(self.settings.app_token, self.settings.api_url)
@@ -137,19 +180,62 @@ class SlackAdapter:
     async def post_card(self, interaction: Interaction) -> CardRef:
         conversation = interaction.conversation
         ts = await self._post(conversation, render.fallback(interaction), render.card(interaction))
+        self._refresh_homes(interaction)
         return CardRef(interaction.id, {"channel": conversation.channel, "ts": ts})
 
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
-        views = self._views.pop(interaction.id, set())
-        try:
-            async with api_errors("chat.update"):
-                await self.client.chat_update(
-                    channel=ref.data["channel"], ts=ref.data["ts"],
-                    text=f"{render.fallback(interaction)}: {render.outcome_text(outcome)}",
-                    blocks=render.finished_card(interaction, outcome))
-        finally:
-            for view_id in views:
-                await self._close_view(view_id, interaction, render.outcome_text(outcome))
+        """Replace open modals and bring the card to its final state, concurrently and within the broker's cleanup
+        deadline. A rate-limited or slow card update is rescheduled in the background (see `_spawn`)."""
+        what = render.outcome_text(outcome)
+        update: JSON = {"channel": ref.data["channel"], "ts": ref.data["ts"],
+                        "text": f"{render.fallback(interaction)}: {what}",
+                        "blocks": render.finished_card(interaction, outcome)}
+        failure: list[AdapterError] = []
+
+        async def update_card() -> None:
+            delay: float | None = None
+            with anyio.move_on_after(FINAL_UPDATE_TIMEOUT):
+                try:
+                    async with api_errors("chat.update"):
+                        await self._final_client.chat_update(**update)
+                    return
+                except RateLimited as exc:
+                    delay = exc.retry_after
+                except AdapterError as exc:
+                    failure.append(exc)
+                    return
+            why = "rate-limited" if delay is not None else f"no answer in {FINAL_UPDATE_TIMEOUT:.0f}s"
+            delay = FINAL_RATE_LIMIT_WAIT if delay is None else delay
+            if self._spawn(f"final update of card {interaction.id}",
+                           functools.partial(self._update_later, interaction.id, update, delay)):
+                logger.warning("card %s not finished yet (%s); trying again in %.0fs", interaction.id, why, delay)
+            else:
+                failure.append(PlatformAPIError(translate.PLATFORM, "chat.update", why))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(update_card)
+            for view_id in self._views.pop(interaction.id, set()):
+                tg.start_soon(self._close_view, view_id, interaction, what)
+        self._refresh_homes(interaction)
+        if failure:
+            raise failure[0]
+
+    async def _update_later(self, interaction_id: str, update: JSON, delay: float) -> None:
+        """A final card update that was rate-limited or slow, tried again after `delay` (Retry-After)."""
+        for _ in range(RESCHEDULE_ATTEMPTS):
+            await anyio.sleep(delay)
+            try:
+                async with api_errors("chat.update"):
+                    await self.client.chat_update(**update)
+            except RateLimited as exc:
+                delay = exc.retry_after
+                continue
+            except AdapterError as exc:
+                logger.warning("could not finish card %s: %s", interaction_id, exc)
+                return
+            logger.info("card %s finished after a delay", interaction_id)
+            return
+        logger.warning("gave up finishing card %s: still rate-limited", interaction_id)
 
     async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
         ts = await self._post(conversation, render.plain_message(text), None)
@@ -176,8 +262,41 @@ class SlackAdapter:
             response = await self.client.chat_postMessage(channel=conversation.channel, thread_ts=thread, text=text,
                                                           blocks=blocks)
         if thread:
-            self._threads.add((conversation.channel, thread))
+            self._remember_thread(conversation.workspace, conversation.channel, thread)
         return str(response["ts"])
+
+    # -- threads the bot takes part in ---------------------------------------------------------------------------
+
+    def _remember_thread(self, team: str, channel: str, thread: str) -> None:
+        if (channel, thread) not in self._threads:
+            self._threads.add((channel, thread))
+            self._host.store.set_setting(self._thread_key(team, channel, thread), BOT_THREAD, "1")
+
+    def _in_bot_thread(self, team: str, channel: str, thread: str) -> bool:
+        """Whether the bot takes part in this thread: cached, else from the store (an earlier run's threads)."""
+        if not thread:
+            return False
+        if (channel, thread) in self._threads:
+            return True
+        if self._host.store.setting(self._thread_key(team, channel, thread), BOT_THREAD) == "1":
+            self._threads.add((channel, thread))
+            return True
+        return False
+
+    @staticmethod
+    def _thread_key(team: str, channel: str, thread: str) -> ConversationKey:
+        return ConversationKey(translate.PLATFORM, team, channel, thread)
+
+    def _first_time(self, event: Mapping[str, Any]) -> bool:
+        """False for a message already handled (Slack redelivers events, and may send two for one message)."""
+        key = translate.message_identity(event)
+        if key in self._seen:
+            self._seen.move_to_end(key)
+            return False
+        self._seen[key] = None
+        if len(self._seen) > SEEN_MESSAGES:
+            self._seen.popitem(last=False)
+        return True
 
     # -- people --------------------------------------------------------------------------------------------------
 
@@ -233,12 +352,13 @@ class SlackAdapter:
             await self._message(event, body, context, addressed=True)
         elif bot and f"<@{bot}" in str(event.get("text", "")):
             return  # the app_mention event for the same message handles it
-        elif (channel, str(event.get("thread_ts", ""))) in self._threads:
+        elif self._in_bot_thread(str(body.get("team_id") or context.team_id or ""), channel,
+                                 str(event.get("thread_ts", ""))):
             await self._message(event, body, context, addressed=True)
 
     async def _message(self, event: JSON, body: JSON, context: AsyncBoltContext, *, addressed: bool) -> None:
         bot = str(context.bot_user_id or "")
-        if not translate.is_person_message(event, bot):
+        if not translate.is_person_message(event, bot) or not self._first_time(event):
             return
         channel, user_id = str(event["channel"]), str(event["user"])
         if not self.settings.channel_allowed(channel):
@@ -251,10 +371,11 @@ class SlackAdapter:
         message = translate.message_in(event, team, bot, self._scope, await self._actor(user_id),
                                        addressed=addressed)
         if message.conversation.thread:
-            self._threads.add((channel, message.conversation.thread))
+            self._remember_thread(team, channel, message.conversation.thread)
         await self._host.handle_message(message)
 
-    async def _on_command(self, ack: AsyncAck, command: dict[str, str], context: AsyncBoltContext) -> None:
+    async def _on_command(self, ack: AsyncAck, respond: AsyncRespond, command: dict[str, str],
+                          context: AsyncBoltContext) -> None:
         channel, user_id = command["channel_id"], command["user_id"]
         if not self.settings.channel_allowed(channel) or not self.settings.user_allowed(user_id):
             await ack(NOT_ALLOWED)
@@ -272,16 +393,41 @@ class SlackAdapter:
             ts = await self._post(anchor, f"{render.mention(who)} ran `{typed}`", None)
         except AdapterError as exc:
             logger.warning("could not post in %s for %s: %s", channel, self.settings.slash_command, exc)
+            await self._tell_command_failed(respond, exc, str(context.bot_user_id or ""))
             return
         key = translate.conversation(self._scope, team, channel, ts, None, user_id, is_dm)
         if key.thread:
-            self._threads.add((channel, key.thread))
+            self._remember_thread(team, channel, key.thread)
         await self._host.handle_message(MessageIn(key, who, text, addressed=True, explicit_command=True))
+
+    async def _tell_command_failed(self, respond: AsyncRespond, exc: AdapterError, bot: str) -> None:
+        """Answer a slash command the bot could not act on, privately through its response_url (which works
+        where the bot may not post)."""
+        command = self.settings.slash_command
+        if isinstance(exc, PlatformAPIError) and exc.error in ("not_in_channel", "channel_not_found") and bot:
+            text = (f"I am not in this channel, so I cannot answer here. Invite me first (`/invite <@{bot}>`), "
+                    f"then run `{command}` again.")
+        else:
+            text = f"I could not post here ({mrkdwn(str(exc))}). Try `{command}` again in a moment."
+        try:
+            await respond(text=text, response_type="ephemeral")
+        except Exception:
+            logger.exception("could not answer %s through its response_url", command)
+
+    def _refresh_homes(self, interaction: Interaction) -> None:
+        """Republish the App Home of the Slack people an interaction names (in the background, best effort)."""
+        prefix = f"{translate.PLATFORM}:"
+        for key in sorted(interaction.approvers):
+            if key.startswith(prefix):
+                user_id = key.removeprefix(prefix)
+                self._spawn(f"App Home of {user_id}", functools.partial(self._publish_home, user_id))
 
     async def _on_home_opened(self, event: JSON) -> None:
         if event.get("tab", "home") != "home":
             return
-        user_id = str(event["user"])
+        await self._publish_home(str(event["user"]))
+
+    async def _publish_home(self, user_id: str) -> None:
         items: list[tuple[Interaction, str | None]] = []
         for interaction, card in self._host.waiting_for(translate.actor(user_id)):
             items.append((interaction, await self._permalink(card)))
@@ -391,6 +537,10 @@ class SlackAdapter:
                 await ack(response_action="update", view=modal.closed_view(ended, "This request has ended."))
             return
         pages = modal.pages(interaction)
+        if meta.page > 0 and view_id not in self._drafts:
+            # The earlier pages' answers were kept in memory only (a restart lost them): start again at page 1.
+            await ack(response_action="update", view=modal.form_view(interaction, replace(meta, page=0), LOST_PAGES))
+            return
         page = pages[min(meta.page, len(pages) - 1)]
         form = interaction.form
         answers, errors = translate.page_answers(form, page, view.get("state", {}).get("values", {}))
@@ -457,7 +607,7 @@ class SlackAdapter:
         self._drafts.pop(view_id, None)
         try:
             async with api_errors("views.update"):
-                await self.client.views_update(view_id=view_id, view=modal.closed_view(interaction, what))
+                await self._final_client.views_update(view_id=view_id, view=modal.closed_view(interaction, what))
         except AdapterError as exc:
             # Usually the person closed the modal already; nothing is left to replace.
             logger.info("could not replace modal %s: %s", view_id, exc)

@@ -3,6 +3,11 @@
 slack_sdk's own retry handlers deal with rate limits (HTTP 429, honouring Retry-After) and dropped connections
 before anything reaches us; whatever still fails is translated here, once, into `PlatformAPIError` or
 `RateLimited`, so the rest of the adapter and the core see only the bridge's error tree.
+
+Two exceptions to retrying. A dropped connection is not retried for `chat.postMessage`: the message may have been
+delivered before the connection dropped, and a second post would show the card twice (a failed post is reported
+instead). And a client made with `max_rate_limit_wait` gives up on a Retry-After longer than that, so a caller with
+a deadline (finishing a card) can reschedule instead of sleeping past it.
 """
 
 from __future__ import annotations
@@ -16,21 +21,57 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.errors import PlatformAPIError, RateLimited
 
 PLATFORM = "slack"
 RETRIES = 2
+NOT_RETRIED_ON_CONNECTION_ERRORS = frozenset({"chat.postMessage"})
+"""Methods that are not idempotent: retrying after a dropped connection may post the same message twice."""
 
 
-def web_client(token: str, api_url: str) -> AsyncWebClient:
+class ConnectionErrorRetry(AsyncConnectionErrorRetryHandler):
+    """slack_sdk's connection-error retries, except for methods that must not run twice."""
+
+    async def _can_retry_async(self, *, state: RetryState, request: HttpRequest,
+                               response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+        if api_method(request.url) in NOT_RETRIED_ON_CONNECTION_ERRORS:
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
+class RateLimitRetry(AsyncRateLimitErrorRetryHandler):
+    """slack_sdk's rate-limit retries, waiting out a Retry-After only up to `max_wait` seconds (None: any)."""
+
+    def __init__(self, max_retry_count: int, max_wait: float | None = None) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.max_wait = max_wait
+
+    async def _can_retry_async(self, *, state: RetryState, request: HttpRequest,
+                               response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+        if not await super()._can_retry_async(state=state, request=request, response=response, error=error):
+            return False
+        if self.max_wait is None or response is None:
+            return True
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        return _seconds(headers.get("retry-after", "1")) <= self.max_wait
+
+
+def web_client(token: str, api_url: str, *, max_rate_limit_wait: float | None = None) -> AsyncWebClient:
     return AsyncWebClient(
         token=token,
         base_url=api_url,
-        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=RETRIES),
-                        AsyncConnectionErrorRetryHandler(max_retry_count=RETRIES)],
+        retry_handlers=[RateLimitRetry(RETRIES, max_rate_limit_wait), ConnectionErrorRetry(max_retry_count=RETRIES)],
     )
+
+
+def api_method(url: str) -> str:
+    """The Web API method of a request URL (`https://slack.com/api/chat.postMessage?x=1` → `chat.postMessage`)."""
+    return url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
 
 
 @asynccontextmanager

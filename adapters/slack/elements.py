@@ -5,7 +5,7 @@
 | text                          | plain_text_input (min/max length when Slack can enforce them)        |
 | text, format email / uri      | email_text_input / url_text_input                                     |
 | text, format date / date-time | datepicker / datetimepicker (UNIX seconds ↔ RFC 3339, UTC)           |
-| number / integer              | number_input, decimals only for number, min/max as strings           |
+| number / integer              | number_input, decimals only for number, min/max as plain decimals     |
 | boolean                       | radio_buttons Yes / No (a checkbox could not tell "no" from "unanswered") |
 | choice                        | radio_buttons (≤5), static_select (≤100), external_select (more)     |
 | multi                         | checkboxes (≤5), multi_static_select (≤100), multi_external_select   |
@@ -16,11 +16,16 @@ external selects, Slack's documented way to offer long lists: the adapter answer
 the field's own options (`matching_options`), filtered by what the person types.
 
 What Block Kit cannot express (patterns, lengths over 3000, minItems, bounds on text) is validated by the core.
+Slack rejects a whole view over one bad value, so what is pre-filled must fit: a text default longer than the input
+takes (`kept_default`) is not pre-filled, the input says that leaving it empty keeps the original, and
+`translate.page_answers` does so; integer bounds are rounded inwards; a default outside the bounds is not pre-filled.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
+from decimal import Decimal
 from typing import Any
 
 from adapters.slack import ids
@@ -51,16 +56,36 @@ def option(title: str, index: int) -> JSON:
 
 def input_block(f: Field, index: int) -> JSON:
     """The input block for field number `index` of its form, defaults pre-filled."""
+    kept = kept_default(f)
     block: JSON = {
         "type": "input",
         "block_id": ids.field_block(index),
         "label": text(f.title, LABEL),
-        "optional": not f.required,
+        "optional": not f.required or kept is not None,  # empty keeps the default, so Slack must allow empty
         "element": element(f),
     }
-    if f.description:
-        block["hint"] = text(f.description, HINT)
+    hint = f.description
+    if kept is not None:
+        hint = (f"Leave this empty to keep the original ({len(kept)} characters, too long to show here)."
+                + (f" {hint}" if hint else ""))
+    if hint:
+        block["hint"] = text(hint, HINT)
     return block
+
+
+def prefill_limit(f: Field) -> int:
+    """The longest text Slack takes as an input's `initial_value`: 3000, or the input's own `max_length`."""
+    if f.format not in ("email", "uri") and f.max_length is not None and f.max_length >= 1:
+        return min(f.max_length, TEXT_LENGTH)
+    return TEXT_LENGTH
+
+
+def kept_default(f: Field) -> str | None:
+    """A text default too long to pre-fill, or None. Its input starts empty, and an empty answer means this."""
+    if (f.kind is not FieldKind.TEXT or f.format in ("date", "date-time") or not f.has_default
+            or not isinstance(f.default, str)):
+        return None
+    return f.default if len(f.default) > prefill_limit(f) else None
 
 
 def element(f: Field) -> JSON:
@@ -68,13 +93,7 @@ def element(f: Field) -> JSON:
     if f.kind is FieldKind.TEXT:
         el = _text_element(f)
     elif f.kind in (FieldKind.NUMBER, FieldKind.INTEGER):
-        el = {"type": "number_input", "is_decimal_allowed": f.kind is FieldKind.NUMBER}
-        if f.minimum is not None:
-            el["min_value"] = number_text(f.minimum)
-        if f.maximum is not None:
-            el["max_value"] = number_text(f.maximum)
-        if f.has_default and isinstance(f.default, int | float) and not isinstance(f.default, bool):
-            el["initial_value"] = number_text(f.default)
+        el = _number_element(f)
     elif f.kind is FieldKind.BOOLEAN:
         options = [option("Yes", 0), option("No", 1)]
         el = {"type": "radio_buttons", "options": options}
@@ -110,8 +129,32 @@ def _text_element(f: Field) -> JSON:
             el["min_length"] = f.min_length
         if f.max_length is not None and 1 <= f.max_length <= TEXT_LENGTH:
             el["max_length"] = f.max_length
-    if default:
+    if default and len(default) <= prefill_limit(f):
         el["initial_value"] = default
+    return el
+
+
+def _number_element(f: Field) -> JSON:
+    """A number input Slack accepts: integer bounds rounded inwards (min 0.5 → 1), no bound pair without a value
+    between them, and a default pre-filled only when it is within them (the core still checks every answer)."""
+    integer = f.kind is FieldKind.INTEGER
+    el: JSON = {"type": "number_input", "is_decimal_allowed": not integer}
+    low = f.minimum if f.minimum is not None and math.isfinite(f.minimum) else None
+    high = f.maximum if f.maximum is not None and math.isfinite(f.maximum) else None
+    if integer:
+        low = math.ceil(low) if low is not None else None
+        high = math.floor(high) if high is not None else None
+    if low is not None and high is not None and low > high:
+        low = high = None  # nothing fits; the core says so on submit
+    if low is not None:
+        el["min_value"] = number_text(low)
+    if high is not None:
+        el["max_value"] = number_text(high)
+    default = f.default if f.has_default else None
+    if (isinstance(default, int | float) and not isinstance(default, bool) and math.isfinite(default)
+            and (not integer or float(default).is_integer())
+            and (low is None or default >= low) and (high is None or default <= high)):
+        el["initial_value"] = number_text(default)
     return el
 
 
@@ -157,8 +200,12 @@ def matching_options(f: Field, query: str) -> list[JSON]:
 
 
 def number_text(value: float) -> str:
-    """Slack wants numbers in number_input as strings; whole numbers without a trailing .0."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+    """Slack wants numbers in number_input as strings: plain decimals (never `1e-07`), whole numbers without .0."""
+    if isinstance(value, int):
+        return str(value)
+    if value.is_integer():
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")
 
 
 def rfc3339_to_unix(value: str) -> int | None:

@@ -3,7 +3,8 @@ whose request has ended.
 
 A modal holds 100 blocks; a page holds `FIELDS_PER_PAGE` inputs after a few lines of context, so a longer form is
 split into pages. Every page but the last submits with "Next"; the adapter keeps the answers of earlier pages and
-swaps the next page in with `response_action: update`, so no field is lost and closing any page cancels.
+swaps the next page in with `response_action: update`, so no field is lost and closing any page cancels. It keeps
+them in memory: after a restart, a later page sends the person back to the first, with a `note` saying why.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def pages(interaction: Interaction) -> list[range]:
         or [range(0)]
 
 
-def form_view(interaction: Interaction, meta: ids.ModalMeta) -> JSON:
-    """Page `meta.page` of the interaction's form; `notify_on_close` so that closing it cancels."""
+def form_view(interaction: Interaction, meta: ids.ModalMeta, note: str = "") -> JSON:
+    """Page `meta.page` of the interaction's form; `notify_on_close` so that closing it cancels. `note` (escaped
+    mrkdwn) is shown above the inputs."""
     all_pages = pages(interaction)
     page = all_pages[meta.page]
     last = meta.page == len(all_pages) - 1
@@ -52,6 +54,8 @@ def form_view(interaction: Interaction, meta: ids.ModalMeta) -> JSON:
     if len(all_pages) > 1:
         blocks.append(render.context(f"Page {meta.page + 1} of {len(all_pages)}: "
                                      + ("submit to send every page." if last else "answers are kept as you go on.")))
+    if note:
+        blocks.append(render.context(f":warning: {note}"))
     fields = interaction.form.fields
     blocks += [input_block(fields[i], i) for i in page]
     return {

@@ -11,14 +11,16 @@ actions block. `tests/adapters/slack/limits.py` checks them for every card the t
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from adapters.slack import ids
-from adapters.slack.escape import cap, mrkdwn, one_line, safe_mrkdwn
+from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn, visible_url
 from bridge.broker import describe_outcome
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
@@ -35,6 +37,9 @@ MAX_DETAILS = 30
 HOME_ITEMS = 40
 INLINE_CHOICES = 5
 """A single choice with up to this many options is answered by buttons in the message."""
+BUTTON_URL = 3000
+"""Slack's limit for a button's `url`."""
+_status_updates = itertools.count(1)
 
 _STATUS_ICON = {Status.ACCEPTED: ":white_check_mark:", Status.DECLINED: ":x:", Status.CANCELLED: ":heavy_minus_sign:",
                 Status.EXPIRED: ":hourglass:", Status.FAILED: ":warning:", Status.OPEN: ":hourglass_flowing_sand:"}
@@ -108,7 +113,7 @@ def _body(interaction: Interaction) -> list[JSON]:
     if interaction.message.strip():
         blocks.append(section(mrkdwn(interaction.message)))
     if interaction.kind is Kind.URL and interaction.url:
-        blocks.append(section(f"*Link:* {mrkdwn(interaction.url)}"))
+        blocks.append(section(f"*Link:* {visible_url(interaction.url)}"))
     details = interaction.details[:MAX_DETAILS]
     for detail in details:
         note = f"\n_(shortened from {detail.full_length} characters)_" if detail.full_length else ""
@@ -122,6 +127,9 @@ def _body(interaction: Interaction) -> list[JSON]:
 def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
     """An open card: body, what is asked, who it waits for and until when, and the buttons."""
     blocks = _body(interaction)
+    problem = link_problem(interaction.url) if interaction.kind is Kind.URL and interaction.url else None
+    if problem:
+        blocks.append(context(f":warning: No *Open link* button: {problem}. Do not visit it unless you are sure."))
     warning = secret_warning(interaction)
     if warning:
         blocks.append(context(":warning: " + mrkdwn(warning)))
@@ -147,6 +155,25 @@ def _waiting_line(interaction: Interaction, now: float) -> str:
     # <!date^…> renders the time in each reader's own time zone; the text after | is for old clients.
     return (f"Waiting for {who} · expires <!date^{deadline}^{{time}}|{fallback_time}> (in about {minutes} min) "
             f"· request `{interaction.id}`")
+
+
+def link_problem(url: str) -> str | None:
+    """Why a server's URL gets no Open button, or None: only http(s) with a host, nothing hidden, within 3000
+    characters. Slack refuses a card whose button URL it does not accept (`invalid_blocks`)."""
+    if len(url) > BUTTON_URL:
+        return "the link is longer than Slack allows in a button"
+    if has_hidden(url):
+        return "the link contains spaces, control or invisible characters (shown as [U+…])"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return "the link is not a valid web address"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "only http and https links get a button"
+    if not host:
+        return "the link has no host"
+    return None
 
 
 def inline_field(interaction: Interaction) -> int | None:
@@ -178,8 +205,9 @@ def _buttons(interaction: Interaction) -> list[JSON]:
         out.append(button("Cancel", ids.CANCEL, iid))
         return out
     if interaction.kind is Kind.URL:
-        # Slack allows 3000 characters in a button URL; a longer one stays in the text for copying.
-        if interaction.url and len(interaction.url) <= 3000:
+        # Only a well-formed web link gets a button (Slack rejects the whole card otherwise); any other stays in
+        # the text, with the reason shown (`card`).
+        if interaction.url and link_problem(interaction.url) is None:
             out.append(button("Open link", ids.OPEN_URL, iid, url=interaction.url))
         out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
@@ -216,7 +244,8 @@ def status_text(status: StatusView) -> str:
 def status_blocks(status: StatusView) -> list[JSON]:
     blocks = [section(status_text(status))]
     if status.stoppable and not status.done:
-        blocks.append({"type": "actions", "block_id": f"{status.call_id}.stop",
+        # A fresh block id on every edit: Slack may keep a block's old state when an update reuses its id.
+        blocks.append({"type": "actions", "block_id": f"{status.call_id}.stop.{next(_status_updates)}",
                        "elements": [button("Stop", ids.STOP, status.call_id, "danger")]})
     return blocks
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from adapters.slack import ids
-from adapters.slack.elements import NO, YES, unix_to_rfc3339
+from adapters.slack.elements import NO, YES, kept_default, unix_to_rfc3339
 from bridge.forms import Field, FieldKind, Form
 from bridge.model import Actor, ConversationKey, JSONValue, MessageIn
 
@@ -56,11 +56,23 @@ def unescape(text: str) -> str:
 
 
 def is_person_message(event: Mapping[str, Any], bot_user_id: str) -> bool:
-    """False for the bot's own messages, other bots, edits and joins: only what a person wrote reaches the core."""
-    if event.get("bot_id") or event.get("subtype") not in _PERSON_SUBTYPES:
+    """False for the bot's own messages, other bots, edits and joins: only what a person wrote reaches the core.
+
+    An edited message comes back as a `message_changed` subtype, and an edited mention as a second `app_mention`
+    with an `edited` key: neither is a new command."""
+    if event.get("bot_id") or event.get("edited") or event.get("subtype") not in _PERSON_SUBTYPES:
         return False
     user = event.get("user")
     return isinstance(user, str) and bool(user) and user != bot_user_id
+
+
+def message_identity(event: Mapping[str, Any]) -> str:
+    """What identifies one message a person sent, across its `message` and `app_mention` events and Slack's
+    redeliveries: the client's message id, else the channel and timestamp."""
+    client_id = event.get("client_msg_id")
+    if isinstance(client_id, str) and client_id:
+        return client_id
+    return f"{event.get('channel', '')}/{event.get('ts', '')}"
 
 
 def message_in(event: Mapping[str, Any], team: str, bot_user_id: str, scope: Scope, who: Actor, *,
@@ -123,19 +135,20 @@ def page_answers(form: Form, indices: Iterable[int], values: Mapping[str, Any]) 
     """Typed answers for the fields of one modal page, and per-field errors (keyed by field name).
 
     `values` is `view.state.values`: `{block_id: {action_id: state}}`. Unanswered fields are left out; whether
-    they may be is the core's call (required fields are also enforced by Slack's non-optional inputs).
+    they may be is the core's call (required fields are also enforced by Slack's non-optional inputs). A text
+    default too long to pre-fill (`elements.kept_default`) is the answer when its input is left empty.
     """
     content: dict[str, JSONValue] = {}
     errors: dict[str, str] = {}
     for index in indices:
         f = form.fields[index]
         state = (values.get(ids.field_block(index)) or {}).get(ids.FIELD_ACTION)
-        if not isinstance(state, Mapping):
-            continue
         try:
-            raw = widget_value(f, state)
+            raw = widget_value(f, state) if isinstance(state, Mapping) else None
             if raw is not None:
                 content[f.name] = f.coerce(raw)
+            elif (kept := kept_default(f)) is not None:
+                content[f.name] = kept
         except ValueError as exc:
             errors[f.name] = str(exc)
     return content, errors

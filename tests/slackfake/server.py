@@ -134,6 +134,7 @@ class FakeSlack:
         self.acks: list[JSON] = []
         """Every message the app sent over the websocket (Socket Mode acks)."""
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
+        self._drops: defaultdict[str, int] = defaultdict(int)
         self._ts_counter = itertools.count(1)
         self._view_counter = itertools.count(1)
         self._calls_changed = asyncio.Condition()
@@ -212,6 +213,11 @@ class FakeSlack:
             status = 429 if error == "ratelimited" else 200
         self._failures[method].append(_Failure(error, status, retry_after))
 
+    def drop_next(self, method: str) -> None:
+        """Carry out the next call to ``method`` (recorded as usual), then drop the connection instead of answering:
+        the client sees a disconnect although Slack did the work, as after a network failure mid-response."""
+        self._drops[method] += 1
+
     def add_message(self, channel: str, text: str, *, user: str, thread_ts: str | None = None) -> StoredMessage:
         """Seed a message (e.g. the user's mention) so ``conversations.replies`` and ``reactions.add`` find it."""
         message = StoredMessage(channel=channel, ts=self._next_ts(), text=text, user=user, thread_ts=thread_ts)
@@ -275,6 +281,9 @@ class FakeSlack:
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
         status, body, headers = self._answer(method, args, token)
         await self._record(Call(method, args, token, status, body))
+        if self._drops[method] and request.transport is not None:
+            self._drops[method] -= 1
+            request.transport.close()
         return web.json_response(body, status=status, headers=headers)
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:

@@ -17,7 +17,10 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.slackfake import (
@@ -123,6 +126,20 @@ async def test_rate_limited_post_is_retried_by_slack_sdk(slack: FakeSlack) -> No
 
     assert response["ok"]
     assert [(c.status, c.ok) for c in slack.calls_to("chat.postMessage")] == [(429, False), (200, True)]
+
+
+@pytest.mark.anyio
+async def test_a_dropped_connection_follows_the_work_and_is_retried_by_slack_sdk(slack: FakeSlack) -> None:
+    client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url,
+                            retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)])
+    slack.drop_next("chat.postMessage")
+
+    with anyio.fail_after(5):
+        response = await client.chat_postMessage(channel="C1", text="hi")
+
+    assert response["ok"]
+    assert [c.ok for c in slack.calls_to("chat.postMessage")] == [True, True]  # the first was done, then dropped
+    assert len(slack.messages) == 2
 
 
 @pytest.mark.anyio

@@ -64,11 +64,12 @@ def slack_settings(slack: FakeSlack, **overrides: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def running_bridge(slack: FakeSlack, servers: Mapping[str, Any], *, scope: str = "thread",
-                         settings: Mapping[str, Any] | None = None, **overrides: Any) -> AsyncIterator[Bridge]:
+                         settings: Mapping[str, Any] | None = None, store: Store | None = None,
+                         **overrides: Any) -> AsyncIterator[Bridge]:
     """A host with the Slack adapter attached and serving; `overrides` go to `config_for` (e.g.
-    `server_elicitation_timeout=2`)."""
+    `server_elicitation_timeout=2`). Pass a `store` to run a second bridge on the first one's (a restart)."""
     config = config_for(servers, conversation_scope=scope, **overrides)
-    host = Host(config, Store(config.store))
+    host = Host(config, store or Store(config.store))
     adapter = create(host, dict(settings or slack_settings(slack)), config)
     host.attach(adapter)
     async with host, anyio.create_task_group() as tg:

@@ -4,12 +4,16 @@ Numbers from Slack's Block Kit reference (and slack_sdk's model constants): 50 b
 Home tab, 3000 characters a section text, 150 a header, 2000 an input label or hint, 24 a modal title/submit/close,
 3000 private_metadata, 25 elements an actions block, 75/2000 a button's text/value, 100 options in a select and 10
 in radio buttons or checkboxes, 75/150 an option's text/value, 150 a placeholder; email, URL and number inputs
-only in modals.
+only in modals. Beyond sizes, what Slack is known to reject a whole view or message for (`invalid_blocks`): a button
+URL that is not http(s) with a host or holds spaces, an `initial_value` longer than the input's `max_length`, number
+strings in exponent form, decimals in an integer input, an initial number outside its bounds.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 JSON = dict[str, Any]
 
@@ -82,17 +86,26 @@ def _element(element: JSON, surface: str) -> None:
     if kind == "button":
         _plain(element["text"], 75)
         assert len(element.get("value", "")) <= 2000
-        assert len(element.get("url", "")) <= 3000
+        if "url" in element:
+            url = element["url"]
+            assert len(url) <= 3000
+            assert urlsplit(url).scheme in ("http", "https") and urlsplit(url).hostname, f"bad button url {url!r}"
+            assert url.isprintable() and not any(c.isspace() for c in url), f"bad button url {url!r}"
     elif kind == "plain_text_input":
         assert 0 <= element.get("min_length", 0) <= 3000
         assert 1 <= element.get("max_length", 3000) <= 3000
-        assert len(element.get("initial_value", "")) <= 3000
+        assert len(element.get("initial_value", "")) <= element.get("max_length", 3000)
     elif kind == "number_input":
         assert isinstance(element["is_decimal_allowed"], bool)
+        number = r"-?\d+(\.\d+)?" if element["is_decimal_allowed"] else r"-?\d+"
         for key in ("min_value", "max_value", "initial_value"):
             if key in element:
                 assert isinstance(element[key], str), f"{key} must be a string"
-                float(element[key])
+                assert re.fullmatch(number, element[key]), f"{key} {element[key]!r} for this input"
+        low, high = float(element.get("min_value", "-inf")), float(element.get("max_value", "inf"))
+        assert low <= high
+        if "initial_value" in element:
+            assert low <= float(element["initial_value"]) <= high, "initial value outside the bounds"
     elif kind in ("static_select", "multi_static_select", "radio_buttons", "checkboxes"):
         options = element["options"]
         limit = 100 if "select" in kind else 10
@@ -113,6 +126,7 @@ def _element(element: JSON, surface: str) -> None:
             assert isinstance(element["initial_date_time"], int)
     else:
         assert kind in ("email_text_input", "url_text_input"), f"unexpected element {kind}"
+        assert len(element.get("initial_value", "")) <= 3000
 
 
 def _text(obj: JSON, limit: int) -> None:

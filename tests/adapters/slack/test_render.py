@@ -9,6 +9,7 @@ import pytest
 
 from adapters.slack import ids, modal, render
 from adapters.slack.elements import element, matching_options
+from adapters.slack.escape import mrkdwn, plain
 from bridge.model import Actor, Detail, Interaction, Kind, Outcome, ServerLabel, Status, StatusView
 from tests.adapters.slack import limits
 from tests.adapters.slack.interactions import (
@@ -240,3 +241,80 @@ def test_the_app_home_lists_waiting_requests_with_links_to_their_cards() -> None
     assert "<https://fake.invalid/archives/C1/p1700000000000100|Open the card>" in text
     assert "to approve running delete_repo" in text
     assert "Nothing is waiting" in texts(render.home([])["blocks"])
+
+
+@pytest.mark.parametrize(("url", "reason"), [
+    ("javascript:alert(1)", "only http and https"),
+    ("https://example.com/a b", "spaces, control or invisible"),
+    (" https://example.com/", "spaces, control or invisible"),
+    ("https://exa\u200bmple.com/", "spaces, control or invisible"),
+    ("https://example.com/\u202egnp.exe", "spaces, control or invisible"),
+    ("https:///path-only", "no host"),
+    ("https://[::1/", "not a valid web address"),
+    ("https://example.com/" + "x" * 3000, "longer than Slack allows"),
+])
+def test_a_url_slack_would_refuse_or_that_hides_characters_gets_no_button_and_says_why(url: str,
+                                                                                        reason: str) -> None:
+    card = interaction(kind=Kind.URL, url=url, accept_label="Done", quick_accept=True)
+    blocks = render.card(card)
+    limits.check_message(blocks)  # which also checks any button url is one Slack takes
+    assert ids.OPEN_URL not in [action for action, _ in buttons(blocks)]
+    assert "No *Open link* button" in texts(blocks) and reason in texts(blocks)
+    assert buttons(blocks) == [(ids.ACCEPT, "Done"), (ids.DECLINE, "Decline")]
+
+
+def test_invisible_characters_in_a_url_are_shown_as_code_points() -> None:
+    card = interaction(kind=Kind.URL, url="https://example.com/\u202egnp.exe", quick_accept=True)
+    assert "*Link:* https://example.com/[U+202E]gnp.exe" in texts(render.card(card))
+
+
+def test_unicode_format_characters_are_removed_from_server_text_but_emoji_sequences_kept() -> None:
+    tricky = "pay\u200b pal\u202e.com\ufeff \u2066x\u2069 \U0001f469\u200d\U0001f4bb"
+    assert mrkdwn(tricky) == "pay pal.com x \U0001f469\u200d\U0001f4bb"
+    assert plain(tricky, 100) == "pay pal.com x \U0001f469\u200d\U0001f4bb"
+    card = interaction(message=tricky, form=one_field({"type": "string", "title": tricky}))
+    view = modal.form_view(card, ids.ModalMeta(card.id))
+    for text in (texts(render.card(card)), texts(view["blocks"])):
+        assert not any(c in text for c in "\u200b\u202e\ufeff\u2066\u2069")
+
+
+def test_number_inputs_are_ones_slack_accepts() -> None:
+    def number(prop: dict[str, Any]) -> JSON:
+        return element(one_field(prop).fields[0])
+
+    assert number({"type": "integer", "minimum": 0.5, "maximum": 9.5}) == {
+        "type": "number_input", "is_decimal_allowed": False, "min_value": "1", "max_value": "9", "action_id": "v"}
+    tiny = number({"type": "number", "minimum": 1e-07, "maximum": 2.5e20, "default": 1.5e-05})
+    assert (tiny["min_value"], tiny["max_value"], tiny["initial_value"]) == ("0.0000001", "250000000000000000000",
+                                                                               "0.000015")
+    assert "initial_value" not in number({"type": "integer", "minimum": 1, "maximum": 10, "default": 50})
+    assert "initial_value" not in number({"type": "number", "minimum": 1, "default": 0.5})
+    assert "initial_value" not in number({"type": "integer", "default": 2.5})
+    assert number({"type": "integer", "minimum": 0.2, "maximum": 0.8}) == {
+        "type": "number_input", "is_decimal_allowed": False, "action_id": "v"}  # no whole number fits: core says
+    for prop in ({"type": "integer", "minimum": 0.5, "default": 3}, {"type": "number", "maximum": -1e-9}):
+        view = modal.form_view(interaction(form=one_field(prop)), ids.ModalMeta("abc12345"))
+        limits.check_modal(view)
+
+
+def test_a_text_default_too_long_to_pre_fill_is_left_out_with_a_hint_that_empty_keeps_it() -> None:
+    long = "p" * 3001
+    card = interaction(form=form({"type": "object", "required": ["prompt", "short"], "properties": {
+        "prompt": {"type": "string", "default": long, "description": "The prompt."},
+        "short": {"type": "string", "maxLength": 10, "default": "eleven chars"},
+        "fits": {"type": "string", "maxLength": 10, "default": "ten chars!"}}}))
+    view = modal.form_view(card, ids.ModalMeta(card.id))
+    limits.check_modal(view)
+    prompt, short, fits = [b for b in view["blocks"] if b["type"] == "input"]
+    assert "initial_value" not in prompt["element"] and "initial_value" not in short["element"]
+    assert prompt["optional"] is True and short["optional"] is True  # empty is allowed: it keeps the original
+    assert prompt["hint"]["text"] == ("Leave this empty to keep the original (3001 characters, too long to show "
+                                      "here). The prompt.")
+    assert fits["element"]["initial_value"] == "ten chars!" and "hint" not in fits
+
+
+def test_each_status_update_gets_fresh_block_ids() -> None:
+    running = StatusView("call1", ServerLabel("everything"), "slow", "step 1", 1, 5)
+    first, second = render.status_blocks(running), render.status_blocks(running)
+    assert first[1]["block_id"] != second[1]["block_id"]
+    assert all(b["block_id"].startswith("call1.") for b in (first[1], second[1]))

@@ -34,6 +34,15 @@ def test_only_people_s_messages_reach_the_core() -> None:
     assert not translate.is_person_message(event | {"bot_id": "BBOT"}, "UBOT")
     assert not translate.is_person_message(event | {"user": "UBOT"}, "UBOT")
     assert not translate.is_person_message(event | {"subtype": "message_changed"}, "UBOT")
+    mention = event_app_mention("U1", "C1", "<@UBOT> call x", "2.000002")["event"]
+    assert translate.is_person_message(mention, "UBOT")
+    assert not translate.is_person_message(mention | {"edited": {"user": "U1", "ts": "2.000009"}}, "UBOT")
+
+
+def test_a_message_is_identified_by_its_client_id_or_else_where_and_when_it_was_sent() -> None:
+    event = event_app_mention("U1", "C1", "<@UBOT> hi", "2.000001")["event"]
+    assert translate.message_identity(event) == event["client_msg_id"]
+    assert translate.message_identity(event | {"client_msg_id": None}) == "C1/2.000001"
 
 
 def test_widget_values_become_the_types_the_schema_asks_for() -> None:
@@ -85,3 +94,15 @@ def test_modal_metadata_survives_a_round_trip_and_rejects_junk() -> None:
     meta = ids.ModalMeta("abc", "C1", "1.2", 3)
     assert ids.ModalMeta.load(meta.dump()) == meta
     assert ids.ModalMeta.load("not json") is None and ids.ModalMeta.load("[]") is None
+
+
+def test_an_empty_answer_keeps_a_default_too_long_to_pre_fill() -> None:
+    long = "p" * 3001
+    f = form({"type": "object", "properties": {"prompt": {"type": "string", "default": long},
+                                               "note": {"type": "string", "default": "short"}}})
+    empty = {ids.field_block(0): {ids.FIELD_ACTION: {"type": "plain_text_input", "value": None}},
+             ids.field_block(1): {ids.FIELD_ACTION: {"type": "plain_text_input", "value": None}}}
+    assert translate.page_answers(f, range(2), empty) == ({"prompt": long}, {})
+    assert translate.page_answers(f, range(2), {}) == ({"prompt": long}, {})
+    typed = {ids.field_block(0): {ids.FIELD_ACTION: {"type": "plain_text_input", "value": "new"}}}
+    assert translate.page_answers(f, range(2), typed) == ({"prompt": "new"}, {})
