@@ -15,12 +15,12 @@ import aiohttp
 import nio
 from nio import exceptions as nio_exceptions
 
-from bridge.errors import PlatformAPIError, RateLimited
+from bridge.errors import AdapterError, PlatformAPIError, RateLimited
 
 T = TypeVar("T")
 PLATFORM = "matrix"
 
-_NIO_FAILURES: tuple[type[BaseException], ...] = (
+NIO_FAILURES: tuple[type[BaseException], ...] = (
     nio_exceptions.ProtocolError,
     nio_exceptions.OlmTrustError,
     nio_exceptions.EncryptionError,
@@ -30,6 +30,14 @@ _NIO_FAILURES: tuple[type[BaseException], ...] = (
 )
 
 
+class UnknownToken(PlatformAPIError):
+    """The homeserver no longer accepts the access token (logged out, revoked or expired)."""
+
+
+class LoginLost(AdapterError):
+    """The bot's login is gone and cannot be renewed without a person (no password configured): `serve` ends."""
+
+
 def check(response: T, method: str) -> T:
     """Return a successful response; raise for an `ErrorResponse`."""
     if isinstance(response, nio.ErrorResponse):
@@ -37,6 +45,8 @@ def check(response: T, method: str) -> T:
         if code in ("M_LIMIT_EXCEEDED", "429"):
             retry_after: Any = getattr(response, "retry_after_ms", None) or 0
             raise RateLimited(PLATFORM, float(retry_after) / 1000)
+        if code == "M_UNKNOWN_TOKEN":
+            raise UnknownToken(PLATFORM, method, f"{code} {response.message}".strip())
         raise PlatformAPIError(PLATFORM, method, f"{code} {response.message}".strip())
     return response
 
@@ -45,6 +55,6 @@ async def call(method: str, awaitable: Awaitable[T]) -> T:
     """Await one nio API call and translate whatever failure it reports."""
     try:
         response = await awaitable
-    except _NIO_FAILURES as exc:
+    except NIO_FAILURES as exc:
         raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
     return check(response, method)

@@ -1,7 +1,9 @@
 """The Matrix adapter: nio's client wired to the host. All I/O of the adapter lives here.
 
-Events arrive from the sync loop through nio callbacks, which only queue them; one task handles them in order, so a
-slow send never stalls syncing and two events of one card are never handled at once. Cards are posted from the
+Events arrive from the sync loop through nio callbacks, which only collect them; after each sync they are queued
+(history from before the bot joined a room left out), followed by the sync token, and one task handles them in order
+and then saves the token. So a slow send never stalls syncing, two events of one card are never handled at once, and
+a stop never skips events that were queued but not yet handled. Cards are posted from the
 host's tasks (`post_card`), and their state (`cards.Card`) is found again from any event id that belongs to them.
 """
 
@@ -11,7 +13,9 @@ import json
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -20,9 +24,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from nio.api import RelationshipType
 
 from adapters.matrix import render
-from adapters.matrix._errors import call
+from adapters.matrix._errors import NIO_FAILURES, LoginLost, UnknownToken, call
 from adapters.matrix.cards import Card, Poll, poll_fields
-from adapters.matrix.login import load_sync_token, log_in, save_sync_token
+from adapters.matrix.login import forget_credentials, load_sync_token, log_in, save_sync_token
 from adapters.matrix.notices import Throttle
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import (
@@ -36,7 +40,7 @@ from adapters.matrix.translate import (
     text_in,
     vote_in,
 )
-from bridge.broker import Verdict
+from bridge.broker import CLEANUP_TIMEOUT, Verdict
 from bridge.config import Config
 from bridge.dialog import Step, StepKind
 from bridge.errors import AdapterError, BridgeError, PlatformAPIError, RateLimited
@@ -58,6 +62,17 @@ logger = logging.getLogger(__name__)
 
 RESTORE_WAIT = 60.0
 """How long a card restored after a restart waits for the core to pick its request up again."""
+MAX_BOT_THREADS = 10_000
+"""Threads the bot answered in that it remembers (the least recently used are forgotten)."""
+MAX_UNDECRYPTED = 500
+"""Encrypted events kept until their room key arrives (the oldest are dropped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Synced:
+    """Queued after the events of one sync: once they are handled, the sync token can be saved."""
+
+    token: str
 
 
 class MatrixAdapter:
@@ -83,35 +98,52 @@ class MatrixAdapter:
         self.cards: dict[str, Card] = {}
         self._by_event: dict[str, str] = {}
         self._by_thread: dict[str, list[str]] = {}
-        self._bot_threads: set[str] = set()
+        self._bot_threads: OrderedDict[str, None] = OrderedDict()
         self._live = False
         self._throttle = Throttle(interval=30.0)
-        self._inbox: MemoryObjectSendStream[tuple[Any, Any]] | None = None
+        self._batch: list[tuple[Any, Any]] = []
+        """What the sync in progress brought (nio's callbacks collect it; `_flush` hands it to the handler)."""
+        self._joined_at: dict[str, int] = {}
+        """Per room, the server time of the bot's own join: older timeline events are history, not new."""
+        self._undecrypted: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+        self._warned_plain: set[str] = set()
+        self._inbox: MemoryObjectSendStream[tuple[Any, Any] | _Synced] | None = None
         self.ready = anyio.Event()
         """Set once logged in and caught up: from then on new events are handled."""
+        self._settled = anyio.Event()
+        """Set when ready, or when `serve` ended without getting there: what waits for `ready` stops waiting."""
         self.device_id = ""
 
     # -- running -------------------------------------------------------------------------------------------------
 
     async def serve(self) -> None:
-        """Log in, catch up, then sync and handle events until cancelled."""
+        """Log in, catch up, then sync and handle events until cancelled. Ends with `LoginLost` when the homeserver
+        rejects the login and there is no password to log in again with."""
         try:
             credentials = await log_in(self.client, self.settings)
             self.device_id = credentials.device_id
             self.client.add_event_callback(self._queue, (nio.RoomMessageText, nio.ReactionEvent, nio.UnknownEvent,
-                                                         nio.MegolmEvent, nio.InviteMemberEvent))
-            if self.client.olm is not None and self.client.should_upload_keys:
-                await call("keys_upload", self.client.keys_upload())
-            restored = await self._restore_cards()
-            send, receive = anyio.create_memory_object_stream[tuple[Any, Any]](math.inf)
+                                                         nio.MegolmEvent, nio.InviteMemberEvent, nio.RoomMemberEvent))
+            self.client.add_to_device_callback(self._on_room_key, (nio.RoomKeyEvent, nio.ForwardedRoomKeyEvent))
+            await self._keep_keys()
+            restored = self._restore_cards()
+            send, receive = anyio.create_memory_object_stream[tuple[Any, Any] | _Synced](math.inf)
+            lost: LoginLost | None = None
             async with anyio.create_task_group() as tg, send, receive:
                 self._inbox = send
                 tg.start_soon(self._handle_events, receive)
                 for card in restored:
                     tg.start_soon(self._carry_on, card)
-                await self._sync_loop(load_sync_token(self.settings.store_path, credentials.device_id))
+                try:
+                    await self._sync_loop(load_sync_token(self.settings.store_path, credentials.device_id))
+                except LoginLost as exc:
+                    lost = exc  # raised below, not wrapped in the task group's ExceptionGroup
+                    tg.cancel_scope.cancel()
+            if lost is not None:
+                raise lost
         finally:
             self._inbox = None
+            self._settled.set()
             with anyio.CancelScope(shield=True):
                 await self.client.close()
 
@@ -129,6 +161,9 @@ class MatrixAdapter:
             except RateLimited as exc:
                 await anyio.sleep(max(exc.retry_after, 1.0))
                 continue
+            except UnknownToken as exc:
+                await self._log_in_again(exc)
+                continue
             except PlatformAPIError as exc:
                 logger.warning("matrix sync failed, retrying in %.0fs: %s", delay, exc)
                 await anyio.sleep(delay)
@@ -139,11 +174,64 @@ class MatrixAdapter:
                 first = False
                 if resume_from:
                     self.client.next_batch = resume_from
+            self._flush()
+            if not self._live:
                 self._live = True
                 self.ready.set()
-            if self.client.next_batch:
-                save_sync_token(self.settings.store_path, self.device_id, self.client.next_batch)
+                self._settled.set()
             await self._keep_keys()
+
+    def _flush(self) -> None:
+        """Hand the events of the sync that just ended to the handler, then its token, which the handler saves once
+        the events before it are handled (a stop in between replays them after the restart instead of losing them).
+
+        The sync after the bot joins a room replays that room's recent history; the bot's own join event (in the same
+        timeline) marks where history ends, so nothing said before it is taken as new."""
+        batch, self._batch = self._batch, []
+        me = self.client.user_id
+        for room, event in batch:
+            if (isinstance(event, nio.RoomMemberEvent) and event.state_key == me and event.membership == "join"
+                    and event.prev_membership != "join"):
+                self._joined_at[room.room_id] = _timestamp(event)
+        if self._inbox is None:
+            return
+        for room, event in batch:
+            if isinstance(event, nio.RoomMemberEvent):
+                continue
+            joined = self._joined_at.get(room.room_id, 0)
+            if not isinstance(event, nio.InviteMemberEvent) and _timestamp(event) < joined:
+                continue  # from before the bot joined
+            self._inbox.send_nowait((room, event))
+        if self.client.next_batch:
+            self._inbox.send_nowait(_Synced(self.client.next_batch))
+
+    async def _log_in_again(self, exc: UnknownToken) -> None:
+        """The homeserver rejected the token (the device was logged out, or the token revoked). The kept login is
+        useless now: forget it, and log in again with the password, or end `serve` when there is none."""
+        store = self.settings.store_path
+        forget_credentials(store)
+        if self.settings.access_token or not self.settings.password:
+            raise LoginLost(f"matrix: the homeserver rejected the bot's access token ({exc.error}). Configure a new "
+                            "access_token, or a password to log in with, and start again.") from exc
+        logger.warning("matrix: the access token was rejected (%s); logging in again with the password", exc.error)
+        # A logged-out device has lost its keys on the server: start a new device, with a key store of its own.
+        c = self.client
+        c.access_token, c.device_id, c.store, c.olm = "", "", None, None
+        delay = 1.0
+        while True:
+            try:
+                credentials = await log_in(c, self.settings)
+                break
+            except RateLimited as again:
+                await anyio.sleep(max(again.retry_after, 1.0))
+            except PlatformAPIError as again:
+                if "M_FORBIDDEN" in again.error:  # the password is wrong (changed) as well
+                    raise LoginLost(f"matrix: logging in again failed: {again.error}") from again
+                logger.warning("matrix login failed, retrying in %.0fs: %s", delay, again)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 60.0)
+        self.device_id = credentials.device_id
+        await self._keep_keys()
 
     async def _keep_keys(self) -> None:
         """What nio's sync_forever does between syncs for E2EE: upload, query and claim keys, send to-device."""
@@ -163,11 +251,34 @@ class MatrixAdapter:
             logger.warning("matrix key maintenance failed: %s", exc)
 
     async def _queue(self, room: Any, event: Any) -> None:
-        if self._inbox is not None and (isinstance(event, nio.InviteMemberEvent) or self._live):
-            self._inbox.send_nowait((room, event))
+        if isinstance(event, nio.InviteMemberEvent) or self._live:
+            self._batch.append((room, event))
+            if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
+                # Kept until its room key arrives (`_on_room_key`); the oldest go first.
+                self._undecrypted[event.event_id] = (room, event)
+                while len(self._undecrypted) > MAX_UNDECRYPTED:
+                    self._undecrypted.popitem(last=False)
 
-    async def _handle_events(self, events: MemoryObjectReceiveStream[tuple[Any, Any]]) -> None:
-        async for room, event in events:
+    async def _on_room_key(self, key: Any) -> None:
+        """A room key arrived late (or was forwarded after our request): decrypt the events that waited for it and
+        handle them with this sync's events. nio has imported the key already when it calls this."""
+        for event_id, (room, event) in list(self._undecrypted.items()):
+            if event.session_id != key.session_id or room.room_id != key.room_id:
+                continue
+            try:
+                decrypted = self.client.decrypt_event(event)
+            except NIO_FAILURES as exc:
+                logger.debug("still cannot decrypt %s: %s", event_id, exc)
+                continue
+            del self._undecrypted[event_id]
+            self._batch.append((room, decrypted))
+
+    async def _handle_events(self, items: MemoryObjectReceiveStream[tuple[Any, Any] | _Synced]) -> None:
+        async for item in items:
+            if isinstance(item, _Synced):
+                save_sync_token(self.settings.store_path, self.device_id, item.token)
+                continue
+            room, event = item
             try:
                 await self._handle(room, event)
             except AdapterError as exc:
@@ -182,6 +293,8 @@ class MatrixAdapter:
         if isinstance(event, nio.InviteMemberEvent):
             await self._on_invite(room_id, event)
             return
+        if not self.settings.room_allowed(room_id):
+            return  # joined before allowed_rooms was set (or changed)
         sender = str(getattr(event, "sender", ""))
         if sender == self.client.user_id:
             return
@@ -215,7 +328,8 @@ class MatrixAdapter:
 
     async def _on_undecryptable(self, room: Any, event: Any) -> None:
         if self.client.olm is None:
-            if self._throttle.allow(("e2ee-off", room.room_id)):
+            if room.room_id not in self._warned_plain:
+                self._warned_plain.add(room.room_id)  # once per room and run
                 await self._post(room.room_id, render.message(render.plain(
                     "This room is encrypted, but this bridge runs with e2ee: off, so it cannot read it. Use an "
                     "unencrypted room, or set chat.matrix.e2ee to optional.")), plain_ok=True)
@@ -248,12 +362,17 @@ class MatrixAdapter:
                 return card  # the oldest open card of the thread answers first
         return None
 
+    def _may_decide(self, card: Card, actor: Actor) -> bool:
+        """Only people allowed to use the bridge count, also on cards that anyone may answer (no approvers)."""
+        return self.settings.user_allowed(actor.user_id) and card.interaction.may_decide(actor)
+
     async def _refuse(self, room: Any, card: Card, actor: Actor) -> None:
         """Someone who may not decide tried: tell them (at most every so often), the card stays open."""
         if not self._throttle.allow(("refuse", card.interaction.id, actor.user_id)):
             return
         i = card.interaction
-        who = i.requester.label() if i.requester else "the approvers"
+        who = i.requester.label() if i.requester else "the approvers" if i.approvers else \
+            "people allowed to use this bridge"
         await self.notify(i.conversation, actor, f"Only {who} can answer this request; your answer was not counted.")
 
     async def _on_vote(self, room: Any, vote: VoteIn) -> None:
@@ -262,7 +381,7 @@ class MatrixAdapter:
             return
         poll = card.polls[vote.poll_id]
         actor = self._actor(room, vote.sender)
-        if not card.interaction.may_decide(actor):
+        if not self._may_decide(card, actor):
             await self._refuse(room, card, actor)
             return
         if card.vote(poll, vote.sender, vote.timestamp, render.poll_value(poll.field, vote.answers)):
@@ -277,7 +396,7 @@ class MatrixAdapter:
         poll = card.poll_for(reaction.target)
         if key not in (render.ACCEPT, render.DECLINE, render.CANCEL) and (poll is None or key not in render.KEYCAPS):
             return  # someone's emoji, not an answer
-        if not card.interaction.may_decide(actor):
+        if not self._may_decide(card, actor):
             await self._refuse(room, card, actor)
             return
         if poll is not None and key in render.KEYCAPS:
@@ -300,11 +419,11 @@ class MatrixAdapter:
         is_command = command_text(text.body) is not None
         if card is not None and not is_command:
             actor = self._actor(room, text.sender)
-            if not card.interaction.may_decide(actor):
+            if not self._may_decide(card, actor):
                 await self._refuse(room, card, actor)
                 return
             poll = card.poll_for(text.relation.reply_to or "")
-            if poll is not None:
+            if poll is not None and text.body.strip().lower() not in ("!decline", "!cancel"):
                 reason = card.poll_reply(poll, text.sender, timestamp, text.body)
                 if reason:
                     await self.notify(card.interaction.conversation, actor, f"{reason.capitalize()}.")
@@ -319,7 +438,7 @@ class MatrixAdapter:
         message = message_in(text, actor, workspace=self.settings.server_name, scope=self.scope,
                              bot_id=self.client.user_id, bot_name=str(room.user_name(self.client.user_id) or ""),
                              direct=room.member_count <= 2,
-                             bot_thread=(text.relation.thread or "") in self._bot_threads)
+                             bot_thread=self._is_bot_thread(text.relation.thread))
         if message is None:
             return
         if self.settings.e2ee == "required" and not room.encrypted:
@@ -355,13 +474,13 @@ class MatrixAdapter:
             render.question(q, reason), msgtype="m.text", mark={"interaction": card.interaction.id,
                                                                  "part": "question", "field": q.field.name}))
         card.question = event_id
-        self._by_event[event_id] = card.interaction.id
+        self._own(card, event_id)
 
     async def _post_summary(self, card: Card, reason: str = "") -> None:
         content = self._summary_content(card, reason)
         event_id = await self._thread_post(card, content)
         card.summary = event_id
-        self._by_event[event_id] = card.interaction.id
+        self._own(card, event_id)
         await self._pre_react(card.room_id, event_id)
 
     def _summary_content(self, card: Card, reason: str = "") -> dict[str, Any]:
@@ -405,6 +524,12 @@ class MatrixAdapter:
 
     async def _post(self, room_id: str, content: Mapping[str, Any], *, event_type: str = "m.room.message",
                     plain_ok: bool = False) -> str:
+        if not self.ready.is_set():
+            # The host may post before the first sync (it retires an earlier run's cards at start-up), but nio can
+            # send only once it is logged in and knows the rooms.
+            await self._settled.wait()
+            if not self.ready.is_set():
+                raise PlatformAPIError(PLATFORM, "room_send", "not connected to the homeserver")
         room = self.client.rooms.get(room_id)
         if self.settings.e2ee == "required" and not plain_ok and room is not None and not room.encrypted:
             raise PlatformAPIError(PLATFORM, "room_send", "the room is not encrypted and e2ee is required")
@@ -436,23 +561,65 @@ class MatrixAdapter:
             mark={"interaction": interaction.id, "part": "card"}))
         card = Card.new(interaction, room_id, root, thread or root)
         self._register(card)
-        self._by_event[root] = interaction.id
-        for f in polls:
-            event_id = await self._post(room_id, render.poll_start(
-                f, thread=card.thread, latest=card.latest,
-                mark={"interaction": interaction.id, "part": "poll", "field": f.name}), event_type=render.POLL_START)
-            card.polls[event_id] = Poll(event_id, f)
-            card.latest = event_id
-            self._by_event[event_id] = interaction.id
-        if polls:
-            await self._thread_post(card, render.message(render.poll_help(len(polls))))
-        await self._start(card)
+        try:
+            for f in polls:
+                event_id = await self._post(room_id, render.poll_start(
+                    f, thread=card.thread, latest=card.latest,
+                    mark={"interaction": interaction.id, "part": "poll", "field": f.name}),
+                    event_type=render.POLL_START)
+                card.polls[event_id] = Poll(event_id, f)
+                card.latest = event_id
+                self._own(card, event_id)
+            if polls:
+                await self._thread_post(card, render.message(render.poll_help(len(polls))))
+            await self._start(card)
+        except BaseException as exc:
+            # Half posted: the core will not finish a card it never got a ref for, so end it here (forgotten,
+            # polls ended, root edited), or it would stay open and first in its thread, taking later replies.
+            reason = f"the card could not be posted: {exc}" if isinstance(exc, AdapterError) else \
+                "the card could not be posted"
+            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+                try:
+                    await self.finish_card(CardRef(interaction.id, card.ref_data()), interaction,
+                                           Outcome(Status.FAILED, reason=reason))
+                except AdapterError as cleanup:
+                    logger.warning("could not end the half-posted card %s: %s", interaction.id, cleanup)
+            raise
         return CardRef(interaction.id, card.ref_data())
 
     def _register(self, card: Card) -> None:
         self.cards[card.interaction.id] = card
         self._by_thread.setdefault(card.thread, []).append(card.interaction.id)
-        self._bot_threads.add(card.thread)
+        self._remember_thread(card.thread)
+        for event_id in card.events():
+            self._own(card, event_id)
+
+    def _own(self, card: Card, event_id: str) -> None:
+        card.owned.add(event_id)
+        self._by_event[event_id] = card.interaction.id
+
+    def _forget(self, card: Card) -> None:
+        card.done = True
+        for event_id in card.owned | card.events():
+            self._by_event.pop(event_id, None)
+        ids = self._by_thread.get(card.thread)
+        if ids is not None:
+            if card.interaction.id in ids:
+                ids.remove(card.interaction.id)
+            if not ids:
+                del self._by_thread[card.thread]
+
+    def _remember_thread(self, thread: str) -> None:
+        self._bot_threads[thread] = None
+        self._bot_threads.move_to_end(thread)
+        while len(self._bot_threads) > MAX_BOT_THREADS:
+            self._bot_threads.popitem(last=False)
+
+    def _is_bot_thread(self, thread: str | None) -> bool:
+        if not thread or thread not in self._bot_threads:
+            return False
+        self._bot_threads.move_to_end(thread)
+        return True
 
     async def _start(self, card: Card, *, react: bool = True) -> None:
         if card.root_is_summary and react:
@@ -465,12 +632,7 @@ class MatrixAdapter:
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
         card = self.cards.pop(interaction.id, None)
         if card is not None:
-            card.done = True
-            for event_id in card.events():
-                self._by_event.pop(event_id, None)
-            ids = self._by_thread.get(card.thread, [])
-            if interaction.id in ids:
-                ids.remove(interaction.id)
+            self._forget(card)
         room_id = ref.data.get("room", interaction.conversation.channel)
         root = ref.data.get("root")
         failures: list[AdapterError] = []
@@ -499,7 +661,7 @@ class MatrixAdapter:
     async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
         thread = conversation.thread or None
         if thread:
-            self._bot_threads.add(thread)
+            self._remember_thread(thread)
         event_id = await self._post(conversation.channel, render.message(render.plain(text), thread=thread))
         return MessageRef(conversation, {"room": conversation.channel, "event": event_id})
 
@@ -522,10 +684,10 @@ class MatrixAdapter:
 
     # -- after a restart -----------------------------------------------------------------------------------------
 
-    async def _restore_cards(self) -> list[Card]:
+    def _restore_cards(self) -> list[Card]:
         """Rebuild the cards of durable (2026-era) requests that outlived the last run, so that votes, replies and
-        reactions find them again. Poll votes are recounted from the server; text answers given before the
-        restart were not kept, so the questions are asked again."""
+        reactions find them again. Poll votes are recounted from the server (in `_carry_on`, once synced); text
+        answers given before the restart were not kept, so the questions are asked again."""
         for stored in self.host.store.open_interactions():
             i = stored.interaction
             if stored.card is None or stored.pending_call is None or i.conversation.platform != PLATFORM:
@@ -540,32 +702,38 @@ class MatrixAdapter:
                 except KeyError:
                     continue
             self._register(card)
-            for event_id in card.events():
-                self._by_event[event_id] = i.id
-            for poll in card.polls.values():
-                await self._recount(card, poll)
         return list(self.cards.values())
 
     async def _recount(self, card: Card, poll: Poll) -> None:
         try:
             async for event in self.client.room_get_event_relations(card.room_id, poll.event_id,
                                                                     RelationshipType.reference):
-                if isinstance(event, nio.MegolmEvent) and self.client.olm is not None:
-                    event = self.client.decrypt_event(event)
-                vote = vote_in(card.room_id, getattr(event, "source", {}) or {})
-                if vote is None:
-                    continue
-                actor = Actor(PLATFORM, vote.sender)
-                if card.interaction.may_decide(actor):
-                    card.vote(poll, vote.sender, vote.timestamp, render.poll_value(poll.field, vote.answers))
-        except (AttributeError, nio.EncryptionError, *_TRANSPORT) as exc:
+                try:
+                    self._count(card, poll, event)
+                except NIO_FAILURES as exc:  # one undecryptable vote must not lose the others
+                    logger.info("skipped a vote on poll %s: %s", poll.event_id, exc)
+        except _RECOUNT_FAILURES as exc:
             # A failed recount is not fatal: later votes still count; earlier ones must be cast again.
             logger.warning("could not recount the votes of poll %s: %s", poll.event_id, exc)
+
+    def _count(self, card: Card, poll: Poll, event: Any) -> None:
+        if isinstance(event, nio.MegolmEvent):
+            if self.client.olm is None:
+                return
+            event.room_id = event.room_id or card.room_id  # not set on events fetched outside a sync
+            event = self.client.decrypt_event(event)
+        vote = vote_in(card.room_id, getattr(event, "source", {}) or {})
+        if vote is None:
+            return
+        if self._may_decide(card, Actor(PLATFORM, vote.sender)):
+            card.vote(poll, vote.sender, vote.timestamp, render.poll_value(poll.field, vote.answers))
 
     async def _carry_on(self, card: Card) -> None:
         # The core picks a stored request up only after its server session is back; until then a decision would be
         # refused as "being restored". Nothing signals that moment to a chat port, so look every so often.
         await self.ready.wait()  # nio knows the rooms (needed to send) only after the first sync
+        for poll in card.polls.values():
+            await self._recount(card, poll)
         with anyio.move_on_after(RESTORE_WAIT):
             await self.host.broker.wait_open(card.interaction.id)
         if self.host.broker.interaction(card.interaction.id) is None or card.done:
@@ -581,7 +749,14 @@ class MatrixAdapter:
 
 
 _STATE_ONLY = {"room": {"timeline": {"limit": 0}}}
-_TRANSPORT: tuple[type[BaseException], ...] = (nio.LocalProtocolError, AdapterError)
+
+
+def _timestamp(event: Any) -> int:
+    source = getattr(event, "source", None)
+    ts = source.get("origin_server_ts") if isinstance(source, Mapping) else None
+    return ts if isinstance(ts, int) else 0
+_RECOUNT_FAILURES: tuple[type[BaseException], ...] = (AttributeError, AdapterError, *NIO_FAILURES)
+"""nio's relations iterator raises its transport errors (and AttributeError on an error page) mid-iteration."""
 
 
 def _poll_map(ref: CardRef) -> dict[str, str]:

@@ -49,6 +49,8 @@ class Card:
     question: str | None = None
     """The event of the question being asked now."""
     done: bool = False
+    owned: set[str] = dataclasses.field(default_factory=set)
+    """Every event id that leads to this card (also replaced questions and summaries): forgotten when it ends."""
 
     @classmethod
     def new(cls, interaction: Interaction, room_id: str, root: str, thread: str) -> Card:
@@ -109,7 +111,11 @@ class Card:
         return self.vote(poll, sender, timestamp, poll_value(poll.field, [answer]))
 
     def poll_reply(self, poll: Poll, sender: str, timestamp: int, text: str) -> str:
-        """A reply to a poll with the number(s) of the answer. Returns a reason when it does not fit, else ''."""
+        """A reply to a poll with the number(s) of the answer (`skip` withdraws the vote: the default, or empty).
+        Returns a reason when it does not fit, else ''."""
+        if text.strip().lower() in SKIP_WORDS:
+            self.vote(poll, sender, timestamp, None)
+            return ""
         try:
             value = poll.field.parse_text(text)
         except ValueError as exc:

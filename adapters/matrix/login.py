@@ -56,6 +56,20 @@ def save_credentials(store: Path, credentials: Credentials) -> None:
                                                      "access_token": credentials.access_token}))
 
 
+def forget_credentials(store: Path) -> None:
+    """Drop the kept login (its token was rejected): the next start logs in afresh instead of reusing it."""
+    (store / CREDENTIALS).unlink(missing_ok=True)
+
+
+def same_user(a: str, b: str) -> bool:
+    """Whether two user ids name the same account: localparts compared case-insensitively (logins accept any case
+    and answer with the canonical id), and a bare localpart matches any server."""
+    local_a, _, server_a = a.removeprefix("@").partition(":")
+    local_b, _, server_b = b.removeprefix("@").partition(":")
+    same_server = not server_a or not server_b or server_a.lower() == server_b.lower()
+    return local_a.lower() == local_b.lower() and same_server
+
+
 def load_sync_token(store: Path, device_id: str) -> str | None:
     try:
         token = (store / f"{SYNC_TOKEN}-{device_id}").read_text("utf-8").strip()
@@ -84,7 +98,7 @@ async def log_in(client: Any, settings: MatrixSettings) -> Credentials:
             whoami = await call("whoami", client.whoami())
             device = str(whoami.device_id)
         credentials = Credentials(settings.user_id, device, settings.access_token)
-    elif kept is not None and kept.user_id == settings.user_id:
+    elif kept is not None and same_user(kept.user_id, settings.user_id):
         credentials = kept
     elif settings.password:
         response = await call("login", client.login(settings.password, device_name=settings.device_name))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,14 +42,13 @@ ACCEPT, DECLINE, CANCEL = "✅", "❌", "🚫"
 KEYCAPS = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")
 """Reactions that pick poll options 1-10 for clients that cannot show polls."""
 
-_DEFANG = (("@room", "@\u2060room"), ("matrix.to", "matrix\u2060.to"))
+_DEFANG = re.compile(r"(@)(room)|(matrix)(\.to)", re.IGNORECASE)
 
 
 def defang(text: str) -> str:
-    """Untrusted text made inert for plain bodies and HTML alike: no room pings, no permalink pills."""
-    for bad, safe in _DEFANG:
-        text = text.replace(bad, safe).replace(bad.upper(), safe.upper())
-    return text
+    """Untrusted text made inert for plain bodies and HTML alike: no room pings, no permalink pills. Any case
+    (`@Room`, `Matrix.TO`): push rules and clients match these case-insensitively."""
+    return _DEFANG.sub(lambda m: "\u2060".join(g for g in m.groups() if g is not None), text)
 
 
 def esc(text: str) -> str:
@@ -89,7 +89,9 @@ def bold(text: str) -> Text:
 
 
 def code(text: str) -> Text:
-    return Text(defang(text), f"<code>{html.escape(defang(text))}</code>")
+    """A URL or other literal: defanged in the plain body (push rules read it), kept intact in the HTML `<code>`
+    (escaped only; clients neither pillify nor ping there), so that a copied link works."""
+    return Text(defang(text), f"<code>{html.escape(text)}</code>")
 
 
 def line_break() -> Text:
@@ -338,6 +340,7 @@ def poll_start(f: Field, *, thread: str | None, latest: str | None, mark: Mappin
             "question": {TEXT: q},
             "answers": [{"id": answer_id, TEXT: defang(label)} for answer_id, label in options],
         },
+        "m.mentions": {},  # server text in the body must not ping anyone through the legacy body push rules
         MARK: dict(mark),
     }
     if thread:
@@ -348,7 +351,7 @@ def poll_start(f: Field, *, thread: str | None, latest: str | None, mark: Mappin
 def poll_end(start: str, f: Field, value: Any) -> dict[str, Any]:
     text = f"The poll has ended. Answer: {defang(f.display(value))}" if value is not None else "The poll has ended."
     return {"m.relates_to": {"rel_type": "m.reference", "event_id": start}, TEXT: text, "body": text,
-            "org.matrix.msc3381.poll.end": {}}
+            "org.matrix.msc3381.poll.end": {}, "m.mentions": {}}
 
 
 def poll_help(polls: int) -> Text:

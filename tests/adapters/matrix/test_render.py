@@ -106,3 +106,47 @@ def test_card_dialog_takes_poll_votes_and_skip() -> None:
     assert card.confirming and step.question is not None
     done = card.reply("accept")
     assert done.action == "accept" and done.content == {"name": "Ada", "colour": "blue"}
+
+
+def test_polls_and_their_ends_carry_empty_mentions() -> None:
+    ok = Field("ok", FieldKind.BOOLEAN, "Tell @room and @Ada")
+    assert render.poll_start(ok, thread=None, latest=None, mark={})["m.mentions"] == {}
+    assert render.poll_end("$start", ok, True)["m.mentions"] == {}
+
+
+def test_defang_ignores_case() -> None:
+    for text in ("@room", "@Room", "@ROOM", "@rOoM", "matrix.to", "Matrix.To", "MATRIX.TO"):
+        defanged = render.defang(f"hi {text}!")
+        assert text not in defanged and text.lower() not in defanged.lower()
+        assert defanged.replace("\u2060", "") == f"hi {text}!"  # only an invisible joiner is added
+
+
+def test_links_in_code_stay_intact_in_html() -> None:
+    url = "https://matrix.to/#/@bob:example.org?via=a&b=<c>"
+    text = render.code(url)
+    assert text.html == "<code>https://matrix.to/#/@bob:example.org?via=a&amp;b=&lt;c&gt;</code>"
+    assert "matrix.to" not in text.body and text.body.replace("\u2060", "") == url
+    i = interaction(Form(), kind=Kind.URL, url=url, quick_accept=True)
+    content = render.message(render.card(i, [], now=time.time()))
+    assert "<code>https://matrix.to/#/@bob:example.org" in content["formatted_body"]
+
+
+def test_skip_on_a_poll_withdraws_the_vote() -> None:
+    form = form_from_schema({"type": "object", "properties": {
+        "colour": {"type": "string", "enum": ["red", "blue"], "default": "red"}}})
+    card = Card.new(interaction(form), "!room", "$card", "$thread")
+    from adapters.matrix.cards import Poll
+
+    poll = Poll("$poll", form.field("colour"))
+    assert card.poll_reply(poll, "@ada:example.org", 10, "2") == "" and card.dialog.answers["colour"] == "blue"
+    assert card.poll_reply(poll, "@ada:example.org", 20, "skip") == ""
+    assert card.dialog.answers["colour"] == "red"  # back to the default
+
+
+def test_kept_login_matches_the_configured_user_in_any_case() -> None:
+    from adapters.matrix.login import same_user
+
+    assert same_user("@mcp-bot:example.org", "@MCP-Bot:Example.org")
+    assert same_user("@mcp-bot:example.org", "mcp-bot")
+    assert not same_user("@mcp-bot:example.org", "@mcp-bot:other.org")
+    assert not same_user("@mcp-bot:example.org", "@mcp-bot2:example.org")
