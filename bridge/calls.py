@@ -189,7 +189,8 @@ class Caller:
         known: dict[str, InputResponse] = {}
         waits: dict[str, StoredInteraction] = {}
         latest: dict[str, StoredInteraction] = {}
-        for stored in self._store.interactions_for_call(pending.id):  # oldest first: a later round's card wins
+        # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
+        for stored in self._store.interactions_for_call(pending.id, since=pending.created_at):
             key = stored.input_key
             if key is not None and key in requests and isinstance(requests[key], ElicitRequest) \
                     and stored.interaction.kind in (Kind.FORM, Kind.URL):

@@ -114,6 +114,8 @@ class PendingCall:
     input_requests: Mapping[str, Any]
     """The server's `inputRequests`, as JSON (method and params), keyed as the server keyed them."""
     requester: Actor | None
+    created_at: float = 0.0
+    """When this round was stored: interactions of this round were created at or after it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,10 +209,10 @@ class Store:
             " ORDER BY created_at").fetchall()
         return [_stored(row) for row in rows]
 
-    def interactions_for_call(self, pending_call: str) -> list[StoredInteraction]:
+    def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]:
         rows = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE pending_call = ?"
-            " ORDER BY created_at", (pending_call,)).fetchall()
+            " AND created_at >= ? ORDER BY created_at", (pending_call, since)).fetchall()
         return [_stored(row) for row in rows]
 
     # -- pending 2026 calls --------------------------------------------------------------------------------------
@@ -228,10 +230,10 @@ class Store:
 
     def pending_calls(self) -> list[PendingCall]:
         rows = self._db.execute(
-            "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester"
+            "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
             " FROM pending_calls ORDER BY created_at").fetchall()
         return [PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3], json.loads(r[4]), r[5],
-                            json.loads(r[6]), _load_actor(r[7])) for r in rows]
+                            json.loads(r[6]), _load_actor(r[7]), r[8]) for r in rows]
 
     # -- per-conversation data -----------------------------------------------------------------------------------
 
