@@ -529,4 +529,4 @@ class Host:
             logger.warning("could not update card %s: %s", interaction_id, exc)
 
 
-__all__ = ["Host", "RunningCall", "describe_outcome"]
+__all__ = ["Host", "RunningCall"]

@@ -184,4 +184,4 @@ def _sub(key: str | None, step: str) -> str | None:
     return f"{key}#{step}" if key is not None else None
 
 
-__all__ = ["Form", "Sampler", "SamplingAnswer"]
+__all__ = ["Sampler", "SamplingAnswer"]
