@@ -10,41 +10,32 @@ are answered after a restart.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
 
 from bridge.errors import AdapterError
-from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, JSONValue, Outcome, Status
-from bridge.ports import ChatPort
+from bridge.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    DecisionIn,
+    DecisionResult,
+    Interaction,
+    JSONValue,
+    Outcome,
+    Status,
+    Verdict,
+)
+from bridge.ports import CLEANUP_TIMEOUT, ChatPort
+from bridge.presentation import describe_status
 from bridge.store import Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
 
-CLEANUP_TIMEOUT = 10.0
-"""How long finishing a card may take at the end of an interaction (also during shutdown)."""
-
-
-class Verdict(enum.StrEnum):
-    """What became of a decision, for the adapter to show (Slack modal errors, a reaction, nothing)."""
-
-    CLAIMED = "claimed"
-    REFUSED = "refused"
-    INVALID = "invalid"
-    LATE = "late"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionResult:
-    verdict: Verdict
-    errors: Mapping[str, str] = field(default_factory=dict)
-    """Per-field reasons when the verdict is INVALID."""
-    message: str = ""
 
 
 @dataclass(slots=True)
@@ -183,7 +174,7 @@ class Broker:
                 # Open in the store but nobody waits on it yet (a restart is still resuming it).
                 restoring = "That request is being restored; try again in a moment."
                 return DecisionResult(Verdict.LATE, message=restoring), waiter
-            return DecisionResult(Verdict.LATE, message=f"That request was already {_describe(outcome)}."), waiter
+            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(outcome)}."), waiter
         interaction = waiter.interaction
         if not interaction.may_decide(decision.actor):
             who = interaction.requester.label() if interaction.requester else "the approvers"
@@ -269,14 +260,3 @@ class Broker:
         self._closing = True
 
 
-def _describe(outcome: Outcome) -> str:
-    by = f" by {outcome.by.label()}" if outcome.by else ""
-    return {Status.ACCEPTED: f"accepted{by}", Status.DECLINED: f"declined{by}", Status.CANCELLED: f"cancelled{by}",
-            Status.EXPIRED: "expired", Status.FAILED: "ended (failed)", Status.OPEN: "open"}[outcome.status]
-
-
-def describe_outcome(outcome: Outcome) -> str:
-    """A one-line summary of an outcome for cards: 'accepted by Ada', 'expired', ..."""
-    text = _describe(outcome)
-    return f"{text}: {outcome.reason}" if outcome.reason and outcome.status in (Status.FAILED, Status.CANCELLED) \
-        and outcome.by is None else text

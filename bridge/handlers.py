@@ -19,12 +19,11 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import GetPromptResult
 
 from bridge import catalog, commands
-from bridge.broker import Verdict
 from bridge.context import new_id
 from bridge.errors import CommandError, SessionError
 from bridge.forms import approval_form
 from bridge.llm import LLMMessage
-from bridge.model import ConversationKey, Interaction, Kind, MessageIn, Status
+from bridge.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
 from bridge.roots import check_uri
 from bridge.text import block_text, session_error_text, shorten
 

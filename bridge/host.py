@@ -45,7 +45,7 @@ from mcp.types import (
 
 from bridge import catalog, commands, elicitation
 from bridge.agent import Agent
-from bridge.broker import Broker, DecisionResult, describe_outcome
+from bridge.broker import Broker
 from bridge.calls import Caller, InputRefused
 from bridge.config import Config
 from bridge.context import RequestContext, new_id
@@ -58,6 +58,7 @@ from bridge.model import (
     CardRef,
     ConversationKey,
     DecisionIn,
+    DecisionResult,
     Detail,
     Interaction,
     Kind,
@@ -69,7 +70,8 @@ from bridge.model import (
     StatusView,
 )
 from bridge.policy import mask_arguments, needs_approval
-from bridge.ports import ChatPort
+from bridge.ports import AdapterState, ChatPort, RestorableCard
+from bridge.presentation import describe_outcome
 from bridge.ratelimit import RateLimiter
 from bridge.roots import RootsKeeper
 from bridge.sampling import Sampler, SamplingAnswer
@@ -196,8 +198,38 @@ class Host:
     async def decide(self, decision: DecisionIn) -> DecisionResult:
         return await self.broker.decide(decision)
 
+    def claim(self, decision: DecisionIn) -> DecisionResult:
+        return self.broker.decide_nowait(decision)
+
+    async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
+        return await self.broker.check(interaction_id, actor)
+
+    def open_interaction(self, interaction_id: str) -> Interaction | None:
+        return self.broker.interaction(interaction_id)
+
+    def known_interaction(self, interaction_id: str) -> Interaction | None:
+        live = self.broker.interaction(interaction_id)
+        if live is not None:
+            return live
+        stored = self.store.interaction(interaction_id)
+        return stored.interaction if stored else None
+
+    def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
+        return self.broker.open_interactions(conversation)
+
     def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
         return self.broker.waiting_for(actor)
+
+    async def wait_open(self, interaction_id: str) -> Interaction:
+        return await self.broker.wait_open(interaction_id)
+
+    def restorable_cards(self, platform: str) -> list[RestorableCard]:
+        return [RestorableCard(s.interaction, s.card) for s in self.store.open_interactions()
+                if s.card is not None and s.pending_call is not None
+                and s.interaction.conversation.platform == platform]
+
+    def adapter_state(self, namespace: str) -> AdapterState:
+        return _AdapterState(self.store, namespace)
 
     # -- messages out --------------------------------------------------------------------------------------------
 
@@ -527,6 +559,18 @@ class Host:
             await self.port_for(stored.interaction.conversation).finish_card(stored.card, stored.interaction, done)
         except BridgeError as exc:
             logger.warning("could not update card %s: %s", interaction_id, exc)
+
+
+@dataclass(frozen=True, slots=True)
+class _AdapterState:
+    store: Store
+    namespace: str
+
+    def get(self, key: str) -> str | None:
+        return self.store.adapter_value(self.namespace, key)
+
+    def set(self, key: str, value: str) -> None:
+        self.store.set_adapter_value(self.namespace, key, value)
 
 
 __all__ = ["Host", "RunningCall"]

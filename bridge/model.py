@@ -221,3 +221,21 @@ class DecisionIn:
     actor: Actor
     action: Action
     content: Mapping[str, JSONValue] | None = None
+
+
+class Verdict(enum.StrEnum):
+    """What became of a decision, for the adapter to show (Slack modal errors, a reaction, nothing)."""
+
+    CLAIMED = "claimed"
+    REFUSED = "refused"
+    INVALID = "invalid"
+    LATE = "late"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionResult:
+    verdict: Verdict
+    errors: Mapping[str, str] = field(default_factory=dict)
+    """Per-field reasons when the verdict is INVALID."""
+    message: str = ""

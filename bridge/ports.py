@@ -1,28 +1,28 @@
 """The chat port: the only way the core talks to a chat platform.
 
 Adapters (console, Slack, Matrix) and the test fake implement `ChatPort`. The core calls it; it never calls back
-into the core except through the `Inbound` sink it was given (`Host.handle_message`, `Host.decide`). Methods take no
+into the core except through the `Inbound` door it was given: adapters hold nothing else of the core (no host,
+broker or store; an import-linter contract keeps it so). Methods take no
 timeouts: the broker owns every deadline.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from bridge.model import (
     Actor,
     CardRef,
     ConversationKey,
     DecisionIn,
+    DecisionResult,
     Interaction,
     MessageIn,
     MessageRef,
     Outcome,
     StatusView,
 )
-
-if TYPE_CHECKING:
-    from bridge.broker import DecisionResult
 
 
 class ChatPort(Protocol):
@@ -55,20 +55,83 @@ class ChatPort(Protocol):
         """Edit a status line in place (progress, done, stopped)."""
         ...
 
+CLEANUP_TIMEOUT = 10.0
+"""How long finishing a card may take at the end of an interaction (also during shutdown); adapters that finish
+cards in their own tasks keep to the same bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestorableCard:
+    """An open card of a durable (2026-era) request that outlived the last run, for an adapter to re-attach to."""
+
+    interaction: Interaction
+    card: CardRef
+
+
+class AdapterState(Protocol):
+    """Small persistent key-value state an adapter owns (Slack's bot threads, say), in its own namespace."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
 
 class Inbound(Protocol):
-    """What adapters call on the core. Both return quickly: long work runs in the host's own tasks."""
+    """The one door from adapters into the core. Calls return quickly: long work runs in the core's own tasks."""
 
     async def handle_message(self, message: MessageIn) -> None:
-        """A person wrote something addressed to the bot: a command or an agent turn."""
+        """A person wrote something addressed to the bot: a command or an agent turn, run in the background."""
+        ...
+
+    async def run_message(self, message: MessageIn) -> None:
+        """The same, returning when the work is finished (the console runs one command at a time)."""
         ...
 
     async def decide(self, decision: DecisionIn) -> DecisionResult:
-        """A person decided on a card. The result says whether it counted (adapters may show field errors)."""
+        """A person decided on a card. The result says whether it counted; refusals and late clicks have already
+        been told to the person."""
+        ...
+
+    def claim(self, decision: DecisionIn) -> DecisionResult:
+        """Decide without awaiting and without any notice, for adapters that must answer at once and show the
+        verdict themselves (a Slack modal submission)."""
+        ...
+
+    async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
+        """Whether `actor` could decide now, without deciding (before opening a dialog). A refusal or a late click
+        gets the usual notice."""
+        ...
+
+    def open_interaction(self, interaction_id: str) -> Interaction | None:
+        """The interaction if it is open and waited on in this process."""
+        ...
+
+    def known_interaction(self, interaction_id: str) -> Interaction | None:
+        """The interaction, open or finished, if the bridge has ever seen it."""
+        ...
+
+    def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
+        """Interactions open in this process, in one conversation or everywhere."""
         ...
 
     def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
         """Open interactions this person may decide, for a 'what needs me' view."""
+        ...
+
+    async def wait_open(self, interaction_id: str) -> Interaction:
+        """Wait until an interaction is open here (posted, or resumed after a restart)."""
+        ...
+
+    def restorable_cards(self, platform: str) -> list[RestorableCard]:
+        """Open durable cards of this platform left by the last run (to be resumed by the core)."""
+        ...
+
+    async def stop_call(self, call_id: str, actor: Actor) -> bool:
+        """Stop a running tool call (a Stop button); refused privately for people who may not."""
+        ...
+
+    def adapter_state(self, namespace: str) -> AdapterState:
+        """Persistent key-value state owned by one adapter."""
         ...
 
 
@@ -76,7 +139,7 @@ class Adapter(ChatPort, Protocol):
     """A chat adapter the CLI can run: a chat port that also serves its platform's events until cancelled.
 
     Each adapter package (`adapters.console`, `adapters.slack`, `adapters.matrix`) exposes
-    `create(host, settings, config) -> Adapter`, where `settings` is its block under `chat:` in the config. The CLI
+    `create(inbound, settings, config) -> Adapter`, where `settings` is its block under `chat:` in the config. The CLI
     imports it by name, attaches it to the host and runs `serve()` in the host's lifetime. `serve` returning means
     the adapter has ended by itself (the console's input closed).
     """

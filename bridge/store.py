@@ -79,6 +79,12 @@ CREATE TABLE IF NOT EXISTS settings (
     value TEXT NOT NULL,
     PRIMARY KEY (conversation, key)
 );
+CREATE TABLE IF NOT EXISTS adapter_state (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
 CREATE TABLE IF NOT EXISTS history (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     conversation TEXT NOT NULL,
@@ -258,6 +264,17 @@ class Store:
     def set_setting(self, conversation: ConversationKey, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO settings (conversation, key, value) VALUES (?,?,?)",
                          (conversation.id(), key, value))
+
+    # -- adapter-owned state ---------------------------------------------------------------------------------------
+
+    def adapter_value(self, namespace: str, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM adapter_state WHERE namespace = ? AND key = ?",
+                               (namespace, key)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_adapter_value(self, namespace: str, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO adapter_state (namespace, key, value) VALUES (?,?,?)",
+                         (namespace, key, value))
 
     def history(self, conversation: ConversationKey) -> list[dict[str, Any]]:
         rows = self._db.execute("SELECT message FROM history WHERE conversation = ? ORDER BY id",

@@ -23,10 +23,8 @@ from typing import Any, TextIO
 import anyio
 
 from adapters.console import render
-from bridge.broker import Verdict
 from bridge.config import Config
 from bridge.dialog import Dialog, Step, StepKind
-from bridge.host import Host
 from bridge.model import (
     Actor,
     CardRef,
@@ -37,7 +35,9 @@ from bridge.model import (
     MessageRef,
     Outcome,
     StatusView,
+    Verdict,
 )
+from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class ConsoleAdapter:
 
     platform = "console"
 
-    def __init__(self, host: Host, lines: AsyncIterator[str], out: TextIO, *, user: str = "you",
+    def __init__(self, host: Inbound, lines: AsyncIterator[str], out: TextIO, *, user: str = "you",
                  accept_commands: bool = True) -> None:
         self._host = host
         self._lines = lines
@@ -225,6 +225,6 @@ class ConsoleAdapter:
         self._print(*render.question(question))
 
 
-def create(host: Host, settings: Mapping[str, Any], config: Config) -> ConsoleAdapter:
+def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> ConsoleAdapter:
     """The console on this process's stdin and stdout."""
     return ConsoleAdapter(host, stream_lines(sys.stdin), sys.stdout, user=str(settings.get("user", "you")))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 import time
 
-from bridge.broker import describe_outcome
 from bridge.dialog import Dialog, Question, option_lines
 from bridge.model import Interaction, Kind, Outcome, StatusView
+from bridge.presentation import describe_outcome
 from bridge.text import card_title, secret_warning
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")

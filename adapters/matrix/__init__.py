@@ -8,10 +8,10 @@ from typing import Any
 from adapters.matrix.adapter import MatrixAdapter
 from adapters.matrix.settings import MatrixSettings
 from bridge.config import Config
-from bridge.host import Host
+from bridge.ports import Inbound
 
 
-def create(host: Host, settings: Mapping[str, Any], config: Config) -> MatrixAdapter:
+def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> MatrixAdapter:
     """The adapter for the `chat.matrix` block of the config (attach it to the host, then run `serve()`)."""
     return MatrixAdapter(host, MatrixSettings.from_mapping(settings), config)
 

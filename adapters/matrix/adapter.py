@@ -40,11 +40,9 @@ from adapters.matrix.translate import (
     text_in,
     vote_in,
 )
-from bridge.broker import CLEANUP_TIMEOUT, Verdict
 from bridge.config import Config
 from bridge.dialog import Step, StepKind
 from bridge.errors import AdapterError, BridgeError, PlatformAPIError, RateLimited
-from bridge.host import Host
 from bridge.model import (
     Action,
     Actor,
@@ -56,7 +54,9 @@ from bridge.model import (
     Outcome,
     Status,
     StatusView,
+    Verdict,
 )
+from bridge.ports import CLEANUP_TIMEOUT, Inbound
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class MatrixAdapter:
 
     platform = PLATFORM
 
-    def __init__(self, host: Host, settings: MatrixSettings, config: Config, *,
+    def __init__(self, host: Inbound, settings: MatrixSettings, config: Config, *,
                  client_config: Any = None) -> None:
         self.host = host
         self.settings = settings
@@ -688,10 +688,8 @@ class MatrixAdapter:
         """Rebuild the cards of durable (2026-era) requests that outlived the last run, so that votes, replies and
         reactions find them again. Poll votes are recounted from the server (in `_carry_on`, once synced); text
         answers given before the restart were not kept, so the questions are asked again."""
-        for stored in self.host.store.open_interactions():
+        for stored in self.host.restorable_cards(PLATFORM):
             i = stored.interaction
-            if stored.card is None or stored.pending_call is None or i.conversation.platform != PLATFORM:
-                continue
             data = stored.card.data
             if "root" not in data or "room" not in data:
                 continue
@@ -735,8 +733,8 @@ class MatrixAdapter:
         for poll in card.polls.values():
             await self._recount(card, poll)
         with anyio.move_on_after(RESTORE_WAIT):
-            await self.host.broker.wait_open(card.interaction.id)
-        if self.host.broker.interaction(card.interaction.id) is None or card.done:
+            await self.host.wait_open(card.interaction.id)
+        if self.host.open_interaction(card.interaction.id) is None or card.done:
             return
         try:
             await self._thread_post(card, render.message(render.plain(

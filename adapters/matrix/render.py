@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.broker import describe_outcome
 from bridge.dialog import Question, option_lines
 from bridge.forms import Field, FieldKind
 from bridge.model import Interaction, Kind, Outcome, Status, StatusView
+from bridge.presentation import describe_outcome
 from bridge.text import card_title, secret_warning, shorten, url_host
 
 POLL_START = "org.matrix.msc3381.poll.start"

@@ -13,10 +13,10 @@ from typing import Any
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.settings import SlackSettings, from_mapping
 from bridge.config import Config
-from bridge.host import Host
+from bridge.ports import Inbound
 
 
-def create(host: Host, settings: Mapping[str, Any] | SlackSettings, config: Config) -> SlackAdapter:
+def create(host: Inbound, settings: Mapping[str, Any] | SlackSettings, config: Config) -> SlackAdapter:
     """The adapter for the `chat.slack` block; attach it to the host and run `serve()` in the host's lifetime."""
     typed = settings if isinstance(settings, SlackSettings) else from_mapping(settings)
     return SlackAdapter(host, typed, config)

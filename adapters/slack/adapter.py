@@ -31,10 +31,8 @@ from adapters.slack.client import api_errors, web_client
 from adapters.slack.elements import matching_options
 from adapters.slack.escape import mrkdwn
 from adapters.slack.settings import SlackSettings
-from bridge.broker import Verdict
 from bridge.config import Config
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
-from bridge.host import Host
 from bridge.model import (
     Action,
     Actor,
@@ -47,7 +45,9 @@ from bridge.model import (
     MessageRef,
     Outcome,
     StatusView,
+    Verdict,
 )
+from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ _DECISIONS: dict[str, Action] = {ids.ACCEPT: "accept", ids.DECLINE: "decline", i
 NOT_ALLOWED = "You are not allowed to use this bridge here."
 SEEN_MESSAGES = 1000
 """How many message ids are remembered to drop a redelivered or duplicate event for the same message."""
-BOT_THREAD = "slack.bot_thread"
+BOT_THREAD = "bot_thread"
 """Store setting on a thread's conversation: the bot takes part (replies need no mention, even after a restart)."""
 FINAL_RATE_LIMIT_WAIT = 2.0
 """Longest Retry-After a final card update waits out in the call; a longer one is rescheduled (broker gives 10 s)."""
@@ -72,7 +72,7 @@ class SlackAdapter:
 
     platform = translate.PLATFORM
 
-    def __init__(self, host: Host, settings: SlackSettings, config: Config) -> None:
+    def __init__(self, host: Inbound, settings: SlackSettings, config: Config) -> None:
         self._host = host
         self.settings = settings
         self._scope: translate.Scope = config.conversation_scope
@@ -89,7 +89,8 @@ class SlackAdapter:
         """Modal view id → answers from the pages already submitted (a paged form keeps one view id)."""
         self._threads: set[tuple[str, str]] = set()
         """(channel, thread ts) the bot takes part in: replies there are addressed to it without a mention. A cache
-        of the store's `BOT_THREAD` settings, which survive a restart."""
+        of the adapter's own persistent state, which survives a restart."""
+        self._state = host.adapter_state("slack")
         self._seen: OrderedDict[str, None] = OrderedDict()
         """Ids of the latest messages handled (`translate.message_identity`), oldest first."""
         self._tasks: TaskGroup | None = None
@@ -270,7 +271,7 @@ class SlackAdapter:
     def _remember_thread(self, team: str, channel: str, thread: str) -> None:
         if (channel, thread) not in self._threads:
             self._threads.add((channel, thread))
-            self._host.store.set_setting(self._thread_key(team, channel, thread), BOT_THREAD, "1")
+            self._state.set(self._thread_key(team, channel, thread), "1")
 
     def _in_bot_thread(self, team: str, channel: str, thread: str) -> bool:
         """Whether the bot takes part in this thread: cached, else from the store (an earlier run's threads)."""
@@ -278,14 +279,14 @@ class SlackAdapter:
             return False
         if (channel, thread) in self._threads:
             return True
-        if self._host.store.setting(self._thread_key(team, channel, thread), BOT_THREAD) == "1":
+        if self._state.get(self._thread_key(team, channel, thread)) == "1":
             self._threads.add((channel, thread))
             return True
         return False
 
     @staticmethod
-    def _thread_key(team: str, channel: str, thread: str) -> ConversationKey:
-        return ConversationKey(translate.PLATFORM, team, channel, thread)
+    def _thread_key(team: str, channel: str, thread: str) -> str:
+        return f"{BOT_THREAD}/{team}/{channel}/{thread}"
 
     def _first_time(self, event: Mapping[str, Any]) -> bool:
         """False for a message already handled (Slack redelivers events, and may send two for one message)."""
@@ -452,11 +453,11 @@ class SlackAdapter:
     # -- clicks --------------------------------------------------------------------------------------------------
 
     def _open(self, interaction_id: str) -> Interaction | None:
-        return next((i for i in self._host.broker.open_interactions() if i.id == interaction_id), None)
+        return next((i for i in self._host.open_interactions() if i.id == interaction_id), None)
 
     async def _explain(self, interaction_id: str, who: Actor) -> None:
         """Tell a person why their click did nothing (refused, already decided, unknown), with the core's words."""
-        await self._host.broker.check(interaction_id, who)
+        await self._host.check(interaction_id, who)
 
     async def _on_decision(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
         await ack()
@@ -555,7 +556,7 @@ class SlackAdapter:
             next_page = modal.form_view(interaction, replace(meta, page=meta.page + 1))
             await ack(response_action="update", view=next_page)
             return
-        result = self._host.broker.decide_nowait(DecisionIn(interaction.id, who, "accept", dict(draft)))
+        result = self._host.claim(DecisionIn(interaction.id, who, "accept", dict(draft)))
         if result.verdict is Verdict.CLAIMED:
             self._forget_view(interaction.id, view_id)
             await ack()
@@ -597,11 +598,7 @@ class SlackAdapter:
                 del self._views[interaction_id]
 
     def _known(self, interaction_id: str) -> Interaction | None:
-        interaction = self._host.broker.interaction(interaction_id)
-        if interaction is not None:
-            return interaction
-        stored = self._host.store.interaction(interaction_id)
-        return stored.interaction if stored else None
+        return self._host.known_interaction(interaction_id)
 
     async def _close_view(self, view_id: str, interaction: Interaction, what: str) -> None:
         self._drafts.pop(view_id, None)

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 from adapters.slack import ids
 from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn, visible_url
-from bridge.broker import describe_outcome
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
+from bridge.presentation import describe_outcome
 from bridge.text import card_title, secret_warning
 
 JSON = dict[str, Any]

@@ -13,9 +13,9 @@ import anyio
 import pytest
 import trio.testing
 
-from bridge.broker import Broker, Verdict
+from bridge.broker import Broker
 from bridge.forms import form_from_schema
-from bridge.model import DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.model import DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
 

@@ -16,11 +16,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestFormParams
 
 from bridge import elicitation
-from bridge.broker import Verdict
 from bridge.config import ServerConfig
 from bridge.context import RequestContext
 from bridge.host import Host
-from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status
+from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.servers.inline import form_server
