@@ -19,6 +19,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bridge.errors import ConfigError
+from bridge.model import ConversationScope
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -98,7 +99,7 @@ class LLMConfig:
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
     store: str = "./mcp-chat-bridge.db"
-    conversation_scope: Literal["thread", "channel", "user"] = "thread"
+    conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
     llm: LLMConfig = LLMConfig()

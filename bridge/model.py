@@ -42,6 +42,25 @@ class ConversationKey:
         return cls(platform, workspace, channel, thread, user)
 
 
+ConversationScope = Literal["thread", "channel", "user"]
+"""What one conversation is in a channel (the config's `conversation_scope`)."""
+
+
+def conversation_key(scope: ConversationScope, platform: str, workspace: str, channel: str, *, thread: str,
+                     user: str) -> ConversationKey:
+    """The conversation a message belongs to, the same way on every platform.
+
+    `thread` is the thread the message is in, or the one it starts (the adapter decides: a Slack DM outside a
+    thread starts none); with scope `channel` the whole channel is one conversation, with `user` each person has
+    their own conversation in it.
+    """
+    if scope == "thread":
+        return ConversationKey(platform, workspace, channel, thread)
+    if scope == "user":
+        return ConversationKey(platform, workspace, channel, "", user)
+    return ConversationKey(platform, workspace, channel)
+
+
 @dataclass(frozen=True, slots=True)
 class Actor:
     """A person on a platform. `user_id` is the stable id that approver lists match, never the display name."""

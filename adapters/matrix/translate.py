@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from adapters.matrix.render import POLL_RESPONSE, POLL_RESPONSE_STABLE
-from bridge.model import Actor, ConversationKey, MessageIn
+from bridge.model import Actor, ConversationKey, ConversationScope, MessageIn, conversation_key
 
 PLATFORM = "matrix"
 PREFIX = "!mcp"
-Scope = Literal["thread", "channel", "user"]
+Scope = ConversationScope
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +167,7 @@ def conversation(room_id: str, workspace: str, scope: Scope, *, thread: str | No
                  user: str) -> ConversationKey:
     """The conversation a message belongs to. With `thread` scope a top-level message starts a thread of its own:
     the bot answers there, and that thread is the conversation."""
-    if scope == "thread":
-        return ConversationKey(PLATFORM, workspace, room_id, thread or event_id)
-    if scope == "user":
-        return ConversationKey(PLATFORM, workspace, room_id, "", user)
-    return ConversationKey(PLATFORM, workspace, room_id)
+    return conversation_key(scope, PLATFORM, workspace, room_id, thread=thread or event_id, user=user)
 
 
 def message_in(text: TextIn, actor: Actor, *, workspace: str, scope: Scope, bot_id: str, bot_name: str,

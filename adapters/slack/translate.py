@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from adapters.slack import ids
 from adapters.slack.elements import NO, YES, kept_default, unix_to_rfc3339
 from bridge.forms import Field, FieldKind, Form
-from bridge.model import Actor, ConversationKey, JSONValue, MessageIn
+from bridge.model import Actor, ConversationKey, ConversationScope, JSONValue, MessageIn, conversation_key
 
 PLATFORM = "slack"
-Scope = Literal["thread", "channel", "user"]
+Scope = ConversationScope
 
 _PERSON_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 """Message subtypes a person writes; the rest are edits, joins, topic changes and bot posts."""
@@ -35,12 +35,7 @@ def conversation(scope: Scope, team: str, channel: str, ts: str, thread_ts: str 
     answers there. A DM is one conversation unless the person uses threads in it. Scope `channel` is the whole
     channel, `user` each person's own conversation in it.
     """
-    if scope == "thread":
-        thread = thread_ts or ("" if is_dm else ts)
-        return ConversationKey(PLATFORM, team, channel, thread)
-    if scope == "user":
-        return ConversationKey(PLATFORM, team, channel, "", user)
-    return ConversationKey(PLATFORM, team, channel)
+    return conversation_key(scope, PLATFORM, team, channel, thread=thread_ts or ("" if is_dm else ts), user=user)
 
 
 def strip_mention(text: str, bot_user_id: str) -> str:
