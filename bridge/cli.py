@@ -145,6 +145,11 @@ async def _run(config: Config) -> int:
             for adapter in adapters:
                 host.attach(adapter)
             tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
+            if config.http.listen:
+                from bridge.http_server import HttpServer  # only when configured: starlette and uvicorn cost start time
+
+                http = HttpServer(config.http.listen, config.http.public_url)
+                await tg.start(http.serve)
             if "console" in config.chat and len(adapters) == 1:
                 print(_banner(config), file=sys.stdout, flush=True)
 

@@ -87,6 +87,15 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpConfig:
+    """The bridge's one HTTP server (health, metrics, OAuth callback, web forms); off when `listen` is empty."""
+
+    listen: str = ""
+    public_url: str = ""
+    """The address people's browsers reach the server at (behind a proxy); links in chat are built from it."""
+
+
+@dataclass(frozen=True, slots=True)
 class LLMConfig:
     provider: Literal["openai", "anthropic", "human"] = "human"
     model: str | None = None
@@ -105,6 +114,7 @@ class Config:
     llm: LLMConfig = LLMConfig()
     agent_max_rounds: int = 8
     agent_system_prompt: str = ""
+    http: HttpConfig = HttpConfig()
     chat: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """One raw block per adapter (`console`, `slack`, `matrix`), validated by the schema; adapters read their own."""
 
@@ -176,6 +186,8 @@ def _build(data: dict[str, Any]) -> Config:
                       base_url=llm.get("base_url"), timeout=parse_duration(llm.get("timeout", 60))),
         agent_max_rounds=int(agent.get("max_rounds", 8)),
         agent_system_prompt=str(agent.get("system_prompt", "")),
+        http=HttpConfig(listen=str((data.get("http") or {}).get("listen", "")),
+                        public_url=str((data.get("http") or {}).get("public_url", ""))),
         chat=dict(data.get("chat") or {}),
     )
 

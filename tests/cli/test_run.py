@@ -5,24 +5,27 @@ from __future__ import annotations
 import json
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import httpx2
 import pytest
 import yaml
 
 from bridge.store import Store
 
 
-def start(tmp_path: Path, protocol: str) -> tuple[subprocess.Popen[str], queue.Queue[str], Path, threading.Thread]:
+def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Popen[str], queue.Queue[str], Path,
+                                                                  threading.Thread]:
     db = tmp_path / "bridge.db"
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
         "store": str(db),
         "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo_server"], "protocol": protocol}},
-        "chat": {"console": {}}}))
+        "chat": {"console": {}}, **extra}))
     proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",
                              str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -88,3 +91,22 @@ def test_version_and_help() -> None:
     done = subprocess.run([sys.executable, "-m", "bridge.cli", "--version"], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0 and done.stdout.startswith("mcp-chat-bridge 0.1.0")
+
+
+def test_run_serves_health_on_the_configured_port(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a free port, released for the bridge to take
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc, lines, _db, reader = start(tmp_path, "auto", http={"listen": f"127.0.0.1:{port}"})
+    try:
+        wait_line(lines, "mcp-chat-bridge")  # the banner: the bridge is up
+        assert httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=10).text == "ok\n"
+        assert httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=10).json()["ready"] is True
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            assert pipe is not None
+            pipe.close()
+    assert proc.returncode == 0
