@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
+from anyio.abc import TaskGroup
 
 from adapters.console import render
 from bridge.config import Config
 from bridge.dialog import Dialog, Step, StepKind
 from bridge.model import (
+    Action,
     Actor,
     CardRef,
     ConversationKey,
@@ -172,7 +174,7 @@ class ConsoleAdapter:
         while not (self._cards or (self._accept_commands and self._busy == 0)):
             await self._changed.wait()
 
-    async def _on_line(self, line: str, tg: Any) -> None:
+    async def _on_line(self, line: str, tg: TaskGroup) -> None:
         stripped = line.strip()
         if stripped.startswith(PREFIX) and (len(stripped) == len(PREFIX) or stripped[len(PREFIX)].isspace()):
             self._start(MessageIn(self.conversation, self.actor, stripped[len(PREFIX):].strip(),
@@ -184,7 +186,7 @@ class ConsoleAdapter:
         if stripped and self._accept_commands:
             self._start(MessageIn(self.conversation, self.actor, stripped), tg)
 
-    def _start(self, message: MessageIn, tg: Any) -> None:
+    def _start(self, message: MessageIn, tg: TaskGroup) -> None:
         self._busy += 1
 
         async def run() -> None:
@@ -204,7 +206,7 @@ class ConsoleAdapter:
             return
         self._show(card, step)
 
-    async def _decide(self, card: _Card, action: Any, content: Mapping[str, Any] | None = None) -> None:
+    async def _decide(self, card: _Card, action: Action, content: Mapping[str, Any] | None = None) -> None:
         result = await self._host.decide(DecisionIn(card.interaction.id, self.actor, action, content))
         if result.verdict is Verdict.INVALID:
             self._show(card, card.dialog.rejected(result.errors))

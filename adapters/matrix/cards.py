@@ -19,7 +19,7 @@ from typing import Any
 from adapters.matrix.render import KEYCAPS, poll_options, poll_value, pollable
 from bridge.dialog import Dialog, Step
 from bridge.forms import Field, FieldKind
-from bridge.model import Interaction, Kind
+from bridge.model import CardRef, Interaction, Kind
 
 SKIP_WORDS = frozenset({"skip", "-", "default", "(empty)"})
 """Matrix has no empty message: these stand for one (keep the default, leave an optional field empty)."""
@@ -146,3 +146,12 @@ def poll_fields(interaction: Interaction) -> list[Field]:
     if interaction.kind is not Kind.FORM or interaction.quick_accept:
         return []
     return [f for f in interaction.form.fields if pollable(f)]
+
+
+def poll_map(ref: CardRef) -> dict[str, str]:
+    """Which poll (event id) asks which field (name), as stored in a card's ref."""
+    try:
+        data = json.loads(ref.data.get("polls", "{}"))
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

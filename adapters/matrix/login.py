@@ -11,25 +11,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from adapters.matrix._errors import call
+import anyio
+
+from adapters.matrix.client import Credentials, LoginLost, MatrixClient, UnknownToken
 from adapters.matrix.settings import MatrixSettings
-from bridge.errors import PlatformAPIError
+from bridge.errors import PlatformAPIError, RateLimited
 
 logger = logging.getLogger(__name__)
 
 CREDENTIALS = "credentials.json"
 SYNC_TOKEN = "sync-token"
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    user_id: str
-    device_id: str
-    access_token: str
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -82,33 +75,49 @@ def save_sync_token(store: Path, device_id: str, token: str) -> None:
     _write_private(store / f"{SYNC_TOKEN}-{device_id}", token)
 
 
-async def log_in(client: Any, settings: MatrixSettings) -> Credentials:
-    """Restore the kept session, or the configured token, or log in with the password once and keep the result.
-
-    `client` is a `nio.AsyncClient` made for `settings` (untyped: nio ships no type information).
-    """
+async def log_in(client: MatrixClient, settings: MatrixSettings) -> Credentials:
+    """Restore the kept session, or the configured token, or log in with the password once and keep the result."""
     store = settings.store_path
     kept = load_credentials(store)
     if settings.access_token:
         device = settings.device_id or (kept.device_id if kept and kept.access_token == settings.access_token
                                         else "")
         if not device:
-            client.access_token = settings.access_token
-            client.user_id = settings.user_id
-            whoami = await call("whoami", client.whoami())
-            device = str(whoami.device_id)
+            device = await client.whoami(settings.user_id, settings.access_token)
         credentials = Credentials(settings.user_id, device, settings.access_token)
     elif kept is not None and same_user(kept.user_id, settings.user_id):
         credentials = kept
     elif settings.password:
-        response = await call("login", client.login(settings.password, device_name=settings.device_name))
-        credentials = Credentials(str(response.user_id), str(response.device_id), str(response.access_token))
+        credentials = await client.login(settings.password, settings.device_name)
         logger.info("logged in as %s, new device %s (kept in %s)", credentials.user_id, credentials.device_id, store)
         save_credentials(store, credentials)
         return credentials  # login() has set up the client (and loaded its key store) already
     else:
         raise PlatformAPIError("matrix", "login", "no access_token, no kept session and no password to log in with")
     save_credentials(store, credentials)
-    # restore_login also loads nio's key store for this device (E2EE).
-    client.restore_login(credentials.user_id, credentials.device_id, credentials.access_token)
+    client.restore_login(credentials)
     return credentials
+
+
+async def log_in_again(client: MatrixClient, settings: MatrixSettings, rejected: UnknownToken) -> Credentials:
+    """The homeserver rejected the token (the device was logged out, or the token revoked). The kept login is
+    useless now: forget it, and log in again with the password, or raise `LoginLost` when there is none."""
+    forget_credentials(settings.store_path)
+    if settings.access_token or not settings.password:
+        raise LoginLost(f"matrix: the homeserver rejected the bot's access token ({rejected.error}). Configure a new "
+                        "access_token, or a password to log in with, and start again.") from rejected
+    logger.warning("matrix: the access token was rejected (%s); logging in again with the password", rejected.error)
+    # A logged-out device has lost its keys on the server: start a new device, with a key store of its own.
+    client.forget_device()
+    delay = 1.0
+    while True:
+        try:
+            return await log_in(client, settings)
+        except RateLimited as again:
+            await anyio.sleep(max(again.retry_after, 1.0))
+        except PlatformAPIError as again:
+            if "M_FORBIDDEN" in again.error:  # the password is wrong (changed) as well
+                raise LoginLost(f"matrix: logging in again failed: {again.error}") from again
+            logger.warning("matrix login failed, retrying in %.0fs: %s", delay, again)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 60.0)

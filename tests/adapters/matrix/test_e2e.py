@@ -326,15 +326,15 @@ async def test_events_being_handled_at_a_stop_are_handled_after_the_restart(syna
             await open_room(ada, bot.user_id, encrypted=False)
             await round_trip(ada)
             reached = anyio.Event()
-            handle = first.adapter._handle
+            handle = first.adapter.intake.handle
 
-            async def stuck(room: Any, event: Any) -> None:
+            async def stuck(event: Any) -> None:
                 if body(event) == "!mcp pending":
                     reached.set()
                     await anyio.Event().wait()  # the bridge stops while this event is being handled
-                await handle(room, event)
+                await handle(event)
 
-            monkeypatch.setattr(first.adapter, "_handle", stuck)
+            monkeypatch.setattr(first.adapter.intake, "handle", stuck)
             command = await ada.say("!mcp pending")
             with anyio.fail_after(WAIT):
                 await reached.wait()
@@ -354,7 +354,7 @@ async def test_a_card_that_fails_half_way_is_ended_and_forgotten(synapse: Synaps
         actor = Actor("matrix", ada.user_id, "Ada")
         form = Form(fields=(Field("blue", FieldKind.BOOLEAN, "Blue?"), Field("note", FieldKind.TEXT, "Note")))
         card = approval(Kind.FORM, conversation, actor, form=form, quick_accept=False)
-        post = running.adapter._post
+        post = running.adapter.outbox.post
 
         async def no_polls(room_id: str, data: Mapping[str, Any], *, event_type: str = "m.room.message",
                            plain_ok: bool = False) -> str:
@@ -362,16 +362,16 @@ async def test_a_card_that_fails_half_way_is_ended_and_forgotten(synapse: Synaps
                 raise PlatformAPIError("matrix", "room_send", "M_FORBIDDEN polls are not allowed here")
             return await post(room_id, data, event_type=event_type, plain_ok=plain_ok)
 
-        monkeypatch.setattr(running.adapter, "_post", no_polls)
+        monkeypatch.setattr(running.adapter.outbox, "post", no_polls)
         outcome = await running.host.broker.ask(card)
         assert outcome.status is Status.FAILED
         root = await ada.wait(part_of(card))
         edited = await ada.wait(edit_of(root.event_id))
         assert "failed" in content(edited)["m.new_content"]["body"].lower()
         assert "Waiting for" not in content(edited)["m.new_content"]["body"]
-        adapter = running.adapter
-        assert card.id not in adapter.cards and card.id not in adapter._by_event.values()
-        assert all(card.id not in ids for ids in adapter._by_thread.values())
+        index = running.adapter.cards
+        assert card.id not in index._by_id and card.id not in index._by_event.values()
+        assert all(card.id not in ids for ids in index._by_thread.values())
 
 
 async def test_only_allowed_people_decide_cards_without_approvers(synapse: Synapse, tmp_path: Path) -> None:
@@ -455,13 +455,13 @@ async def test_a_revoked_login_is_renewed_with_the_password(synapse: Synapse, tm
         await round_trip(ada)
         old_device = adapter.device_id
         renewed = anyio.Event()
-        log_in_again = adapter._log_in_again
+        log_in_again = adapter.intake._log_in_again
 
         async def signal(exc: Any) -> None:
             await log_in_again(exc)
             renewed.set()
 
-        monkeypatch.setattr(adapter, "_log_in_again", signal)
+        monkeypatch.setattr(adapter.intake, "_log_in_again", signal)
         other = AsyncClient(synapse.base_url, bot_id)
         try:
             other.restore_login(bot_id, old_device, adapter.client.access_token)

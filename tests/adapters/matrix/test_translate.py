@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.matrix import translate
-from adapters.matrix.notices import Throttle
+from adapters.matrix.outbox import notice_limiter
 from adapters.matrix.settings import MatrixSettings
 from bridge.model import Actor, ConversationKey
 
@@ -93,7 +93,7 @@ def test_settings_policy() -> None:
 
 def test_throttle() -> None:
     now = [0.0]
-    throttle = Throttle(30, clock=lambda: now[0])
+    throttle = notice_limiter(clock=lambda: now[0])
     assert throttle.allow("k") and not throttle.allow("k") and throttle.allow("other")
     now[0] = 31
     assert throttle.allow("k")
