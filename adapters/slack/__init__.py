@@ -1,8 +1,11 @@
 """Slack adapter: MCP interactions as Block Kit cards and modals, over Socket Mode or HTTP (slack-bolt).
 
-Modules: `settings` (typed config), `escape` (untrusted text for mrkdwn), `elements`/`render`/`modal` (pure Block
-Kit), `ids` (action and block ids), `translate` (payloads into core values), `client` (Web API client and error
-translation), `adapter` (bolt wiring and the `ChatPort`). Setup is described in docs/slack.md.
+Pure: `settings` (typed config), `escape` (untrusted text for mrkdwn), `elements`/`render`/`modal` (Block Kit),
+`ids` (action and block ids), `translate` (payloads into core values). I/O: `client` (the one place Web API clients
+are made; error translation), `port` (the host's `ChatPort`), `gate` (the allow-list as bolt middleware),
+`intake` (messages, slash command), `clicks` (buttons), `modals` (forms in modals, drafts), `home` (App Home),
+`people` (names), `threads` (the bot's threads), `background` (work owned by `serve()`), `listeners` (bolt's
+routing table) and `adapter` (composes them and serves). Setup is described in docs/slack.md.
 """
 
 from __future__ import annotations

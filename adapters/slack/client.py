@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -26,10 +27,13 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.settings import SlackSettings
 from bridge.errors import PlatformAPIError, RateLimited
 
 PLATFORM = "slack"
 RETRIES = 2
+FINAL_RATE_LIMIT_WAIT = 2.0
+"""Longest Retry-After a final card update waits out in the call; a longer one is rescheduled (broker gives 10 s)."""
 NOT_RETRIED_ON_CONNECTION_ERRORS = frozenset({"chat.postMessage"})
 """Methods that are not idempotent: retrying after a dropped connection may post the same message twice."""
 
@@ -67,6 +71,32 @@ def web_client(token: str, api_url: str, *, max_rate_limit_wait: float | None = 
         base_url=api_url,
         retry_handlers=[RateLimitRetry(RETRIES, max_rate_limit_wait), ConnectionErrorRetry(max_retry_count=RETRIES)],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SlackClients:
+    """The Web API clients of one adapter, made in one place (`clients`) so they can later share a session."""
+
+    bot: AsyncWebClient
+    """Everything the bot does, waiting out rate limits as slack_sdk's retries allow."""
+    final: AsyncWebClient
+    """For final card and modal updates, which have a deadline: a long rate limit is rescheduled, not slept."""
+    final_wait: float
+    """The longest Retry-After `final` waits out."""
+    app_token: str = field(repr=False)
+    api_url: str = ""
+
+    def socket_mode(self) -> AsyncWebClient:
+        """A client with the app-level token, for opening Socket Mode connections."""
+        return web_client(self.app_token, self.api_url)
+
+
+def clients(settings: SlackSettings) -> SlackClients:
+    wait = FINAL_RATE_LIMIT_WAIT
+    return SlackClients(
+        bot=web_client(settings.bot_token, settings.api_url),
+        final=web_client(settings.bot_token, settings.api_url, max_rate_limit_wait=wait),
+        final_wait=wait, app_token=settings.app_token, api_url=settings.api_url)
 
 
 def api_method(url: str) -> str:

@@ -11,8 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from adapters.slack import adapter as slack_adapter
+from adapters.slack import client as slack_client
 from adapters.slack import ids, modal
+from adapters.slack import port as slack_port
 from bridge.forms import Field, FieldKind, approval_form
 from bridge.model import Status
 from bridge.store import Store
@@ -114,8 +115,8 @@ async def test_a_later_page_submitted_after_a_restart_goes_back_to_the_first_pag
 
 async def test_a_rate_limited_final_update_closes_the_modal_first_and_is_rescheduled(
         slack: FakeSlack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(slack_adapter, "FINAL_RATE_LIMIT_WAIT", 0.0)  # any Retry-After is too long to wait out
-    caplog.set_level(logging.INFO, logger=slack_adapter.__name__)
+    monkeypatch.setattr(slack_client, "FINAL_RATE_LIMIT_WAIT", 0.0)  # any Retry-After is too long to wait out
+    caplog.set_level(logging.INFO, logger=slack_port.__name__)
     async with running_bridge(slack, {}) as bridge:
         with anyio.fail_after(10):
             async with asking(bridge, sampling()) as outcomes:

@@ -1,0 +1,159 @@
+"""Modals: opening a form on a click, its pages and their drafts, the submission (whose ack *is* the answer) and
+closing the modals of a request that ended.
+
+A submission must be answered within 3 seconds and its answer is the ack itself (errors, the next page, or close),
+so the decision is claimed synchronously with `Inbound.claim` before acking, and the person is taken from the cache
+(`People.cached`). What a modal looks like is `modal.py`'s; what a submitted page means is `translate.py`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+import anyio
+from slack_bolt.async_app import AsyncAck
+
+from adapters.slack import ids, modal, translate
+from adapters.slack.client import SlackClients, api_errors
+from adapters.slack.elements import matching_options
+from adapters.slack.escape import mrkdwn
+from adapters.slack.people import People
+from bridge.errors import AdapterError
+from bridge.model import DecisionIn, Interaction, JSONValue, Verdict
+from bridge.ports import Inbound
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+LOST_PAGES = ("The bridge restarted, so the answers from the earlier pages were lost. Please check this page and go "
+              "on again.")
+ENDED = "This request has ended."
+
+
+def still_open(inbound: Inbound, interaction_id: str) -> Interaction | None:
+    """The interaction while it waits for an answer (not once it has one and is being finished)."""
+    return next((i for i in inbound.open_interactions() if i.id == interaction_id), None)
+
+
+class Modals:
+    def __init__(self, inbound: Inbound, clients: SlackClients, people: People) -> None:
+        self._inbound = inbound
+        self._clients = clients
+        self._people = people
+        self._views: dict[str, set[str]] = {}
+        """Interaction id → ids of modals open on it, replaced by a 'closed' view when the request ends."""
+        self._drafts: dict[str, dict[str, JSONValue]] = {}
+        """Modal view id → answers from the pages already submitted (a paged form keeps one view id)."""
+
+    def _open(self, interaction_id: str) -> Interaction | None:
+        return still_open(self._inbound, interaction_id)
+
+    async def open(self, trigger_id: str, interaction: Interaction, meta: ids.ModalMeta) -> None:
+        """Open the form of `interaction` (raises `AdapterError`). The trigger id is valid for 3 seconds from the
+        click: call this before anything slower."""
+        async with api_errors("views.open"):
+            response = await self._clients.bot.views_open(trigger_id=trigger_id,
+                                                          view=modal.form_view(interaction, meta))
+        view_id = str(response["view"]["id"])
+        self._views.setdefault(interaction.id, set()).add(view_id)
+        if self._open(interaction.id) is None:
+            # It ended while the modal was opening, maybe after `close_all` looked for open modals.
+            self._forget(interaction.id, view_id)
+            await self._close(view_id, interaction, ENDED)
+
+    async def close_all(self, interaction: Interaction, what: str) -> None:
+        """Replace every modal open on an ended interaction with a view saying `what` happened."""
+        async with anyio.create_task_group() as tg:
+            for view_id in self._views.pop(interaction.id, set()):
+                tg.start_soon(self._close, view_id, interaction, what)
+
+    # -- listeners -----------------------------------------------------------------------------------------------
+
+    async def on_submit(self, ack: AsyncAck, body: JSON, view: JSON) -> None:
+        meta = ids.ModalMeta.load(str(view.get("private_metadata", "")))
+        view_id = str(view["id"])
+        if meta is None:
+            await ack()
+            return
+        who = self._people.cached(body["user"])
+        interaction = self._open(meta.interaction_id)
+        if interaction is None:
+            self._forget(meta.interaction_id, view_id)
+            ended = self._inbound.known_interaction(meta.interaction_id)
+            if ended is None:
+                await ack()
+            else:
+                await ack(response_action="update", view=modal.closed_view(ended, ENDED))
+            return
+        pages = modal.pages(interaction)
+        if meta.page > 0 and view_id not in self._drafts:
+            # The earlier pages' answers were kept in memory only (a restart lost them): start again at page 1.
+            await ack(response_action="update", view=modal.form_view(interaction, replace(meta, page=0), LOST_PAGES))
+            return
+        page = pages[min(meta.page, len(pages) - 1)]
+        form = interaction.form
+        answers, errors = translate.page_answers(form, page, view.get("state", {}).get("values", {}))
+        if errors:
+            await ack(response_action="errors", errors=translate.block_errors(form, page, errors))
+            return
+        draft = self._drafts.setdefault(view_id, {})
+        for index in page:
+            draft.pop(form.fields[index].name, None)
+        draft.update(answers)
+        if meta.page < len(pages) - 1:
+            next_page = modal.form_view(interaction, replace(meta, page=meta.page + 1))
+            await ack(response_action="update", view=next_page)
+            return
+        result = self._inbound.claim(DecisionIn(interaction.id, who, "accept", dict(draft)))
+        if result.verdict is Verdict.CLAIMED:
+            self._forget(interaction.id, view_id)
+            await ack()
+        elif result.verdict is Verdict.INVALID:
+            await ack(response_action="errors", errors=translate.block_errors(form, page, result.errors))
+        elif result.verdict is Verdict.REFUSED and page:
+            await ack(response_action="errors", errors={ids.field_block(page[0]): result.message})
+        else:
+            self._forget(interaction.id, view_id)
+            await ack(response_action="update", view=modal.closed_view(interaction, mrkdwn(result.message)))
+
+    async def on_closed(self, ack: AsyncAck, body: JSON, view: JSON) -> None:
+        await ack()
+        meta = ids.ModalMeta.load(str(view.get("private_metadata", "")))
+        if meta is None:
+            return
+        self._forget(meta.interaction_id, str(view["id"]))
+        if self._open(meta.interaction_id) is None:
+            return  # already over: closing its modal changes nothing
+        who = await self._people.of(body["user"])
+        await self._inbound.decide(DecisionIn(meta.interaction_id, who, "cancel"))
+
+    async def on_options(self, ack: AsyncAck, payload: JSON, body: JSON) -> None:
+        """Options for a long choice list (external select), filtered by what the person typed."""
+        meta = ids.ModalMeta.load(str((body.get("view") or {}).get("private_metadata", "")))
+        interaction = self._open(meta.interaction_id) if meta else None
+        index = ids.field_index(str(payload.get("block_id", "")))
+        if interaction is None or index is None or index >= len(interaction.form.fields):
+            await ack(options=[])
+            return
+        await ack(options=matching_options(interaction.form.fields[index], str(payload.get("value", ""))))
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------------
+
+    def _forget(self, interaction_id: str, view_id: str) -> None:
+        self._drafts.pop(view_id, None)
+        views = self._views.get(interaction_id)
+        if views is not None:
+            views.discard(view_id)
+            if not views:
+                del self._views[interaction_id]
+
+    async def _close(self, view_id: str, interaction: Interaction, what: str) -> None:
+        self._drafts.pop(view_id, None)
+        try:
+            async with api_errors("views.update"):
+                await self._clients.final.views_update(view_id=view_id, view=modal.closed_view(interaction, what))
+        except AdapterError as exc:
+            # Usually the person closed the modal already; nothing is left to replace.
+            logger.info("could not replace modal %s: %s", view_id, exc)

@@ -1,0 +1,96 @@
+"""The small parts of the Slack adapter on their own: people lookup against the fake Slack, the bot's threads in
+the adapter's state, the redelivery filter, and background work."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import pytest
+
+from adapters.slack.background import Background
+from adapters.slack.client import web_client
+from adapters.slack.intake import SeenMessages
+from adapters.slack.people import People
+from adapters.slack.threads import BotThreads
+from tests.slackfake import FakeSlack, event_app_mention
+
+pytestmark = pytest.mark.anyio
+
+
+class MemoryState(dict[str, str]):
+    def set(self, key: str, value: str) -> None:
+        self[key] = value
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as fake:
+        fake.users.update({"U1": "Ada Lovelace"})
+        yield fake
+
+
+async def test_people_are_looked_up_once_and_a_failed_lookup_keeps_the_payload_s_name(slack: FakeSlack) -> None:
+    people = People(web_client("xoxb-test", slack.api_url))
+    with anyio.fail_after(10):
+        first = await people.actor("U1", "ada")
+        again = await people.of({"id": "U1", "name": "someone else"})
+        slack.fail_next("users.info", "internal_error")
+        unknown = await people.actor("U7", "grace")
+        later = await people.actor("U7")
+    assert (first.key, first.display_name) == ("slack:U1", "ada.lovelace")  # the profile's display name
+    assert again.display_name == "ada.lovelace"
+    assert (unknown.display_name, later.display_name) == ("grace", "grace")  # remembered, not asked again
+    assert [c.args["user"] for c in slack.calls_to("users.info")] == ["U1", "U7"]
+
+
+async def test_a_cached_person_needs_no_lookup(slack: FakeSlack) -> None:
+    people = People(web_client("xoxb-test", slack.api_url))
+    assert people.cached({"id": "U1", "name": "ada"}).display_name == "ada"
+    with anyio.fail_after(10):
+        await people.actor("U1")
+    assert people.cached({"id": "U1", "name": "ada"}).display_name == "ada.lovelace"
+    assert len(slack.calls_to("users.info")) == 1
+
+
+def test_the_bot_s_threads_outlive_the_process_in_the_adapter_s_state() -> None:
+    state = MemoryState()
+    BotThreads(state).remember("T1", "C1", "1.0")
+    after_restart = BotThreads(state)
+    assert after_restart.includes("T1", "C1", "1.0")
+    assert not after_restart.includes("T1", "C1", "2.0")
+    assert not after_restart.includes("T1", "C1", "")  # not in a thread at all
+    assert list(state) == ["bot_thread/T1/C1/1.0"]
+
+
+def test_a_redelivered_message_is_seen_once_and_the_oldest_are_forgotten() -> None:
+    seen = SeenMessages(size=2)
+    first, second, third = (event_app_mention("U1", "C1", "hi", ts)["event"] for ts in ("1.1", "1.2", "1.3"))
+    assert [seen.first_time(e) for e in (first, first, second, third)] == [True, False, True, True]
+    assert seen.first_time(first)  # forgotten after two newer ones
+
+
+async def test_background_work_runs_only_while_running_and_a_failure_ends_nothing_else(
+        caplog: pytest.LogCaptureFixture) -> None:
+    background = Background()
+    done = anyio.Event()
+
+    async def fail() -> None:
+        raise RuntimeError("boom")
+
+    assert not background.spawn("too early", done.wait)
+    with anyio.fail_after(10):
+        async with background.running():
+            assert background.spawn("failing", fail)
+            assert background.spawn("finishing", _set(done))
+            await done.wait()
+    assert not background.spawn("too late", done.wait)
+    failures = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in failures] == ["Slack background work failed: failing"]
+
+
+def _set(event: anyio.Event) -> Callable[[], Awaitable[None]]:
+    async def work() -> None:
+        event.set()
+    return work
