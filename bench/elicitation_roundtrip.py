@@ -2,7 +2,7 @@
 
 Each round calls a tool that elicits a small form and is answered at once:
 
-* bridge: `Host.run_call` -> session pool -> SDK client -> server elicits -> broker stores the interaction, posts a
+* bridge: `host.calls.run` -> session pool -> SDK client -> server elicits -> broker stores the interaction, posts a
   card on a fake chat port, whose person decides `accept` as soon as the card is posted -> the broker validates the
   answer against the form, stores the outcome and its audit row, finishes the card -> the answer goes back to the
   server (legacy: the callback returns; 2026: the host's own `input_required` driver stores the pending call and
@@ -77,7 +77,7 @@ async def run_era(protocol: str, rounds: int, warmup: int, store_path: str) -> E
             port.bind(host, tg)
 
             async def via_bridge() -> CallToolResult | None:
-                return await host.run_call(ROOM, ALICE, SERVER, TOOL, {})
+                return await host.calls.run(ROOM, ALICE, SERVER, TOOL, {})
 
             async def via_bare() -> CallToolResult | None:
                 return await client.call_tool(TOOL, {})

@@ -42,7 +42,7 @@ class Tally:
 
     async def call(self, host: Host, conversation: ConversationKey) -> None:
         tag = conversation.id()
-        result = await host.run_call(conversation, person(conversation), SERVER, TOOL, {"tag": tag})
+        result = await host.calls.run(conversation, person(conversation), SERVER, TOOL, {"tag": tag})
         self.finished += 1
         if answered(result, tag):
             self.answered += 1

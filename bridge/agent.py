@@ -1,24 +1,26 @@
 """The agent: a message addressed to the bot becomes a model turn that may call the conversation's MCP tools.
 
-Tools are offered as `server__tool`. Every call goes through `Host.run_call`, so approval rules, elicitation cards
-and progress work exactly as for a typed `call`. History is stored per conversation, so a restart keeps the thread's
-context; `reset` clears it.
+Tools are offered as `server__tool`. Every call goes through the tool-call owner (`ToolCalls.run`), so approval
+rules, elicitation cards and progress work exactly as for a typed `call`. History is stored per conversation, so a
+restart keeps the thread's context; `reset` clears it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
+from mcp.types import CallToolResult
+
+from bridge.config import Config
 from bridge.errors import SessionError
-from bridge.llm import LLMError, LLMMessage, LLMRequest, ToolCall, ToolResult, ToolSpec
-from bridge.model import MessageIn
+from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
+from bridge.model import Actor, ConversationKey, MessageIn
+from bridge.outbound import Say
+from bridge.store import Store
 from bridge.text import result_text
-
-if TYPE_CHECKING:
-    from bridge.host import Host
 
 logger = logging.getLogger(__name__)
 
@@ -42,51 +44,66 @@ def load_message(data: dict[str, Any]) -> LLMMessage:
                       tool_results=tuple(ToolResult(**r) for r in data.get("tool_results", ())))
 
 
+class ToolLister(Protocol):
+    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]: ...
+
+
+class CallRunner(Protocol):
+    async def run(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
+                  arguments: Mapping[str, Any]) -> CallToolResult | None: ...
+
+
 class Agent:
-    def __init__(self, host: Host) -> None:
-        self._host = host
+    def __init__(self, llm: LLMProvider, config: Config, store: Store, tools: ToolLister, calls: CallRunner,
+                 say: Say) -> None:
+        self._llm = llm
+        self._config = config
+        self._store = store
+        self._tools_of = tools
+        self._calls = calls
+        self._say = say
 
     @property
     def available(self) -> bool:
-        return self._host.llm.name != "human"
+        return self._llm.name != "human"
 
     async def turn(self, message: MessageIn, opening: Sequence[LLMMessage] = ()) -> None:
-        host, conversation = self._host, message.conversation
+        conversation = message.conversation
         if not self.available:
-            await host.say(conversation, "No model is configured, so I only answer commands; type `help`.")
+            await self._say(conversation, "No model is configured, so I only answer commands; type `help`.")
             return
         tools, names = await self._tools(message)
-        history = [load_message(m) for m in host.store.history(conversation)]
+        history = [load_message(m) for m in self._store.history(conversation)]
         new: list[LLMMessage] = [*opening]
         if message.text.strip():
             new.append(LLMMessage("user", f"{message.actor.label()}: {message.text}"))
-        system = host.config.agent_system_prompt or DEFAULT_SYSTEM
+        system = self._config.agent_system_prompt or DEFAULT_SYSTEM
         try:
-            for _ in range(host.config.agent_max_rounds):
-                response = await host.llm.complete(LLMRequest(messages=[*history, *new], system=system, tools=tools))
+            for _ in range(self._config.agent_max_rounds):
+                response = await self._llm.complete(LLMRequest(messages=[*history, *new], system=system, tools=tools))
                 new.append(LLMMessage("assistant", response.text, tool_calls=response.tool_calls))
                 if not response.tool_calls:
-                    await host.say(conversation, response.text or "(the model gave no answer)")
+                    await self._say(conversation, response.text or "(the model gave no answer)")
                     return
                 results = [await self._run(message, names, call) for call in response.tool_calls]
                 new.append(LLMMessage("user", tool_results=tuple(results)))
-            await host.say(conversation, f"I stopped after {host.config.agent_max_rounds} rounds of tool calls "
+            await self._say(conversation, f"I stopped after {self._config.agent_max_rounds} rounds of tool calls "
                                          "without a final answer.")
         except LLMError as exc:
-            await host.say(conversation, f"The model failed: {exc}")
+            await self._say(conversation, f"The model failed: {exc}")
         finally:
-            host.store.append_history(conversation, [dump_message(m) for m in new])
+            self._store.append_history(conversation, [dump_message(m) for m in new])
 
     async def _tools(self, message: MessageIn) -> tuple[list[ToolSpec], dict[str, tuple[str, str]]]:
         specs: list[ToolSpec] = []
         names: dict[str, tuple[str, str]] = {}
-        for server, cfg in self._host.config.servers.items():
+        for server, cfg in self._config.servers.items():
             if cfg.disabled:
                 continue
             try:
-                tools = await self._host.list_tools(message.conversation, server)
+                tools = await self._tools_of.list_tools(message.conversation, server)
             except SessionError as exc:
-                await self._host.say(message.conversation, f"{server} is unavailable to the agent: {exc}")
+                await self._say(message.conversation, f"{server} is unavailable to the agent: {exc}")
                 continue
             for tool in tools:
                 name = tool_name(server, tool.name)
@@ -99,7 +116,7 @@ class Agent:
         if target is None:
             return ToolResult(call.id, f"There is no tool named {call.name}.", is_error=True)
         server, tool = target
-        result = await self._host.run_call(message.conversation, message.actor, server, tool, call.arguments)
+        result = await self._calls.run(message.conversation, message.actor, server, tool, call.arguments)
         if result is None:
             return ToolResult(call.id, "The call failed; the error was shown in the conversation.", is_error=True)
         return ToolResult(call.id, result_text(result), is_error=bool(result.is_error))

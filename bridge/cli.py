@@ -225,7 +225,7 @@ async def _call(args: argparse.Namespace) -> int:
 
         async def run() -> None:
             nonlocal result, failed
-            result = await host.run_call(console.conversation, console.actor, server_name, tool, arguments)
+            result = await host.calls.run(console.conversation, console.actor, server_name, tool, arguments)
             failed = result is None
             tg.cancel_scope.cancel()
 

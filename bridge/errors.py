@@ -4,17 +4,43 @@
     ├── ConfigError              the config file is wrong; `problems` lists "path: problem" lines
     ├── UnsupportedSchema        an elicitation schema outside the spec's subset (sent back as -32602)
     ├── CommandError             a chat command that cannot run as typed (shown to the person, not logged as a fault)
+    ├── ServerUnavailable        no such server, it is disabled, or the pool is full (the command layer words it)
+    ├── InputRefused             a 2026 input request was refused, so the call is not retried; carries the ErrorData
     ├── SessionError             an MCP server could not be reached or used
     │   ├── ServerStartError     it failed to start or to negotiate; carries the stderr tail
     │   └── ServerGoneError      it crashed or closed while in use; carries the stderr tail
     └── AdapterError             a chat platform failed
         ├── PlatformAPIError     an API call failed (translated once, at the adapter's edge)
         └── RateLimited          the platform asked us to slow down; `retry_after` seconds
+    (bridge.llm.errors) LLMError, HumanAnswerRequired; (bridge.llm) InvalidSamplingRequest
+
+Protocol error codes the bridge sends or reads are named once, below; SDK and platform errors are translated once
+at the edge that meets them (the tool-call owner for MCP, each adapter for its platform).
 
 A person's refusal (decline, cancel, expiry) is never an exception: it is an `Outcome` value.
 """
 
 from __future__ import annotations
+
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
+    ErrorData,
+)
+
+USER_REJECTED = -1
+"""The code the 2025-11-25 spec gives for a person's rejection of a sampling request."""
+
+__all__ = [
+    "CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
+    "URL_ELICITATION_REQUIRED", "USER_REJECTED", "AdapterError", "BridgeError", "CommandError", "ConfigError",
+    "InputRefused", "PlatformAPIError", "RateLimited", "ServerGoneError", "ServerStartError", "ServerUnavailable",
+    "SessionError", "UnsupportedSchema",
+]
 
 
 class BridgeError(Exception):
@@ -33,6 +59,19 @@ class UnsupportedSchema(BridgeError):
 
 class CommandError(BridgeError):
     """A command a person typed cannot run; the message is meant for them."""
+
+
+class ServerUnavailable(BridgeError):
+    """A server cannot be used at all right now (unknown, disabled, or no room in the pool); the message is for
+    people. Raised by the session pool; the command layer shows it like a `CommandError`."""
+
+
+class InputRefused(BridgeError):
+    """A 2026 input request was refused (a denial, an unsupported form): the call is not retried."""
+
+    def __init__(self, error: ErrorData) -> None:
+        self.error = error
+        super().__init__(error.message)
 
 
 class SessionError(BridgeError):

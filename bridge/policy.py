@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from mcp.types import ToolAnnotations
 
+from bridge.secret_names import looks_secret
 from bridge.text import shorten
 
-_SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|auth|credential|private[_-]?key|"
-                         r"cookie|session|card|cvv|iban", re.IGNORECASE)
 MASK = "••••••"
 MAX_VALUE = 300
 
@@ -36,7 +34,7 @@ def mask_arguments(arguments: Mapping[str, Any]) -> str:
 
 
 def _mask(value: Any, key: str = "") -> Any:
-    if key and _SECRET_KEY.search(key) and not isinstance(value, dict | list):
+    if key and looks_secret(key) and not isinstance(value, dict | list):
         return MASK
     if isinstance(value, Mapping):
         return {str(k): _mask(v, str(k)) for k, v in value.items()}

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from mcp.types import ListRootsResult, Root
+from mcp.client import ClientRequestContext
+from mcp.types import ErrorData, ListRootsResult, Root
 
-from bridge.context import RequestContext, Services, new_id
+from bridge.config import Config
 from bridge.errors import CommandError
 from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.model import ConversationKey, Detail, Interaction, Kind, Status
+from bridge.model import ConversationKey, Detail, Kind, Status
+from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
+from bridge.store import Store
 
 
 def check_uri(uri: str) -> str:
@@ -29,29 +32,36 @@ def remember_key(server: str) -> str:
     return f"roots.always.{server}"
 
 
-class RootsKeeper:
-    def __init__(self, services: Services) -> None:
-        self._services = services
+class RootsKeeper(RequestHandler[None, ListRootsResult]):
+    """The conversation's roots, and the handler of `roots/list` (registered only when the policy is not "deny")."""
+
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: Store) -> None:
+        super().__init__(contexts, asker)
+        self._config = config
+        self._store = store
+
+    async def __call__(self, context: ClientRequestContext, params: None = None) -> ListRootsResult | ErrorData:
+        return await super().__call__(context, params)
 
     def offered(self, conversation: ConversationKey, server: str | None = None) -> list[tuple[str, str]]:
         """This conversation's roots plus the server's configured defaults, without duplicates."""
-        roots = list(self._services.store.roots(conversation))
+        roots = list(self._store.roots(conversation))
         if server is not None:
-            cfg = self._services.config.servers.get(server)
+            cfg = self._config.servers.get(server)
             seen = {uri for uri, _ in roots}
             for uri, name in cfg.roots.defaults if cfg else ():
                 if uri not in seen:
                     roots.append((uri, name))
         return roots
 
-    async def handle(self, ctx: RequestContext) -> ListRootsResult:
+    async def answer(self, ctx: RequestContext, params: None = None) -> ListRootsResult | ErrorData:
         """Answer a server's roots/list. A refusal is an empty list: the server sees no folders, and the call it
         was making can still go on."""
-        policy = self._services.config.servers[ctx.server.name].roots
+        policy = self._config.servers[ctx.server.name].roots
         roots = self.offered(ctx.conversation, ctx.server.name)
-        if policy.approval == "deny" or not roots:
+        if not roots:
             return ListRootsResult(roots=[])
-        remembered = self._services.store.setting(ctx.conversation, remember_key(ctx.server.name)) == "all"
+        remembered = self._store.setting(ctx.conversation, remember_key(ctx.server.name)) == "all"
         if policy.approval == "auto" or remembered:
             return _result(roots, [uri for uri, _ in roots])
         options = tuple(Option(uri, f"{name} ({uri})" if name else uri) for uri, name in roots)
@@ -61,21 +71,18 @@ class RootsKeeper:
             Field("remember", FieldKind.BOOLEAN, "Always share all of them with this server here", default=False,
                   has_default=True),
         ]
-        interaction = Interaction(
-            id=new_id(), kind=Kind.ROOTS, server=ctx.server, conversation=ctx.conversation, requester=ctx.requester,
-            approvers=ctx.approvers, message=f"{ctx.server.text()} asks which folders it may see.",
-            form=approval_form(fields), expires_at=ctx.deadline(policy.timeout),
-            details=tuple(Detail(name or "Folder", uri) for uri, name in roots), accept_label="Share",
-            decline_label="Deny", quick_accept=True, tool=ctx.tool)
-        outcome = await self._services.broker.ask(interaction, pending_call=ctx.pending_call,
-                                                  input_key=ctx.input_key)
+        interaction = new_interaction(
+            ctx, Kind.ROOTS, f"{ctx.server.text()} asks which folders it may see.", form=approval_form(fields),
+            timeout=policy.timeout, details=tuple(Detail(name or "Folder", uri) for uri, name in roots),
+            accept_label="Share", decline_label="Deny", quick_accept=True)
+        outcome = await self.ask(ctx, interaction)
         if outcome.status is not Status.ACCEPTED:
             return ListRootsResult(roots=[])
         content = outcome.content or {}
         chosen = content.get("roots")
         picked = [str(u) for u in chosen] if isinstance(chosen, list) else []
         if content.get("remember") is True:
-            self._services.store.set_setting(ctx.conversation, remember_key(ctx.server.name), "all")
+            self._store.set_setting(ctx.conversation, remember_key(ctx.server.name), "all")
         return _result(roots, picked)
 
 

@@ -3,8 +3,10 @@
 The order is the spec's advice made concrete: policy first (deny, rate, caps, allowed models), then a card showing
 exactly what would be sent (approve, edit the prompt, or deny), then the model, then a second card with the answer
 for review (send, edit, deny) before anything goes back. With the `human` provider the reviewer writes the answer.
-Caps hold even under `approval: auto`. A refusal is `ErrorData(-1, ...)`, the code the 2025-11-25 spec names; on
-2026 servers the host then does not retry the call and tells the conversation instead.
+Caps hold even under `approval: auto`; "deny" is checked once, where the handler table leaves sampling unregistered
+(the capability is not declared, and the SDK refuses for both eras). A refusal is `ErrorData(-1, ...)`, the code the
+2025-11-25 spec names; on 2026 servers the call is then not retried and the conversation is told instead. What the
+approver reads of the messages is what the model gets (`bridge.content_text`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from mcp.types import (
     CreateMessageResultWithTools,
     ErrorData,
     SamplingMessage,
-    TextContent,
 )
 
-from bridge.context import RequestContext, Services, new_id
+from bridge.config import Config
+from bridge.content_text import block_text
+from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, USER_REJECTED
 from bridge.forms import Field, FieldKind, Form, approval_form
 from bridge.llm import (
     HumanAnswerRequired,
@@ -36,21 +39,21 @@ from bridge.llm import (
     to_llm_request,
 )
 from bridge.model import Detail, Interaction, Kind, Status
+from bridge.outbound import Say
 from bridge.ratelimit import RateLimiter
-from bridge.text import block_text
+from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
 
 logger = logging.getLogger(__name__)
-
-USER_REJECTED = -1
-"""The error code the 2025-11-25 spec gives for a person's rejection of a sampling request."""
-INVALID_PARAMS = -32602
 
 SamplingAnswer = CreateMessageResult | CreateMessageResultWithTools | ErrorData
 
 
-class Sampler:
-    def __init__(self, services: Services, provider: LLMProvider) -> None:
-        self._services = services
+class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | CreateMessageResultWithTools]):
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, say: Say,
+                 provider: LLMProvider) -> None:
+        super().__init__(contexts, asker)
+        self._config = config
+        self._say = say
         self._provider = provider
         self._rates: dict[str, RateLimiter] = {}
 
@@ -58,14 +61,12 @@ class Sampler:
     def supports_tools(self) -> bool:
         return self._provider.supports_tools
 
-    async def handle(self, ctx: RequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
-        policy = self._services.config.servers[ctx.server.name].sampling
-        if policy.approval == "deny":
-            return ErrorData(code=USER_REJECTED, message="Sampling is turned off for this server")
+    async def answer(self, ctx: RequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
+        policy = self._config.servers[ctx.server.name].sampling
         if policy.rate_per_minute is not None:
             limiter = self._rates.setdefault(ctx.server.name, RateLimiter(policy.rate_per_minute))
             if not limiter.allow(ctx.conversation.id()):
-                await self._services.say(ctx.conversation, f"{ctx.server.text()} asked for the model more than "
+                await self._say(ctx.conversation, f"{ctx.server.text()} asked for the model more than "
                                                            f"{policy.rate_per_minute} times a minute; refused.")
                 return ErrorData(code=USER_REJECTED, message="Sampling rate limit exceeded; try again later")
         model = pick_model(model_hints(params), policy.models, self._provider.default_model)
@@ -78,8 +79,7 @@ class Sampler:
 
         if policy.approval == "ask":
             interaction = self._approval(ctx, params, request.max_tokens, model, policy.timeout)
-            outcome = await self._services.broker.ask(interaction, pending_call=ctx.pending_call,
-                                                      input_key=_sub(ctx.input_key, "approve"))
+            outcome = await self.ask(ctx.step("approve"), interaction)
             if outcome.status is not Status.ACCEPTED:
                 return _rejected(outcome.status)
             edited = outcome.content or {}
@@ -96,13 +96,12 @@ class Sampler:
         except HumanAnswerRequired:
             response = None
         except LLMError as exc:
-            await self._services.say(ctx.conversation, f"The model failed to answer {ctx.server.text()}: {exc}")
-            return ErrorData(code=-32603, message=f"The host's model failed: {exc}")
+            await self._say(ctx.conversation, f"The model failed to answer {ctx.server.text()}: {exc}")
+            return ErrorData(code=INTERNAL_ERROR, message=f"The host's model failed: {exc}")
 
         if response is None or policy.review:
             review = self._review(ctx, response, policy.timeout)
-            outcome = await self._services.broker.ask(review, pending_call=ctx.pending_call,
-                                                      input_key=_sub(ctx.input_key, "review"))
+            outcome = await self.ask(ctx.step("review"), review)
             if outcome.status is not Status.ACCEPTED:
                 return _rejected(outcome.status)
             if response is None or not response.tool_calls:
@@ -130,12 +129,10 @@ class Sampler:
             text = "\n".join(block_text(b) for b in _blocks(last))
             fields.append(Field("prompt", FieldKind.TEXT, "Last user message", default=text, has_default=True,
                                 multiline=True))
-        return Interaction(
-            id=new_id(), kind=Kind.SAMPLING, server=ctx.server, conversation=ctx.conversation,
-            requester=ctx.requester, approvers=ctx.approvers,
-            message=f"{ctx.server.text()} wants the model to answer {len(params.messages)} message(s).",
-            form=approval_form(fields), expires_at=ctx.deadline(timeout), details=tuple(details),
-            accept_label="Approve", decline_label="Deny", quick_accept=True, tool=ctx.tool)
+        return new_interaction(
+            ctx, Kind.SAMPLING, f"{ctx.server.text()} wants the model to answer {len(params.messages)} message(s).",
+            form=approval_form(fields), timeout=timeout, details=tuple(details), accept_label="Approve",
+            decline_label="Deny", quick_accept=True)
 
     def _review(self, ctx: RequestContext, response: LLMResponse | None, timeout: float) -> Interaction:
         form = Form()
@@ -158,11 +155,9 @@ class Sampler:
             details = (Detail("Answer", response.text),)
         if response is None or not response.tool_calls:
             form = approval_form([answer])
-        return Interaction(
-            id=new_id(), kind=Kind.SAMPLING_REVIEW, server=ctx.server, conversation=ctx.conversation,
-            requester=ctx.requester, approvers=ctx.approvers, message=message, form=form,
-            expires_at=ctx.deadline(timeout), details=details, accept_label="Send", decline_label="Deny",
-            quick_accept=response is not None, tool=ctx.tool)
+        return new_interaction(
+            ctx, Kind.SAMPLING_REVIEW, message, form=form, timeout=timeout, details=details, accept_label="Send",
+            decline_label="Deny", quick_accept=response is not None)
 
 
 def _blocks(message: SamplingMessage) -> list[object]:
@@ -170,7 +165,7 @@ def _blocks(message: SamplingMessage) -> list[object]:
 
 
 def _message_detail(n: int, message: SamplingMessage) -> Detail:
-    text = "\n".join(block_text(b) if not isinstance(b, TextContent) else b.text for b in _blocks(message))
+    text = "\n".join(block_text(b) for b in _blocks(message))
     return Detail(f"Message {n} ({message.role})", text, full_length=len(text))
 
 
@@ -178,10 +173,6 @@ def _rejected(status: Status) -> ErrorData:
     reason = {Status.EXPIRED: "nobody answered in time", Status.FAILED: "the request could not be shown"}.get(
         status, "a person said no")
     return ErrorData(code=USER_REJECTED, message=f"User rejected sampling request ({reason})")
-
-
-def _sub(key: str | None, step: str) -> str | None:
-    return f"{key}#{step}" if key is not None else None
 
 
 __all__ = ["Sampler", "SamplingAnswer"]

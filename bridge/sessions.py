@@ -18,7 +18,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import anyio
 import httpx2
@@ -30,9 +30,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, SamplingCapability
 
-from bridge import __version__
+from bridge import __version__, catalog
 from bridge.config import Config, ServerConfig
-from bridge.errors import CommandError, ServerStartError
+from bridge.errors import ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
 
 logger = logging.getLogger(__name__)
@@ -49,13 +49,18 @@ class SessionState(enum.StrEnum):
     GONE = "gone"
 
 
-@dataclass(slots=True)
-class CallInfo:
-    """A tool call in flight on a session: who caused it and where, so server requests reach the right people."""
+class CallInfo(Protocol):
+    """A tool call in flight on a session (`bridge.toolcalls.ToolCall`): who caused it and where, so server requests
+    reach the right people."""
 
-    conversation: ConversationKey
-    requester: Actor | None
-    tool: str
+    @property
+    def conversation(self) -> ConversationKey: ...
+
+    @property
+    def requester(self) -> Actor | None: ...
+
+    @property
+    def tool(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +150,10 @@ CallbackFactory = Callable[[Session], Callbacks]
 class SessionPool:
     """Owns every MCP client of the bridge. Use as `async with SessionPool(...) as pool:`."""
 
-    def __init__(self, config: Config, callbacks: CallbackFactory) -> None:
+    def __init__(self, config: Config, callbacks: CallbackFactory | None = None) -> None:
         self._config = config
-        self._callbacks = callbacks
+        self.callbacks: CallbackFactory = callbacks or (lambda session: Callbacks())
+        """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
         self._sessions: dict[tuple[str, str], Session] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._tg: TaskGroup | None = None
@@ -184,18 +190,31 @@ class SessionPool:
             return None
         return self._sessions.get((SHARED if cfg.scope == "shared" else conversation.id(), server))
 
+    def by_client(self, client_session: object) -> Session | None:
+        """The session whose MCP client session this is (for a server request the SDK hands over)."""
+        return next((s for s in self._sessions.values()
+                     if s.client is not None and s.client.session is client_session), None)
+
+    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]:
+        """Every tool of a server (all pages), fetched once per session (again when `fresh`)."""
+        session = await self.get(conversation, server)
+        assert session.client is not None
+        if session.tools is None or fresh:
+            session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
+        return list(session.tools.values())
+
     async def get(self, conversation: ConversationKey, server: str) -> Session:
         """The ready session for this conversation and server, started if needed.
 
         Raises:
-            CommandError: no such server, or it is disabled.
+            ServerUnavailable: no such server, it is disabled, or the pool is full of busy sessions.
             ServerStartError: it could not be started; the message carries its stderr tail.
         """
         cfg = self._config.servers.get(server)
         if cfg is None:
-            raise CommandError(f"There is no server named {server!r}. Try `servers`.")
+            raise ServerUnavailable(f"There is no server named {server!r}. Try `servers`.")
         if cfg.disabled:
-            raise CommandError(f"The server {server!r} is disabled in the config.")
+            raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
         key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
         async with self._locks.setdefault(key, anyio.Lock()):
             session = self._sessions.get(key)
@@ -249,7 +268,7 @@ class SessionPool:
         try:
             async with AsyncExitStack() as stack:
                 target = await self._target(session, stack)
-                cb = self._callbacks(session)
+                cb = self.callbacks(session)
                 client = Client(
                     target,
                     mode=session.server.protocol,
@@ -309,7 +328,7 @@ class SessionPool:
             return
         idle = sorted((s for s in self._sessions.values() if not s.busy), key=lambda s: s.last_used)
         if not idle:
-            raise CommandError("The bridge is at its session limit and every session is busy; try again shortly.")
+            raise ServerUnavailable("The bridge is at its session limit and every session is busy; try again shortly.")
         await self.close(idle[0])
 
     async def _reap_idle(self) -> None:

@@ -29,6 +29,7 @@ from bridge.model import (
     ServerLabel,
     Status,
 )
+from bridge.ports import AdapterState, RestorableCard
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -267,6 +268,15 @@ class Store:
 
     # -- adapter-owned state ---------------------------------------------------------------------------------------
 
+    def restorable_cards(self, platform: str) -> list[RestorableCard]:
+        """Open cards of stored 2026 calls on one platform, left by the last run, for its adapter to re-attach to."""
+        return [RestorableCard(s.interaction, s.card) for s in self.open_interactions()
+                if s.card is not None and s.pending_call is not None
+                and s.interaction.conversation.platform == platform]
+
+    def adapter_state(self, namespace: str) -> AdapterState:
+        return _AdapterState(self, namespace)
+
     def adapter_value(self, namespace: str, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM adapter_state WHERE namespace = ? AND key = ?",
                                (namespace, key)).fetchone()
@@ -343,3 +353,17 @@ def _stored(row: Any) -> StoredInteraction:
         card=CardRef(interaction_id, json.loads(card)) if card else None,
         pending_call=pending_call, input_key=input_key, outcome=_load_outcome(outcome),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _AdapterState:
+    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
+
+    store: Store
+    namespace: str
+
+    def get(self, key: str) -> str | None:
+        return self.store.adapter_value(self.namespace, key)
+
+    def set(self, key: str, value: str) -> None:
+        self.store.set_adapter_value(self.namespace, key, value)

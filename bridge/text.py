@@ -1,5 +1,7 @@
 """Plain-text rendering shared by every adapter: tool results, card titles, shortened server text.
 
+Content blocks are described by `bridge.content_text` (re-exported here as `block_text`).
+
 The core produces plain text; each adapter escapes it for its platform (mrkdwn, HTML, a terminal). Server text is
 untrusted, so it is shortened here to a bound and never interpreted.
 """
@@ -10,16 +12,9 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcp.types import (
-    AudioContent,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
+from mcp.types import CallToolResult
 
+from bridge.content_text import block_text
 from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
 
@@ -70,23 +65,6 @@ def _same(structured: dict[str, Any], text: str) -> bool:
         return False
 
 
-def block_text(block: Any) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
-        size = len(block.data) * 3 // 4
-        return f"[{kind}, {block.mime_type}, about {size} bytes]"
-    if isinstance(block, ResourceLink):
-        return f"[resource link: {block.uri}]"
-    if isinstance(block, EmbeddedResource):
-        res = block.resource
-        if isinstance(res, TextResourceContents):
-            return f"[resource {res.uri}]\n{res.text}"
-        return f"[resource {res.uri}, {res.mime_type or 'binary'}]"
-    return f"[{getattr(block, 'type', 'content')}]"
-
-
 def card_title(interaction: Interaction) -> str:
     """One line saying who asks whom for what: every card starts with it."""
     who = interaction.requester.label() if interaction.requester else "an approver"
@@ -118,3 +96,7 @@ def session_error_text(exc: SessionError) -> str:
     if exc.stderr_tail:
         text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
     return text + "\nIt will be started again on next use."
+
+
+__all__ = ["MAX_TEXT", "block_text", "card_title", "result_text", "secret_warning", "session_error_text", "shorten",
+           "url_host"]

@@ -6,6 +6,7 @@ to the approver, runs a provider, and answers with `to_create_message_result`.
 Only text reaches the model. Images and audio become a short placeholder such as
 `[image/png, 1234 bytes]` so the model (and the approver reading the prompt) knows
 something was there; forwarding media would need per-provider multimodal support.
+The description is `bridge.content_text.block_text`, the same one the approval card shows.
 """
 
 from __future__ import annotations
@@ -14,15 +15,9 @@ import json
 from collections.abc import Sequence
 
 from mcp.types import (
-    AudioContent,
-    BlobResourceContents,
-    ContentBlock,
     CreateMessageRequestParams,
     CreateMessageResult,
     CreateMessageResultWithTools,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
     SamplingMessage,
     SamplingMessageContentBlock,
     TextContent,
@@ -30,6 +25,7 @@ from mcp.types import (
     ToolUseContent,
 )
 
+from bridge.content_text import block_text
 from bridge.errors import BridgeError
 from bridge.llm.types import LLMMessage, LLMRequest, LLMResponse, ToolCall, ToolResult, ToolSpec
 
@@ -111,37 +107,16 @@ def _to_llm_message(message: SamplingMessage) -> LLMMessage:
         elif isinstance(block, ToolResultContent):
             results.append(ToolResult(block.tool_use_id, _tool_result_text(block), bool(block.is_error)))
         else:
-            texts.append(_block_text(block))
+            texts.append(block_text(block))
     return LLMMessage(message.role, "\n".join(texts), tuple(calls), tuple(results))
 
 
 def _tool_result_text(block: ToolResultContent) -> str:
     if block.content:
-        return "\n".join(_block_text(b) for b in block.content)
+        return "\n".join(block_text(b) for b in block.content)
     if block.structured_content is not None:
         return json.dumps(block.structured_content)
     return ""
-
-
-def _block_text(block: ContentBlock) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        return f"[{block.mime_type}, {_decoded_size(block.data)} bytes]"
-    if isinstance(block, ResourceLink):
-        return f"[resource {block.uri}]"
-    if isinstance(block, EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, BlobResourceContents):
-            return f"[resource {resource.uri}, {resource.mime_type or 'binary'}, {_decoded_size(resource.blob)} bytes]"
-        return resource.text
-    raise AssertionError(f"unhandled content block {type(block).__name__}")  # pragma: no cover
-
-
-def _decoded_size(b64: str) -> int:
-    """Bytes behind a base64 string, without decoding a possibly large payload."""
-    data = "".join(b64.split())
-    return max(0, len(data) * 3 // 4 - data[-2:].count("="))
 
 
 def _check_tool_pairing(messages: Sequence[SamplingMessage]) -> None:

@@ -17,9 +17,9 @@ from mcp.types import ElicitRequestFormParams
 
 from bridge import elicitation
 from bridge.config import ServerConfig
-from bridge.context import RequestContext
 from bridge.host import Host
 from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status, Verdict
+from bridge.request_context import RequestContext
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.servers.inline import form_server
@@ -399,7 +399,7 @@ async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(tmp_path: 
         await call(host, "fill")
         with anyio.fail_after(10):
             card = await chat.wait_card()
-            running = host.find_call(ROOM, None)
+            running = host.calls.find(ROOM, None)
             assert running is not None and store.pending_calls() != []
             await host.stop_call(running.id, ALICE)
             await chat.wait_message("Stopped forms.fill.")

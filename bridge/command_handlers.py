@@ -1,8 +1,8 @@
-"""Chat command handlers: what each command word does, on top of the host's services.
+"""Chat command handlers: what each command word does, on top of the bridge's parts (never the host).
 
-Kept apart from `bridge.host` so the host stays about lifecycles, calls and server requests. Parsing is in
-`bridge.commands`; failures a person caused (`CommandError`), server start failures and protocol errors are all
-turned into messages in `run`.
+Parsing is in `bridge.commands`; failures a person caused (`CommandError`), servers that cannot be used
+(`ServerUnavailable`), server start failures and protocol errors are all turned into messages in `run`: this is the
+layer that words them for chat.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import logging
 import time
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 from mcp import Client, MCPError
@@ -19,51 +20,67 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import GetPromptResult
 
 from bridge import catalog, commands
-from bridge.context import new_id
-from bridge.errors import CommandError, SessionError
+from bridge.agent import Agent
+from bridge.audience import Audience
+from bridge.broker import Broker
+from bridge.config import Config
+from bridge.content_text import block_text
+from bridge.errors import CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
 from bridge.llm import LLMMessage
-from bridge.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
-from bridge.roots import check_uri
-from bridge.text import block_text, session_error_text, shorten
-
-if TYPE_CHECKING:
-    from bridge.host import Host
+from bridge.model import ConversationKey, Kind, MessageIn, Status, Verdict
+from bridge.outbound import Say
+from bridge.request_context import new_interaction
+from bridge.roots import RootsKeeper, check_uri
+from bridge.sessions import SessionPool
+from bridge.store import Store
+from bridge.text import session_error_text, shorten
+from bridge.toolcalls import ToolCalls
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
 class CommandHandlers:
-    def __init__(self, host: Host) -> None:
-        self.host = host
+    """The command words, each a `_cmd_<name>` method."""
+
+    config: Config
+    store: Store
+    broker: Broker
+    pool: SessionPool
+    calls: ToolCalls
+    agent: Agent
+    roots: RootsKeeper
+    audience: Audience
+    say: Say
 
     async def run(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
         if command.error:
-            await self.host.say(conversation, command.error)
+            await self.say(conversation, command.error)
             return
         try:
             handler = getattr(self, f"_cmd_{command.name}")
             await handler(message, command)
-        except CommandError as exc:
-            await self.host.say(conversation, str(exc))
+        except (CommandError, ServerUnavailable) as exc:
+            await self.say(conversation, str(exc))
         except SessionError as exc:
-            await self.host.say(conversation, session_error_text(exc))
+            await self.say(conversation, session_error_text(exc))
         except MCPError as exc:
-            await self.host.say(
+            await self.say(
                 conversation, f"The server answered with an error ({exc.code}): {shorten(exc.error.message, 500)}")
 
     async def _cmd_help(self, message: MessageIn, command: commands.Command) -> None:
-        await self.host.say(message.conversation, commands.HELP)
+        await self.say(message.conversation, commands.HELP)
 
     async def _cmd_servers(self, message: MessageIn, command: commands.Command) -> None:
-        if not self.host.config.servers:
-            await self.host.say(message.conversation, "No servers are configured.")
+        if not self.config.servers:
+            await self.say(message.conversation, "No servers are configured.")
             return
         lines = []
-        for name, cfg in self.host.config.servers.items():
-            session = self.host.pool.find(message.conversation, name)
+        for name, cfg in self.config.servers.items():
+            session = self.pool.find(message.conversation, name)
             title = f" ({cfg.title})" if cfg.title else ""
             if cfg.disabled:
                 state = "disabled"
@@ -74,14 +91,14 @@ class CommandHandlers:
                 reported = f", reports {info.name} {info.version}".rstrip() if info else ""
                 state = f"{session.state.value}, protocol {session.protocol_version}{reported}"
             lines.append(f"• {name}{title}: {state}; scope {cfg.scope}, protocol setting {cfg.protocol}")
-        await self.host.say(message.conversation, "Servers:\n" + "\n".join(lines))
+        await self.say(message.conversation, "Servers:\n" + "\n".join(lines))
 
     async def _cmd_tools(self, message: MessageIn, command: commands.Command) -> None:
-        names = list(command.args) or [n for n, c in self.host.config.servers.items() if not c.disabled]
+        names = list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
         out: list[str] = []
         for name in names:
             try:
-                tools = await self.host.list_tools(message.conversation, name)
+                tools = await self.pool.list_tools(message.conversation, name)
             except SessionError as exc:
                 out.append(session_error_text(exc))
                 continue
@@ -91,81 +108,81 @@ class CommandHandlers:
                 flag = " [destructive]" if hints and hints.destructive_hint and not hints.read_only_hint else ""
                 desc = (tool.description or "").strip().splitlines()
                 out.append(f"  • {tool.name}{flag}" + (f": {shorten(desc[0], 160)}" if desc else ""))
-        await self.host.say(message.conversation, "\n".join(out) or "No servers.")
+        await self.say(message.conversation, "\n".join(out) or "No servers.")
 
     async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:
         server, tool = command.args
-        result = await self.host.run_call(message.conversation, message.actor, server, tool, command.arguments)
+        result = await self.calls.run(message.conversation, message.actor, server, tool, command.arguments)
         if result is not None:
-            await self.host.report_result(message.conversation, server, tool, result)
+            await self.calls.report(message.conversation, server, tool, result)
 
     async def _cmd_pending(self, message: MessageIn, command: commands.Command) -> None:
-        open_ = self.host.broker.open_interactions(message.conversation)
+        open_ = self.broker.open_interactions(message.conversation)
         if not open_:
-            await self.host.say(message.conversation, "Nothing is waiting for anyone here.")
+            await self.say(message.conversation, "Nothing is waiting for anyone here.")
             return
         now = time.time()
         lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
                  f"{i.requester.label() if i.requester else 'an approver'}, expires in "
                  f"{_minutes(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
-        await self.host.say(message.conversation, "Waiting:\n" + "\n".join(lines))
+        await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
 
     async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
         target = command.args[0] if command.args else None
         # Only this conversation's requests; without an id, the newest one this person may decide.
-        open_ = self.host.broker.open_interactions(conversation)
+        open_ = self.broker.open_interactions(conversation)
         mine = [i for i in open_ if i.may_decide(message.actor)]
         if target is None and mine:
             target = mine[-1].id
-        stored = self.host.store.interaction(target) if target is not None else None
+        stored = self.store.interaction(target) if target is not None else None
         if target is not None and stored is not None and stored.interaction.conversation == conversation:
-            result = await self.host.broker.cancel(target, message.actor)
+            result = await self.broker.cancel(target, message.actor)
             if result.verdict is Verdict.CLAIMED:
-                await self.host.say(conversation, f"Cancelled {target}.")
+                await self.say(conversation, f"Cancelled {target}.")
             return
-        call = self.host.find_call(conversation, target)
+        call = self.calls.find(conversation, target)
         if call is None:
-            await self.host.say(conversation, "There is nothing to cancel here." if target is None
+            await self.say(conversation, "There is nothing to cancel here." if target is None
                            else f"Nothing called {target!r} is waiting or running here.")
             return
-        await self.host.stop_call(call.id, message.actor)
+        await self.calls.stop(call.id, message.actor)
 
     async def _cmd_reset(self, message: MessageIn, command: commands.Command) -> None:
-        self.host.store.clear_history(message.conversation)
-        await self.host.say(message.conversation, "Forgot this conversation's history.")
+        self.store.clear_history(message.conversation)
+        await self.say(message.conversation, "Forgot this conversation's history.")
 
     async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
         target = command.args[0] if command.args else None
-        interaction = self.host.broker.interaction(target) if target else None
+        interaction = self.broker.interaction(target) if target else None
         if interaction is None or interaction.conversation != message.conversation:
             raise CommandError("Usage: show <id> (the id of a waiting request here; see `pending`).")
         parts = [f"{d.label}:\n{d.text}" for d in interaction.details] or ["(no details)"]
-        await self.host.say(message.conversation, shorten(f"{interaction.message}\n\n" + "\n\n".join(parts), 12000))
+        await self.say(message.conversation, shorten(f"{interaction.message}\n\n" + "\n\n".join(parts), 12000))
 
     async def _cmd_roots(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
         if command.args and command.args[0] == "add":
             uri = check_uri(command.args[1])
-            self.host.store.add_root(conversation, uri, " ".join(command.args[2:]))
+            self.store.add_root(conversation, uri, " ".join(command.args[2:]))
             await self._roots_changed(conversation)
-            await self.host.say(conversation, f"Added {uri}.")
+            await self.say(conversation, f"Added {uri}.")
             return
         if command.args and command.args[0] == "remove":
-            removed = self.host.store.remove_root(conversation, command.args[1])
+            removed = self.store.remove_root(conversation, command.args[1])
             if removed:
                 await self._roots_changed(conversation)
-            await self.host.say(conversation, f"Removed {command.args[1]}." if removed
+            await self.say(conversation, f"Removed {command.args[1]}." if removed
                            else f"{command.args[1]} is not one of this conversation's roots.")
             return
-        roots = self.host.roots.offered(conversation)
+        roots = self.roots.offered(conversation)
         lines = [f"• {uri}" + (f" ({name})" if name else "") for uri, name in roots]
-        await self.host.say(conversation, "Roots here:\n" + "\n".join(lines) if lines else
+        await self.say(conversation, "Roots here:\n" + "\n".join(lines) if lines else
                        "No roots here yet. Add one with `roots add file:///path [name]`.")
 
     async def _roots_changed(self, conversation: ConversationKey) -> None:
         """Legacy sessions get notifications/roots/list_changed; 2026 servers ask again on their next request."""
-        for session in self.host.pool.sessions():
+        for session in self.pool.sessions():
             if session.conversation != conversation or session.modern or session.client is None:
                 continue
             with warnings.catch_warnings():
@@ -189,27 +206,27 @@ class CommandHandlers:
         """`prompts` and `resources`: every page from each server asked for, or a note that it has none."""
         out: list[str] = []
         for name in self._server_names(command):
-            async with self.host.pool.borrow(message.conversation, name) as client:
+            async with self.pool.borrow(message.conversation, name) as client:
                 items = await fetch(client) if offered(client) else None
             if items is None:
                 out.append(f"{name}: no {what}")
                 continue
             out.append(f"{name}: {len(items)} {what}")
             out.extend(line(item) for item in items)
-        await self.host.say(message.conversation, shorten("\n".join(out) or "No servers."))
+        await self.say(message.conversation, shorten("\n".join(out) or "No servers."))
 
     async def _cmd_prompt(self, message: MessageIn, command: commands.Command) -> None:
         server, name = command.args
         # Borrowed for the whole exchange: the argument cards may take minutes, and the session must stay open.
-        async with self.host.pool.borrow(message.conversation, server) as client:
+        async with self.pool.borrow(message.conversation, server) as client:
             result = await self._get_prompt(client, message, server, name, command)
         if result is None:
             return
-        await self.host.say(message.conversation, catalog.prompt_text(result))
-        if self.host.agent.available:
+        await self.say(message.conversation, catalog.prompt_text(result))
+        if self.agent.available:
             opening = [LLMMessage("assistant" if m.role == "assistant" else "user", block_text(m.content))
                        for m in result.messages]
-            await self.host.agent.turn(MessageIn(message.conversation, message.actor, ""), opening)
+            await self.agent.turn(MessageIn(message.conversation, message.actor, ""), opening)
 
     async def _get_prompt(self, client: Client, message: MessageIn, server: str, name: str,
                           command: commands.Command) -> GetPromptResult | None:
@@ -219,32 +236,30 @@ class CommandHandlers:
             raise CommandError(f"{server} has no prompt named {name!r}. Try `prompts {server}`.")
         arguments = {k: str(v) for k, v in command.arguments.items()}
         missing = [a for a in prompt.arguments or [] if a.required and a.name not in arguments]
-        session = self.host.pool.find(message.conversation, server)
+        session = self.pool.find(message.conversation, server)
         for n, argument in enumerate(missing, 1):
             # One argument at a time: a server's completions for later arguments depend on the earlier answers.
             field = await catalog.argument_field(client, prompt, argument.name, argument.description, arguments)
-            interaction = Interaction(
-                id=new_id(), kind=Kind.FORM, server=self.host.label(server, session), conversation=message.conversation,
-                requester=message.actor, approvers=self.host.approvers(server, message.actor),
-                message=f"The prompt {name} needs {argument.name} ({n} of {len(missing)}).",
-                form=approval_form([field]),
-                expires_at=time.time() + self.host.config.servers[server].elicitation_timeout,
+            ctx = self.audience.context(server, session, message.conversation, message.actor)
+            interaction = new_interaction(
+                ctx, Kind.FORM, f"The prompt {name} needs {argument.name} ({n} of {len(missing)}).",
+                form=approval_form([field]), timeout=self.config.servers[server].elicitation_timeout,
                 accept_label="Submit", decline_label="Skip the prompt")
-            outcome = await self.host.broker.ask(interaction)
+            outcome = await self.broker.ask(interaction)
             if outcome.status is not Status.ACCEPTED:
-                await self.host.say(message.conversation, f"The prompt {name} was not run.")
+                await self.say(message.conversation, f"The prompt {name} was not run.")
                 return None
             arguments.update({k: str(v) for k, v in (outcome.content or {}).items()})
         return await client.get_prompt(name, arguments)
 
     async def _cmd_read(self, message: MessageIn, command: commands.Command) -> None:
         server, uri = command.args
-        async with self.host.pool.borrow(message.conversation, server) as client:
+        async with self.pool.borrow(message.conversation, server) as client:
             result = await client.read_resource(uri)
-        await self.host.say(message.conversation, catalog.contents_text(list(result.contents)))
+        await self.say(message.conversation, catalog.contents_text(list(result.contents)))
 
     def _server_names(self, command: commands.Command) -> list[str]:
-        return list(command.args) or [n for n, c in self.host.config.servers.items() if not c.disabled]
+        return list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
 
 
 def _minutes(seconds: float) -> str:

@@ -1,0 +1,52 @@
+"""Who a server's requests are shown as and who may answer them: server labels, approvers, request contexts.
+
+`resolve` is the `ContextSource` of the handler table: a legacy server request belongs to the call open on its
+session (legacy sessions run one call at a time), or else to the session's conversation.
+"""
+
+from __future__ import annotations
+
+from mcp.client import ClientRequestContext
+
+from bridge.config import Config
+from bridge.model import Actor, ConversationKey, ServerLabel
+from bridge.request_context import RequestContext
+from bridge.sessions import Session, SessionPool
+from bridge.text import shorten
+
+
+class Audience:
+    def __init__(self, config: Config, pool: SessionPool) -> None:
+        self._config = config
+        self._pool = pool
+
+    def resolve(self, context: ClientRequestContext) -> RequestContext | None:
+        session = self._pool.by_client(context.session)
+        if session is None:
+            return None
+        info = session.context_for_request()
+        conversation = info.conversation if info else session.conversation
+        if conversation is None:
+            return None
+        return self.context(session.server.name, session, conversation, info.requester if info else None,
+                            info.tool if info else "", url_elicitations=session.url_elicitations)
+
+    def label(self, server: str, session: Session | None) -> ServerLabel:
+        """The configured name (ours) and the title: configured, or else the one the server reports (theirs)."""
+        cfg = self._config.servers.get(server)
+        reported = ""
+        if session is not None and session.client is not None and session.client.server_info is not None:
+            info = session.client.server_info
+            reported = shorten(info.title or info.name or "", 60)
+        return ServerLabel(server, (cfg.title if cfg and cfg.title else reported))
+
+    def approvers(self, server: str, *requesters: Actor | None) -> frozenset[str]:
+        cfg = self._config.servers.get(server)
+        configured = frozenset(cfg.approvers) if cfg else frozenset()
+        return configured | {r.key for r in requesters if r is not None}
+
+    def context(self, server: str, session: Session | None, conversation: ConversationKey, requester: Actor | None,
+                tool: str = "", *, pending_call: str | None = None, input_key: str | None = None,
+                url_elicitations: dict[str, str] | None = None) -> RequestContext:
+        return RequestContext(conversation, self.label(server, session), requester, self.approvers(server, requester),
+                              tool, pending_call, input_key, url_elicitations)

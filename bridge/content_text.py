@@ -1,0 +1,40 @@
+"""MCP content blocks as plain text: one description shared by everything that shows or forwards content.
+
+The approver's sampling card, the request the model gets (`bridge.llm.sampling_convert`), tool results and prompts
+in chat all describe a block the same way, so what a person approves is what the model reads. Only text passes
+through; media becomes a placeholder with its type and size (the model and the reader know something was there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
+
+
+def block_text(block: Any) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        return f"[{block.mime_type}, {decoded_size(block.data)} bytes]"
+    if isinstance(block, ResourceLink):
+        return f"[resource {block.uri}]"
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, BlobResourceContents):
+            return f"[resource {resource.uri}, {resource.mime_type or 'binary'}, {decoded_size(resource.blob)} bytes]"
+        return resource.text
+    return f"[{getattr(block, 'type', 'content')}]"
+
+
+def decoded_size(b64: str) -> int:
+    """Bytes behind a base64 string, without decoding a possibly large payload."""
+    data = "".join(b64.split())
+    return max(0, len(data) * 3 // 4 - data[-2:].count("="))

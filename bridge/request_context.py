@@ -1,0 +1,115 @@
+"""Who and where a server request is for, how it travels to the handler, and the one way an interaction is built.
+
+A `RequestContext` ties a server request (elicitation, sampling, roots, a tool approval) to the call and conversation
+it belongs to. The 2026 input-required driver sets it in `CURRENT` around each input request it dispatches (a
+context variable: tasks started from there inherit it); legacy server requests arrive in the SDK's own tasks, so the
+tool-call owner finds theirs from the session (`ContextSource`). Every `Interaction` is built by `new_interaction`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from mcp.client import ClientRequestContext
+from mcp.types import ErrorData
+
+from bridge.errors import INVALID_REQUEST
+from bridge.form_model import Form
+from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """A server request tied to the call and conversation it belongs to."""
+
+    conversation: ConversationKey
+    server: ServerLabel
+    requester: Actor | None
+    approvers: frozenset[str]
+    """Actor keys allowed to decide: the requester(s) plus the server's configured approvers."""
+    tool: str = ""
+    pending_call: str | None = None
+    """The stored 2026 call this request is part of (durable), or None for a legacy callback."""
+    input_key: str | None = None
+    url_elicitations: dict[str, str] | None = None
+    """Where a legacy session records the server's URL-elicitation ids (for notifications/elicitation/complete)."""
+
+    def deadline(self, timeout: float) -> float:
+        return time.time() + timeout
+
+    def step(self, name: str) -> RequestContext:
+        """The context of one step of a multi-card request (sampling's approval and review), durable separately."""
+        key = f"{self.input_key}#{name}" if self.input_key is not None else None
+        return RequestContext(self.conversation, self.server, self.requester, self.approvers, self.tool,
+                              self.pending_call, key, self.url_elicitations)
+
+
+CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("bridge_request", default=None)
+"""The request being answered in this task (set by the 2026 input-required driver)."""
+
+
+class ContextSource(Protocol):
+    """Finds the context of a server request the SDK hands to a handler."""
+
+    def resolve(self, context: ClientRequestContext) -> RequestContext | None: ...
+
+
+class Asker(Protocol):
+    """Posts a card and waits for its outcome (the broker)."""
+
+    async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
+                  input_key: str | None = None) -> Outcome: ...
+
+
+NOBODY_TO_ASK = "No conversation is waiting on this server to ask in"
+"""The one answer to a server request that belongs to no call and no conversation (a shared session, idle)."""
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+class RequestHandler(Generic[P, R]):
+    """One kind of server request (elicitation, sampling, roots, tool approval), answered by `answer(ctx, params)`.
+
+    Calling the object is the SDK's callback signature. The SDK routes legacy server->client requests and the 2026
+    driver's input requests (`ClientSession.dispatch_input_request`) through the same callback, so one instance,
+    registered once per session, answers both eras.
+    """
+
+    def __init__(self, contexts: ContextSource, asker: Asker) -> None:
+        self._contexts = contexts
+        self._asker = asker
+
+    async def __call__(self, context: ClientRequestContext, params: P) -> R | ErrorData:
+        ctx = CURRENT.get() or self._contexts.resolve(context)
+        if ctx is None:
+            return ErrorData(code=INVALID_REQUEST, message=NOBODY_TO_ASK)
+        return await self.answer(ctx, params)
+
+    async def answer(self, ctx: RequestContext, params: P) -> R | ErrorData:
+        raise NotImplementedError
+
+    async def ask(self, ctx: RequestContext, interaction: Interaction) -> Outcome:
+        """Post a card for this request, durable when it is part of a stored 2026 call."""
+        return await self._asker.ask(interaction, pending_call=ctx.pending_call, input_key=ctx.input_key)
+
+
+def new_id() -> str:
+    """An id people can still type (`cancel 3f9a1c2e07b4`): 48 random bits, so collisions stay out of reach for
+    millions of stored interactions (and the store refuses a duplicate rather than overwrite)."""
+    return secrets.token_hex(6)
+
+
+def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: float, form: Form | None = None,
+                    details: tuple[Detail, ...] = (), url: str = "", accept_label: str = "Accept",
+                    decline_label: str = "Decline", quick_accept: bool = False) -> Interaction:
+    """The one factory of interactions: id, people, server and deadline always come from the request's context."""
+    return Interaction(
+        id=new_id(), kind=kind, server=ctx.server, conversation=ctx.conversation, requester=ctx.requester,
+        approvers=ctx.approvers, message=message, form=form or Form(), expires_at=ctx.deadline(timeout),
+        details=details, url=url, accept_label=accept_label, decline_label=decline_label, quick_accept=quick_accept,
+        tool=ctx.tool)

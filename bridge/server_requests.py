@@ -1,0 +1,45 @@
+"""The handler table: one object per kind of server request, registered once for every session of both eras.
+
+Passing a handler declares the capability, so policy "deny" is applied here, once: a server that may not sample or
+see roots is not told it could, and the SDK refuses such a request on either era. The same instances answer legacy
+server->client requests and the 2026 input requests the tool-call owner dispatches through the SDK's callback table
+(`ClientSession.dispatch_input_request`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp.types import SamplingCapability, SamplingToolsCapability
+
+from bridge.elicitation import Elicitation
+from bridge.roots import RootsKeeper
+from bridge.sampling import Sampler
+from bridge.server_notices import ServerNotices
+from bridge.sessions import Callbacks, Session
+from bridge.tool_approval import ToolApproval
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerTable:
+    elicitation: Elicitation
+    sampling: Sampler
+    roots: RootsKeeper
+    tool_approval: ToolApproval
+    notices: ServerNotices
+
+    def callbacks(self, session: Session) -> Callbacks:
+        cfg = session.server
+        log_level = None if cfg.log_level == "off" else cfg.log_level
+        sampling = cfg.sampling.approval != "deny"
+        tools = SamplingCapability(tools=SamplingToolsCapability()) if self.sampling.supports_tools else None
+        notices = self.notices.for_session(session)
+        return Callbacks(
+            elicitation=self.elicitation,
+            sampling=self.sampling if sampling else None,
+            sampling_capabilities=tools if sampling else None,
+            list_roots=self.roots if cfg.roots.approval != "deny" else None,
+            logging=notices.on_log if log_level else None,
+            log_level=log_level,
+            message_handler=notices.on_message,
+        )

@@ -1,0 +1,49 @@
+"""Tool approval: a risky tool call waits for a person before it runs.
+
+The fourth handler of the table, asked by the tool-call owner before it sends `tools/call` (rather than by a
+server). `answer` returns None to go ahead, or the tool error the caller (a person, or the agent) reads instead.
+"""
+
+from __future__ import annotations
+
+from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextContent
+
+from bridge.config import Config
+from bridge.model import Detail, Kind, Status
+from bridge.policy import mask_arguments, needs_approval
+from bridge.presentation import describe_outcome
+from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
+from bridge.sessions import SessionPool
+from bridge.text import shorten
+
+
+class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None]):
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, pool: SessionPool) -> None:
+        super().__init__(contexts, asker)
+        self._config = config
+        self._pool = pool
+
+    async def answer(self, ctx: RequestContext, params: CallToolRequestParams) -> CallToolResult | ErrorData | None:
+        server, tool_name = ctx.server.name, params.name
+        cfg = self._config.servers.get(server)
+        if cfg is None or cfg.disabled:
+            return None  # the pool reports it
+        tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server)}
+        if tool_name not in tools:
+            # A tool added since the list was fetched must not slip past the rules because we know nothing of it.
+            tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, fresh=True)}
+        tool = tools.get(tool_name)
+        if not needs_approval(cfg.tool_rules, tool_name, tool.annotations if tool else None):
+            return None
+        who = ctx.requester.label() if ctx.requester else "the agent"
+        about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""
+        interaction = new_interaction(
+            ctx, Kind.TOOL, f"{who} wants to run {server}.{tool_name}.", timeout=cfg.tool_timeout,
+            details=(Detail("Tool", f"{server}.{tool_name}{about}"),
+                     Detail("Arguments", mask_arguments(params.arguments or {})), Detail("Asked by", who)),
+            accept_label="Run", decline_label="Deny", quick_accept=True)
+        outcome = await self.ask(ctx, interaction)
+        if outcome.status is Status.ACCEPTED:
+            return None
+        text = f"The call to {tool_name} was not run: {describe_outcome(outcome)}."
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
