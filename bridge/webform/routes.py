@@ -165,8 +165,8 @@ async def _read_form(request: Request) -> list[tuple[str, str]] | None:
         if len(body) > MAX_BODY:
             return None
     try:
-        return parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FIELDS,
-                         strict_parsing=False)
+        return parse_qsl(body.decode("ascii"), keep_blank_values=True, max_num_fields=MAX_FIELDS,
+                         encoding="utf-8", errors="strict")
     except (UnicodeDecodeError, ValueError):
         return None
 
