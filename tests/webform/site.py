@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 
-from bridge.config import ServerConfig
 from bridge.host import Host
 from bridge.http_server import HttpServer
 from bridge.model import Interaction, MessageIn
@@ -62,9 +61,8 @@ class Site:
 
 @asynccontextmanager
 async def running(servers: dict[str, Any], *, lifetime: float = 900.0, **overrides: Any) -> AsyncIterator[Site]:
-    """`servers` maps names to in-process `MCPServer`s or `ServerConfig`s (stdio)."""
-    built = {n: s if isinstance(s, ServerConfig) else s for n, s in servers.items()}
-    host, chat = host_for(config_for(built, **overrides))
+    """`servers` maps names to in-process `MCPServer`s or `ServerConfig`s (stdio), as `config_for` takes them."""
+    host, chat = host_for(config_for(servers, **overrides))
     server = HttpServer("127.0.0.1:0")
     clock = Clock()
     forms = WebForms(host, server, FormLinks(lifetime=lifetime, clock=clock))
