@@ -194,3 +194,18 @@ async def test_links_are_offered_only_with_a_public_address() -> None:
     forms = web_forms(HttpConfig(listen="127.0.0.1:0", public_url="https://bridge.example.org/chat",
                                  form_link_secret="x" * 32), server, Door())
     assert forms is not None and forms.links.lifetime == 900
+
+
+def test_the_http_block_sets_the_link_lifetime_and_key() -> None:
+    from bridge.config import from_mapping
+    from bridge.errors import ConfigError
+
+    base: dict[str, Any] = {"chat": {"console": {}}}
+    assert from_mapping(base).http.form_link_lifetime == 900
+    config = from_mapping({**base, "http": {"listen": ":8780", "public_url": "https://b.example.org",
+                                            "form_link_lifetime": "5m", "form_link_secret": "${KEY}"}},
+                          env={"KEY": "k" * 40})
+    assert (config.http.form_link_lifetime, config.http.form_link_secret) == (300, "k" * 40)
+    assert "k" * 40 not in repr(config.http)
+    with pytest.raises(ConfigError, match="http.form_link_secret"):
+        from_mapping({**base, "http": {"form_link_secret": "short"}})
