@@ -207,5 +207,5 @@ def test_the_http_block_sets_the_link_lifetime_and_key() -> None:
                           env={"KEY": "k" * 40})
     assert (config.http.form_link_lifetime, config.http.form_link_secret) == (300, "k" * 40)
     assert "k" * 40 not in repr(config.http)
-    with pytest.raises(ConfigError, match="http.form_link_secret"):
+    with pytest.raises(ConfigError, match=r"http\.form_link_secret"):
         from_mapping({**base, "http": {"form_link_secret": "short"}})
