@@ -111,8 +111,11 @@ class WebForms:
         result = await self._door.decide(DecisionIn(interaction.id, claims.actor, action, content))
         if result.verdict is Verdict.CLAIMED:
             self.links.spend(claims)
-            what = {"accept": "Your answer was sent", "decline": "You declined", "cancel": "You cancelled"}[action]
-            return _page(200, "Thanks — sent", f"{what} to {interaction.server.text()}.",
+            server = interaction.server.text()
+            what = {"accept": f"Your answer was sent to {server}.",
+                    "decline": f"You declined the request from {server}.",
+                    "cancel": f"You cancelled the request from {server}."}[action]
+            return _page(200, "Thanks — sent", what,
                          "The request in the chat shows it too. You can close this page.", ok=True)
         if result.verdict is Verdict.INVALID:
             problem = ("Some answers need a change: see the notes below." if result.errors
