@@ -81,15 +81,10 @@ async def fits_the_screen(page: Page) -> bool:
     return width <= PHONE_WIDTH
 
 
-def everything() -> ServerConfig:
-    from tests.conftest import EVERYTHING
-
-    return ServerConfig(name="everything", command="node", args=(str(EVERYTHING), "stdio"))
-
-
 async def test_server_everythings_full_form_filled_on_a_phone_reaches_it_exactly_typed(
         browser: Browser, everything_js: Path, artifacts: Path) -> None:
-    async with running({"everything": everything()}) as site:
+    everything = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
+    async with running({"everything": everything}) as site:
         with anyio.fail_after(60):
             card = await site.call("everything", "trigger-elicitation-request")
             page = await phone_page(browser)
