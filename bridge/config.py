@@ -93,6 +93,10 @@ class HttpConfig:
     listen: str = ""
     public_url: str = ""
     """The address people's browsers reach the server at (behind a proxy); links in chat are built from it."""
+    form_link_lifetime: float = 900.0
+    """How long a one-time web-form link works at most (it also ends with its card)."""
+    form_link_secret: str = field(default="", repr=False)
+    """Key that signs web-form links (from the environment); empty: a random key per run (links end at a restart)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +190,15 @@ def _build(data: dict[str, Any]) -> Config:
                       base_url=llm.get("base_url"), timeout=parse_duration(llm.get("timeout", 60))),
         agent_max_rounds=int(agent.get("max_rounds", 8)),
         agent_system_prompt=str(agent.get("system_prompt", "")),
-        http=HttpConfig(listen=str((data.get("http") or {}).get("listen", "")),
-                        public_url=str((data.get("http") or {}).get("public_url", ""))),
+        http=_http(data.get("http") or {}),
         chat=dict(data.get("chat") or {}),
     )
+
+
+def _http(h: dict[str, Any]) -> HttpConfig:
+    return HttpConfig(listen=str(h.get("listen", "")), public_url=str(h.get("public_url", "")),
+                      form_link_lifetime=parse_duration(h.get("form_link_lifetime", "15m")),
+                      form_link_secret=str(h.get("form_link_secret", "")))
 
 
 def _server(name: str, s: dict[str, Any]) -> ServerConfig:
