@@ -146,9 +146,14 @@ async def _run(config: Config) -> int:
                 host.attach(adapter)
             tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
             if config.http.listen:
-                from bridge.http_server import HttpServer  # only when configured: starlette and uvicorn cost start time
+                # Only when configured: starlette, uvicorn and the form templates cost start time.
+                from bridge.http_server import HttpServer
+                from bridge.webform import web_forms
 
                 http = HttpServer(config.http.listen, config.http.public_url)
+                forms = web_forms(config.http, http, host)
+                if forms is not None:
+                    host.offer_web_forms(forms)
                 await tg.start(http.serve)
             if "console" in config.chat and len(adapters) == 1:
                 print(_banner(config), file=sys.stdout, flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AsyncExitStack
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -67,10 +68,15 @@ class Host:
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
                                         audience, self.outbound.say)
+        self._links: LinkIssuer | None = None
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
 
     # -- wiring and lifetime -------------------------------------------------------------------------------------
+
+    def offer_web_forms(self, links: LinkIssuer) -> None:
+        """Let cards offer their forms on the web (the HTTP server is built next to the host, not by it)."""
+        self._links = links
 
     def attach(self, port: ChatPort) -> None:
         self.outbound.attach(port)
@@ -164,3 +170,15 @@ class Host:
 
     def adapter_state(self, namespace: str) -> AdapterState:
         return self.store.adapter_state(namespace)
+
+    def web_link(self, interaction_id: str, actor: Actor) -> str | None:
+        interaction = self.broker.interaction(interaction_id)
+        if self._links is None or interaction is None:
+            return None
+        return self._links.link_for(interaction, actor)
+
+
+class LinkIssuer(Protocol):
+    """Hands out one-time web-form links (bridge.webform.WebForms)."""
+
+    def link_for(self, interaction: Interaction, actor: Actor) -> str | None: ...

@@ -134,6 +134,12 @@ class Inbound(Protocol):
         """Persistent key-value state owned by one adapter."""
         ...
 
+    def web_link(self, interaction_id: str, actor: Actor) -> str | None:
+        """A one-time address where `actor` can fill this card's form in a browser, or None (web forms are not
+        configured, the card has no form, or it is not theirs to answer). Whoever holds the link answers as that
+        person, so adapters send it to them privately only: never in the room."""
+        ...
+
 
 class Adapter(ChatPort, Protocol):
     """A chat adapter the CLI can run: a chat port that also serves its platform's events until cancelled.

@@ -217,6 +217,9 @@ class ConsoleAdapter:
     def _show(self, card: _Card, step: Step, *, first: bool = False) -> None:
         if first:
             self._print(*render.card_header(card.interaction))
+            link = self._host.web_link(card.interaction.id, self.actor)
+            if link is not None:  # the console is one person's, so printing the link here is private
+                self._print(f"│ Or fill it in on the web: {link}")
         if step.kind is StepKind.REASK:
             self._print(f"│ ✗ {render.clean(step.message)}")
         question = step.question

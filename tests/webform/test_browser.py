@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 from playwright.async_api import Browser, Page, Response, async_playwright
 
 from bridge.config import ServerConfig
@@ -81,6 +84,38 @@ async def fits_the_screen(page: Page) -> bool:
     return width <= PHONE_WIDTH
 
 
+EVERYTHING_ANSWER = {
+    "name": "Ada Lovelace", "check": True, "firstLine": "Call me Ishmael.", "email": "ada@example.com",
+    "homepage": "https://example.org/ada", "birthdate": "1815-12-10", "integer": 7, "number": 2.5,
+    "untitledSingleSelectEnum": "Rachel", "untitledMultipleSelectEnum": ["Piano", "Drums"],
+    "titledSingleSelectEnum": "hero-3", "titledMultipleSelectEnum": ["fish-2", "fish-3"],
+    "legacyTitledEnum": "pet-2"}
+"""What `fill_everything` enters, as server-everything must receive it (once the email is corrected)."""
+
+
+async def fill_everything(page: Page, email: str = "ada@example") -> None:
+    """Fill server-everything's 13-field form with the native inputs, as a person on a phone would."""
+    await page.locator("#f0").fill("Ada Lovelace")
+    await page.locator("#f1-field").get_by_label("Yes").check()
+    await page.locator("#f2").fill("Call me Ishmael.")
+    await page.locator("#f3").fill(email)  # the browser takes it; the bridge wants a dot
+    await page.locator("#f4").fill("https://example.org/ada")
+    await page.locator("#f5").fill("1815-12-10")
+    await page.locator("#f6").fill("7")
+    await page.locator("#f7").fill("2.5")
+    await page.locator("#f8").select_option(label="Rachel")
+    instruments = page.locator("#f9-field")
+    await instruments.get_by_label("Guitar").uncheck()
+    await instruments.get_by_label("Piano").check()
+    await instruments.get_by_label("Drums").check()
+    await page.locator("#f10-field").get_by_label("Wonder Woman").check()
+    fish = page.locator("#f11-field")
+    await fish.get_by_label("Tuna").uncheck()
+    await fish.get_by_label("Salmon").check()
+    await fish.get_by_label("Trout").check()
+    await page.locator("#f12-field").get_by_label("Dogs").check()
+
+
 async def test_server_everythings_full_form_filled_on_a_phone_reaches_it_exactly_typed(
         browser: Browser, everything_js: Path, artifacts: Path) -> None:
     everything = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
@@ -97,26 +132,8 @@ async def test_server_everythings_full_form_filled_on_a_phone_reaches_it_exactly
             assert await page.locator("#f6").input_value() == "42"
             assert await page.locator("#f12-field").get_by_label("Cats").is_checked()
 
-            await page.locator("#f0").fill("Ada Lovelace")
-            await page.locator("#f1-field").get_by_label("Yes").check()
-            await page.locator("#f2").fill("Call me Ishmael.")
-            await page.locator("#f3").fill("ada@example")  # the browser takes it; the bridge wants a dot
-            await page.locator("#f4").fill("https://example.org/ada")
-            await page.locator("#f5").fill("1815-12-10")
-            await page.locator("#f6").fill("7")
-            await page.locator("#f7").fill("2.5")
-            await page.locator("#f8").select_option(label="Rachel")
+            await fill_everything(page)
             instruments = page.locator("#f9-field")
-            await instruments.get_by_label("Guitar").uncheck()
-            await instruments.get_by_label("Piano").check()
-            await instruments.get_by_label("Drums").check()
-            await page.locator("#f10-field").get_by_label("Wonder Woman").check()
-            fish = page.locator("#f11-field")
-            await fish.get_by_label("Tuna").uncheck()
-            await fish.get_by_label("Salmon").check()
-            await fish.get_by_label("Trout").check()
-            await page.locator("#f12-field").get_by_label("Dogs").check()
-
             refused = await press(page, card.accept_label)
             assert refused.status == 422
             error = page.locator("#f3-err")
@@ -141,13 +158,51 @@ async def test_server_everythings_full_form_filled_on_a_phone_reaches_it_exactly
             assert page.blocked == []  # type: ignore[attr-defined]
     match = re.search(r"Raw result: (\{.*\})", text, re.S)
     assert match, text
-    assert json.loads(match.group(1)) == {"action": "accept", "content": {
-        "name": "Ada Lovelace", "check": True, "firstLine": "Call me Ishmael.", "email": "ada@example.com",
-        "homepage": "https://example.org/ada", "birthdate": "1815-12-10", "integer": 7, "number": 2.5,
-        "untitledSingleSelectEnum": "Rachel", "untitledMultipleSelectEnum": ["Piano", "Drums"],
-        "titledSingleSelectEnum": "hero-3", "titledMultipleSelectEnum": ["fish-2", "fish-3"],
-        "legacyTitledEnum": "pet-2"}}
+    assert json.loads(match.group(1)) == {"action": "accept", "content": EVERYTHING_ANSWER}
     assert (await anyio.Path(artifacts / "everything-filled.png").stat()).st_size > 10_000
+
+
+async def test_the_console_offers_the_link_and_a_browser_answer_finishes_the_card(
+        browser: Browser, everything_js: Path, tmp_path: Path) -> None:
+    """`run` with the console: the card prints the person's link; the answer sent from Chromium reaches
+    server-everything, and the console shows the card as accepted."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "bridge.db"),
+        "http": {"listen": f"127.0.0.1:{port}", "public_url": f"http://127.0.0.1:{port}"},
+        "servers": {"everything": {"command": "node", "args": [str(everything_js), "stdio"]}},
+        "chat": {"console": {}}}))
+    process = await anyio.open_process([sys.executable, "-m", "bridge.cli", "run", "-c", str(config)])
+    assert process.stdin is not None and process.stdout is not None
+    seen = ""
+
+    async def until(pattern: str) -> re.Match[str]:
+        nonlocal seen
+        assert process.stdout is not None
+        while (match := re.search(pattern, seen, re.S)) is None:
+            seen += (await process.stdout.receive()).decode()
+        return match
+
+    try:
+        with anyio.fail_after(60):
+            await until("Type `!mcp help`")
+            await process.stdin.send(b"!mcp call everything trigger-elicitation-request\n")
+            link = (await until(r"Or fill it in on the web: (\S+)")).group(1)
+            page = await phone_page(browser)
+            await page.goto(link)
+            await fill_everything(page, email="ada@example.com")
+            assert (await press(page, "Submit")).status == 200
+            result = await until(r"Raw result: (\{.*?\n\})")
+            assert "accepted by you" in seen
+    except TimeoutError:
+        pytest.fail(f"the console said: {seen}")
+    finally:
+        process.terminate()
+        await process.wait()
+    assert json.loads(result.group(1)) == {"action": "accept", "content": EVERYTHING_ANSWER}
 
 
 async def test_a_2026_form_with_a_date_time_and_an_offset_round_trips(browser: Browser, artifacts: Path) -> None:
