@@ -11,6 +11,7 @@ legacy call waits here, then reads the outcome from the store and answers its se
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -40,15 +41,18 @@ class DecisionWatch:
             await tg.start(self._listen_loop)
             task_status.started()
 
-    async def wait(self, interaction_id: str) -> None:
-        """Return once `interaction_id` is no longer open in the store."""
+    async def wait(self, interaction_id: str, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Return once `interaction_id` is no longer open in the store. (With `TaskGroup.start`: started once it is
+        watched, so a decision made after that is heard.)"""
         event = self._waiting.get(interaction_id)
         if event is None:
             event = self._waiting[interaction_id] = anyio.Event()
         try:
             # It may have been decided before we started watching: look once.
             if interaction_id in await self._store.decided([interaction_id]):
+                task_status.started()
                 return
+            task_status.started()
             await event.wait()
         finally:
             if self._waiting.get(interaction_id) is event:
@@ -97,7 +101,11 @@ class DecisionWatch:
                 self._fire(interaction_id)
 
 
-async def keep_alive(store: AsyncStore, lease: float, *, every: float | None = None) -> None:
+class Beats(Protocol):
+    async def heartbeat(self, lease: float, *, now: float | None = None) -> None: ...
+
+
+async def keep_alive(store: Beats, lease: float, *, every: float | None = None) -> None:
     """Heartbeat `lease` seconds every `every` (a third of the lease by default), until cancelled. A failed beat
     is retried at the next; the lease is long enough to miss two."""
     interval = lease / 3 if every is None else every

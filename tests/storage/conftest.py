@@ -37,3 +37,29 @@ async def store(target: str) -> AsyncIterator[SqlStore]:
         yield opened
     finally:
         await opened.aclose()
+
+
+@pytest.fixture
+def pg_target(postgres: PostgresCluster) -> Iterator[str]:
+    """A fresh Postgres database, for what only several workers do."""
+    url = postgres.create_database()
+    yield url
+    postgres.drop_database(url)
+
+
+@pytest.fixture
+async def pg_store(pg_target: str) -> AsyncIterator[SqlStore]:
+    opened = await open_store(pg_target, worker_id="w1")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    opened = await open_store(tmp_path / "bridge.db", worker_id="w1")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()

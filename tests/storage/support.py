@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from bridge.forms import form_from_schema
 from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.storage import SqlStore, open_store
 from bridge.store import PendingCall
 from bridge.testing import ALICE, ROOM
 
@@ -33,3 +36,13 @@ def pending(call_id: str = "call-1", conversation: ConversationKey = ROOM) -> Pe
     return PendingCall(id=call_id, conversation=conversation, server="srv", tool="book", arguments={"tag": "x"},
                        request_state="state-1", input_requests={"k": {"method": "elicitation/create"}},
                        requester=ALICE)
+
+
+@asynccontextmanager
+async def worker(target: str, worker_id: str = "w2") -> AsyncIterator[SqlStore]:
+    """Another worker on the same store (its own pool)."""
+    store = await open_store(target, worker_id=worker_id)
+    try:
+        yield store
+    finally:
+        await store.aclose()
