@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from bridge.errors import StoreError, StoreLocked
@@ -122,7 +123,7 @@ async def test_a_blocked_write_stalls_neither_the_event_loop_nor_reads(sqlite_st
                 for _ in range(20):
                     got = await sqlite_store.interaction(item.id)  # reads go on meanwhile (WAL)
                     assert got is not None
-                    await anyio.sleep(0)  # and the loop runs other tasks
+                    await anyio.lowlevel.checkpoint()  # and the loop runs other tasks
                 assert not claimed.is_set()
                 other.execute("COMMIT")
     finally:
