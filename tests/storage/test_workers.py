@@ -21,6 +21,28 @@ pytestmark = pytest.mark.anyio
 EXPIRED = Outcome(Status.EXPIRED, reason="nobody answered in time")
 
 
+async def test_claimers_on_two_pools_make_exactly_one_winner_per_card(pg_target: str, pg_store: SqlStore) -> None:
+    """Two workers (two pools, 10 connections each), 100 claimers per card, 10 cards claimed at once."""
+    items = [interaction() for _ in range(10)]
+    for item in items:
+        await pg_store.save_interaction(item)
+    wins: dict[str, list[str]] = {item.id: [] for item in items}
+    async with worker(pg_target) as other:
+
+        async def claimer(store: SqlStore, n: int) -> None:
+            item = items[n % len(items)]
+            if await store.claim(item, accepted(n=n % 10)):
+                wins[item.id].append(store.worker_id)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for n in range(1000):
+                    tg.start_soon(claimer, pg_store if n % 2 else other, n)
+    assert all(len(w) == 1 for w in wins.values()), wins
+    assert {w[0] for w in wins.values()} <= {"w1", "w2"}
+    assert sorted(r.interaction_id for r in await pg_store.audit_rows()) == sorted(wins)
+
+
 async def test_deadlines_are_stored_and_leased_to_one_worker_until_the_lease_lapses(store: SqlStore) -> None:
     now = time.time()
     late, later, future = interaction(expires_at=now - 20), interaction(expires_at=now - 10), interaction(600)
