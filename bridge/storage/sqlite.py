@@ -1,11 +1,13 @@
-"""The SQLite engine: one file in WAL mode, one process (a lock), writes in one thread with group commit.
+"""The SQLite engine: one file in WAL mode, one process (a lock), writes off the event loop with group commit.
 
-- **Off the event loop.** Writes go to a dedicated writer thread through a queue; reads run on their own connection in
-  a worker thread (WAL lets them proceed while a commit is being synced). The event loop only waits.
-- **Group commit.** The writer takes every job waiting in the queue and runs them in one transaction, each in its own
-  savepoint (a failing job is rolled back alone), so a burst of clicks costs one commit.
+- **Off the event loop.** Statements run in worker threads (`anyio.to_thread`), so the loop only waits; reads have
+  their own connection (WAL lets them proceed while a commit is being synced), writes go through one connection, one
+  batch at a time. Plain anyio: it runs on asyncio and on trio.
+- **Group commit.** Writers queue their jobs; whoever finds no batch in flight commits everything queued (each job
+  in its own savepoint: a failing job is rolled back alone) while later writers queue behind it, then the next takes
+  its turn. A burst of clicks costs a few commits, not one each.
 - **One sync per decision.** The connection runs `synchronous=NORMAL`: commits are safe against a crash of the process
-  but reach the disk only at checkpoints. A commit that carries a decision (`durable=True`) runs with
+  but reach the disk only at checkpoints. A batch that carries a decision (`durable=True`) commits with
   `synchronous=FULL`, which syncs the WAL; the WAL is replayed as a prefix, so that sync makes every earlier commit
   durable too. `durable_commits` counts the synced commits that wrote something, for tests and benches.
 - A write, once queued, runs to the end even if the task that asked is cancelled (its wait is shielded), so a caller
@@ -14,12 +16,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import queue
 import sqlite3
-import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -45,8 +43,7 @@ MEMORY = ":memory:"
 class _Job:
     steps: Sequence[Step]
     durable: bool
-    future: asyncio.Future[list[Done]]
-    loop: asyncio.AbstractEventLoop
+    result: list[Done] | Exception | None = None
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -55,6 +52,17 @@ def _connect(path: str) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA busy_timeout=5000")
     return db
+
+
+def _connections(path: str) -> tuple[sqlite3.Connection, sqlite3.Connection | None]:
+    """The writer's connection, and the readers' (`:memory:` is private to its connection: reads then go through
+    the writer)."""
+    writer = _connect(path)
+    if path == MEMORY:
+        return writer, None
+    reader = _connect(path)
+    reader.execute("PRAGMA query_only=ON")
+    return writer, reader
 
 
 def _run_steps(db: sqlite3.Connection, steps: Sequence[Step]) -> list[Done]:
@@ -75,15 +83,6 @@ def _run_steps(db: sqlite3.Connection, steps: Sequence[Step]) -> list[Done]:
     return out
 
 
-def _settle(future: asyncio.Future[list[Done]], result: list[Done] | BaseException) -> None:
-    if future.done():
-        return
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)
-
-
 def _translate(exc: Exception) -> Exception:
     return StoreError(f"SQLite: {exc}") if isinstance(exc, sqlite3.Error) else exc
 
@@ -94,21 +93,19 @@ class SqliteDriver:
     dialect: Dialect = "sqlite"
     exclusive = True
 
-    def __init__(self, path: str, lock: ProcessLock | None) -> None:
+    def __init__(self, path: str, lock: ProcessLock | None, writer: sqlite3.Connection,
+                 reader: sqlite3.Connection | None) -> None:
         self.path = path
         self._lock = lock
+        self._writer_db = writer
+        self._reader_db = reader
+        self._read_limiter = anyio.CapacityLimiter(1)
+        self._queued: list[_Job] = []
+        self._committing = False
+        self._committed = anyio.Event()
+        self._closed = False
         self.durable_commits = 0
         self.commits = 0
-        self._writer_db = _connect(path)
-        # `:memory:` is private to its connection: reads then go through the writer too.
-        self._reader_db = None if path == MEMORY else _connect(path)
-        if self._reader_db is not None:
-            self._reader_db.execute("PRAGMA query_only=ON")
-        self._read_limiter = anyio.CapacityLimiter(1)
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._closed = False
-        self._thread = threading.Thread(target=self._write_loop, name=f"store-writer {path}", daemon=True)
-        self._thread.start()
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteDriver:
@@ -119,28 +116,31 @@ class SqliteDriver:
             Path(name).parent.mkdir(parents=True, exist_ok=True)
             lock = ProcessLock.acquire(Path(name))
         try:
-            return await anyio.to_thread.run_sync(cls, name, lock)
-        except sqlite3.Error as exc:
+            writer, reader = await anyio.to_thread.run_sync(_connections, name)
+        except BaseException as exc:
             if lock is not None:
                 lock.release()
-            raise StoreError(f"cannot open the store {name}: {exc}") from exc
-        except BaseException:
-            if lock is not None:
-                lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open the store {name}: {exc}") from exc
             raise
+        return cls(name, lock, writer, reader)
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._reader_db is not None:
-            async with self._read_limiter:
-                self._reader_db.close()
-        self._jobs.put(None)
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._thread.join)
+            while self._committing or self._queued:  # what was asked for before closing is still written
+                await self._take_turn()
+            async with self._read_limiter:
+                await anyio.to_thread.run_sync(self._close_connections)
         if self._lock is not None:
             self._lock.release()
+
+    def _close_connections(self) -> None:
+        if self._reader_db is not None:
+            self._reader_db.close()
+        self._writer_db.close()  # the last connection: SQLite checkpoints the WAL into the file
 
     # -- the driver interface ----------------------------------------------------------------------------------------
 
@@ -157,12 +157,33 @@ class SqliteDriver:
 
     async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
         self._check_open()
-        loop = asyncio.get_running_loop()
-        job = _Job(steps, durable, loop.create_future(), loop)
-        self._jobs.put(job)
+        job = _Job(steps, durable)
+        self._queued.append(job)
         with anyio.CancelScope(shield=True):
-            done = await job.future
-        return done
+            while job.result is None:
+                await self._take_turn()
+        result = job.result
+        if isinstance(result, Exception):
+            raise result
+        assert result is not None  # the loop ran until it was set
+        return result
+
+    async def _take_turn(self) -> None:
+        """Commit what is queued, or, while another batch is in flight, wait for it to end."""
+        if self._committing:
+            await self._committed.wait()
+            return
+        self._committing = True
+        batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
+        try:
+            await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
+        finally:
+            for job in batch:
+                if job.result is None:  # the commit itself was interrupted
+                    job.result = StoreError("the store write was interrupted")
+            self._committing = False
+            committed, self._committed = self._committed, anyio.Event()
+            committed.set()
 
     @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
@@ -178,33 +199,11 @@ class SqliteDriver:
         if self._closed:
             raise StoreError("the store is closed")
 
-    # -- the writer thread -------------------------------------------------------------------------------------------
-
-    def _write_loop(self) -> None:
-        db = self._writer_db
-        try:
-            stopping = False
-            while not stopping:
-                job = self._jobs.get()
-                if job is None:
-                    break
-                batch = [job]
-                while len(batch) < MAX_BATCH:
-                    try:
-                        more = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:
-                        stopping = True
-                        break
-                    batch.append(more)
-                self._commit(db, batch)
-        finally:
-            db.close()
+    # -- in a worker thread, one batch at a time ---------------------------------------------------------------
 
     def _commit(self, db: sqlite3.Connection, batch: list[_Job]) -> None:
         durable = any(job.durable for job in batch)
-        results: list[list[Done] | BaseException] = []
+        results: list[list[Done] | Exception] = []
         try:
             if durable:
                 db.execute("PRAGMA synchronous=FULL")
@@ -232,8 +231,7 @@ class SqliteDriver:
             if durable:
                 db.execute("PRAGMA synchronous=NORMAL")
         for job, result in zip(batch, results, strict=True):
-            with contextlib.suppress(RuntimeError):  # the loop that asked has closed; nobody is waiting
-                job.loop.call_soon_threadsafe(_settle, job.future, result)
+            job.result = result
 
 
 async def _never() -> AsyncIterator[str]:

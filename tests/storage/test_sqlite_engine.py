@@ -172,3 +172,25 @@ async def test_an_in_memory_store_works_through_its_one_connection() -> None:
         assert store.durable_commits == 1
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_sqlite_engine_runs_on_trio_too(tmp_path: Path) -> None:
+    """Plain anyio (threads, events), so the core's trio tests can use it."""
+    store = await open_store(tmp_path / "bridge.db")
+    try:
+        items = [interaction() for _ in range(10)]
+        for item in items:
+            await store.save_interaction(item)
+        wins: list[bool] = []
+
+        async def claim(n: int) -> None:
+            wins.append(await store.claim(items[n % 10], accepted()))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(100):
+                tg.start_soon(claim, n)
+        assert wins.count(True) == 10
+        assert await store.open_interactions() == []
+    finally:
+        await store.aclose()
