@@ -56,6 +56,11 @@ def lock_key(name: str) -> int:
                           signed=True)
 
 
+def _say(exc: BaseException) -> str:
+    """An error in one line (libpq adds hints on lines of their own)."""
+    return " ".join(str(exc).split())
+
+
 async def _configure(conn: Connection) -> None:
     await conn.execute("SET synchronous_commit TO off")
 
@@ -73,6 +78,13 @@ class PostgresDriver:
 
     @classmethod
     async def open(cls, url: str, *, min_size: int = 1, max_size: int = 10, wait: float = 15.0) -> PostgresDriver:
+        # One plain connection first: a wrong URL, password or database fails at once with the server's reason,
+        # where the pool would keep retrying until its timeout.
+        try:
+            probe = await psycopg.AsyncConnection.connect(url)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot reach the {where(url)}: {_say(exc)}") from exc
+        await probe.close()
         pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, timeout=wait, configure=_configure,
             kwargs={"autocommit": True}, name="mcp-chat-bridge-store")
@@ -80,7 +92,7 @@ class PostgresDriver:
             await pool.open(wait=True, timeout=wait)
         except (PoolTimeout, psycopg.Error) as exc:
             await pool.close()
-            raise StoreError(f"cannot reach the {where(url)}: {exc}") from exc
+            raise StoreError(f"cannot reach the {where(url)}: {_say(exc)}") from exc
         return cls(url, pool)
 
     async def aclose(self) -> None:
@@ -93,15 +105,15 @@ class PostgresDriver:
             async with self._pool.connection() as conn:
                 yield conn
         except PoolTimeout as exc:
-            raise StoreError(f"no connection to the {where(self._url)}: {exc}") from exc
+            raise StoreError(f"no connection to the {where(self._url)}: {_say(exc)}") from exc
         except psycopg.Error as exc:
-            raise StoreError(f"Postgres: {exc}") from exc
+            raise StoreError(f"Postgres: {_say(exc)}") from exc
 
     async def _connect(self) -> Connection:
         try:
             return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot reach the {where(self._url)}: {exc}") from exc
+            raise StoreError(f"cannot reach the {where(self._url)}: {_say(exc)}") from exc
 
     # -- the driver interface ----------------------------------------------------------------------------------------
 
@@ -133,7 +145,7 @@ class PostgresDriver:
             try:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             except psycopg.Error as exc:
-                raise StoreError(f"Postgres LISTEN failed: {exc}") from exc
+                raise StoreError(f"Postgres LISTEN failed: {_say(exc)}") from exc
             yield _notifications(conn)
         finally:
             with anyio.CancelScope(shield=True):
@@ -183,7 +195,7 @@ async def _notifications(conn: Connection) -> AsyncIterator[str]:
         async for note in conn.notifies():
             yield note.payload
     except psycopg.Error as exc:
-        raise StoreError(f"lost the Postgres notification connection: {exc}") from exc
+        raise StoreError(f"lost the Postgres notification connection: {_say(exc)}") from exc
 
 
 async def _lock(conn: Connection, key: int) -> None:
@@ -191,7 +203,7 @@ async def _lock(conn: Connection, key: int) -> None:
     try:
         await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
     except psycopg.Error as exc:
-        raise StoreError(f"Postgres advisory lock failed: {exc}") from exc
+        raise StoreError(f"Postgres advisory lock failed: {_say(exc)}") from exc
 
 
 async def _keep(conn: Connection, lease: Lease, every: float) -> None:
