@@ -34,11 +34,17 @@ class SqlStore:
         self.worker_id = worker_id
 
     async def start(self, lease: float) -> None:
-        """Bring the schema up to date and register this worker. With an exclusive store (SQLite's lock) every
-        other worker on record is gone: their leases end now, so `reap_workers` hands over their work."""
+        """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
+        earlier process's (a restart with the same `--worker-id`): nobody holds it in memory now, so it is disowned
+        for `reap_workers` to hand over. With an exclusive store (SQLite's lock) every other worker on record is
+        gone too: their leases end now."""
         await migrate(self._db)
+        me = (self.worker_id,)
+        steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
+                 Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me)]
         if self._db.exclusive:
-            await self._db.transaction([Step("UPDATE workers SET lease_until = 0 WHERE id <> ?", (self.worker_id,))])
+            steps.append(Step("UPDATE workers SET lease_until = 0 WHERE id <> ?", me))
+        await self._db.transaction(steps)
         await self.heartbeat(lease)
 
     @property

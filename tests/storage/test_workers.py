@@ -124,6 +124,22 @@ async def test_rows_from_before_workers_existed_are_reaped(store: SqlStore) -> N
     assert (await store.reap_workers()).interactions == ()  # now ours
 
 
+async def test_a_restart_under_the_same_worker_id_hands_over_the_earlier_processes_work(target: str) -> None:
+    item = interaction()
+    first = await open_store(target, worker_id="fixed")
+    await first.save_interaction(item)
+    await first.save_pending_call(pending("call-1"))
+    await first.aclose()
+    again = await open_store(target, worker_id="fixed")
+    try:
+        reaped = await again.reap_workers()
+        assert [s.interaction.id for s in reaped.interactions] == [item.id]
+        assert [c.id for c in reaped.pending_calls] == ["call-1"]
+        assert reaped.workers == ()  # the worker itself is alive: it is us
+    finally:
+        await again.aclose()
+
+
 async def test_a_decision_by_one_worker_is_heard_by_another_pool(pg_target: str, pg_store: SqlStore) -> None:
     store, target = pg_store, pg_target
     items = [interaction() for _ in range(3)]
