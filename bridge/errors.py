@@ -9,6 +9,9 @@
     ├── SessionError             an MCP server could not be reached or used
     │   ├── ServerStartError     it failed to start or to negotiate; carries the stderr tail
     │   └── ServerGoneError      it crashed or closed while in use; carries the stderr tail
+    ├── StoreError               the store (SQLite file or Postgres) failed or cannot be used
+    │   ├── StoreLocked          another bridge process holds this SQLite store; names its pid
+    │   └── StoreSchemaError     the store was written by a newer bridge, or a migration failed
     └── AdapterError             a chat platform failed
         ├── PlatformAPIError     an API call failed (translated once, at the adapter's edge)
         └── RateLimited          the platform asked us to slow down; `retry_after` seconds
@@ -86,6 +89,23 @@ class ServerStartError(SessionError):
 
 
 class ServerGoneError(SessionError):
+    pass
+
+
+class StoreError(BridgeError):
+    pass
+
+
+class StoreLocked(StoreError):
+    def __init__(self, path: str, pid: int | None) -> None:
+        self.path = path
+        self.pid = pid
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(f"the store {path} is in use by {holder} (one bridge process per SQLite store; "
+                         "stop it first, or use a Postgres store for several workers)")
+
+
+class StoreSchemaError(StoreError):
     pass
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything and run the demo or the whole test suite on a fresh Debian machine (Python 3.11, Node 20, npm).
 #   bash scripts/dev.sh demo    # the console chat with the bundled demo MCP server
-#   bash scripts/dev.sh test    # lint, types, import contracts and every test (installs npm peers, Synapse, Chromium)
+#   bash scripts/dev.sh test    # lint, types, import contracts and every test (installs npm peers, Synapse, Chromium,
+#                               PostgreSQL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -41,6 +42,7 @@ case "${1:-}" in
     (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
     bash scripts/install-synapse.sh
     bash scripts/install-chromium.sh
+    bash scripts/install-postgres.sh
     "$VENV/bin/ruff" check bridge adapters tests bench
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"

@@ -1,4 +1,5 @@
-"""Shared fixtures: the asyncio backend (the SDK and adapters run on it) and the npm MCP peers."""
+"""Shared fixtures: the asyncio backend (the SDK and adapters run on it), the npm MCP peers, a real Synapse and a real
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.matrixhs.synapse import Synapse
+from tests.pg.cluster import PostgresCluster, PostgresUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -32,3 +34,15 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
     run."""
     with Synapse(tmp_path_factory.mktemp("synapse")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL cluster for the whole test session (a fresh database per test: `create_database`).
+    Skipped, saying why, only when the server binaries are not installed and cannot be (scripts/install-postgres.sh)."""
+    try:
+        cluster = PostgresCluster()
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    with cluster:
+        yield cluster

@@ -1,0 +1,47 @@
+"""The store behind one async interface (`AsyncStore`) with two engines: SQLite, embedded, one process (the
+default), and Postgres for several workers. `open_store` picks the engine from the configured `store` value, runs
+the schema migrations and registers this worker."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from bridge.storage.api import AsyncStore
+from bridge.storage.driver import Driver
+from bridge.storage.sqlstore import SqlStore
+
+__all__ = ["AsyncStore", "SqlStore", "default_worker_id", "is_postgres", "open_store"]
+
+DEFAULT_LEASE = 60.0
+"""Seconds a worker stays alive on record without a heartbeat."""
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def is_postgres(target: str | Path) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+async def open_store(target: str | Path, *, worker_id: str | None = None, lease: float = DEFAULT_LEASE,
+                     pool_size: int = 10) -> SqlStore:
+    """Open the store at `target`: a `postgresql://` URL, a SQLite file path, or `:memory:`."""
+    if is_postgres(target):
+        # Imported here: psycopg is an optional extra, and costs start-up time for those who do not use it.
+        from bridge.storage.postgres import PostgresDriver
+
+        driver: Driver = await PostgresDriver.open(str(target), max_size=pool_size)
+    else:
+        from bridge.storage.sqlite import SqliteDriver
+
+        driver = await SqliteDriver.open(target)
+    store = SqlStore(driver, worker_id or default_worker_id())
+    try:
+        await store.start(lease)
+    except BaseException:
+        await store.aclose()
+        raise
+    return store

@@ -1,0 +1,141 @@
+"""The store's one interface, async, for both engines (SQLite embedded, Postgres for several workers).
+
+Rows keep the shapes of the synchronous `bridge.store` (`AuditRow`, `PendingCall`, `StoredInteraction`). What is new
+serves restarts and several workers:
+
+- `claim` is the only way an interaction ends: one atomic `UPDATE … WHERE status = 'open'` and its audit row in one
+  transaction, reporting whether this caller won. It is the one commit per decision that is synced to disk; every
+  other write may be lost on a power cut and is synced by the next claim (SQLite WAL and Postgres WAL are both
+  replayed as a prefix).
+- Deadlines are stored with the interaction; `take_expired` leases due cards to one worker, and the claim of the
+  expiry settles ties, so a card is never expired twice.
+- Workers register and heartbeat a lease; `reap_workers` hands the open work of workers whose lease lapsed (or who
+  never registered: rows from before workers existed) to the caller, exactly once.
+- `decisions()` streams ids of interactions decided by any worker (Postgres LISTEN/NOTIFY; SQLite has only one
+  process, so nothing ever arrives); `decided()` is the polling fallback.
+- `prune` drops finished interaction rows past a retention (the audit log keeps the record).
+
+Timestamps are seconds since the epoch from the caller's clock (`time.time()` unless `now` is given, which tests use
+instead of sleeping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from bridge.model import CardRef, ConversationKey, Interaction, Outcome
+from bridge.store import AuditRow, PendingCall, StoredInteraction
+
+__all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """The open work of lapsed workers, now owned by the worker that reaped it."""
+
+    workers: tuple[str, ...]
+    interactions: tuple[StoredInteraction, ...]
+    """Open interactions they owned: legacy ones (no pending call) can only be failed; 2026 ones continue."""
+    pending_calls: tuple[PendingCall, ...]
+
+
+@dataclass(slots=True)
+class Lease:
+    """Leadership of one named role (a Matrix sync loop, say). `lost` is set if the store stops vouching for it."""
+
+    name: str
+    lost: anyio.Event
+
+
+class AsyncStore(Protocol):
+    """Persistence for the bridge. Open with `bridge.storage.open_store`; `aclose()` when done."""
+
+    worker_id: str
+
+    @property
+    def durable_commits(self) -> int:
+        """Commits made durable (synced) since opening: one per claim, none for anything else."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    # -- audit -------------------------------------------------------------------------------------------------------
+    async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None: ...
+    async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]: ...
+
+    # -- interactions ------------------------------------------------------------------------------------------------
+    async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
+                               input_key: str | None = None) -> None:
+        """Store a new open interaction, owned by this worker, with its deadline."""
+        ...
+
+    async def set_card(self, interaction_id: str, card: CardRef) -> None: ...
+
+    async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
+        """End an open interaction with `outcome` and its audit row, atomically and durably. False (and nothing
+        written) when it was no longer open: someone else's decision, expiry or cancellation came first."""
+        ...
+
+    async def interaction(self, interaction_id: str) -> StoredInteraction | None: ...
+    async def open_interactions(self) -> list[StoredInteraction]: ...
+    async def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]: ...
+
+    async def decided(self, interaction_ids: Collection[str]) -> set[str]:
+        """Which of these are no longer open (the polling fallback for `decisions()`)."""
+        ...
+
+    def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """Ids of interactions as any worker claims them, from the moment the context is entered."""
+        ...
+
+    # -- deadlines ---------------------------------------------------------------------------------------------------
+    async def next_deadline(self) -> float | None:
+        """The earliest deadline of an open interaction."""
+        ...
+
+    async def take_expired(self, *, lease: float = 30.0, limit: int = 100,
+                           now: float | None = None) -> list[StoredInteraction]:
+        """Open interactions past their deadline, leased to this worker for `lease` seconds so no other worker takes
+        them meanwhile. Expire each with `claim`."""
+        ...
+
+    # -- pending 2026 calls ------------------------------------------------------------------------------------------
+    async def save_pending_call(self, call: PendingCall) -> None: ...
+    async def delete_pending_call(self, call_id: str) -> None: ...
+    async def pending_calls(self) -> list[PendingCall]: ...
+
+    # -- workers -----------------------------------------------------------------------------------------------------
+    async def heartbeat(self, lease: float, *, now: float | None = None) -> None:
+        """Keep this worker alive for `lease` more seconds."""
+        ...
+
+    async def reap_workers(self, *, now: float | None = None) -> Reaped:
+        """Take over the open work of every worker whose lease lapsed (exactly one caller gets each)."""
+        ...
+
+    def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:
+        """Wait until this worker leads `name` (one leader across the fleet), hold it for the block."""
+        ...
+
+    # -- retention ---------------------------------------------------------------------------------------------------
+    async def prune(self, keep: float, *, now: float | None = None) -> int:
+        """Delete finished interactions created more than `keep` seconds ago (those of a stored call that is still
+        pending stay); the number deleted."""
+        ...
+
+    # -- per-conversation data ---------------------------------------------------------------------------------------
+    async def roots(self, conversation: ConversationKey) -> list[tuple[str, str]]: ...
+    async def add_root(self, conversation: ConversationKey, uri: str, name: str) -> None: ...
+    async def remove_root(self, conversation: ConversationKey, uri: str) -> bool: ...
+    async def setting(self, conversation: ConversationKey, key: str) -> str | None: ...
+    async def set_setting(self, conversation: ConversationKey, key: str, value: str) -> None: ...
+    async def adapter_value(self, namespace: str, key: str) -> str | None: ...
+    async def set_adapter_value(self, namespace: str, key: str, value: str) -> None: ...
+    async def history(self, conversation: ConversationKey) -> list[dict[str, Any]]: ...
+    async def append_history(self, conversation: ConversationKey, messages: Sequence[Mapping[str, Any]]) -> None: ...
+    async def clear_history(self, conversation: ConversationKey) -> None: ...

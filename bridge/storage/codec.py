@@ -1,0 +1,95 @@
+"""How rows are written and read: JSON text columns in exactly the format of the synchronous `bridge.store`, so a
+file written by it is read as is (migration 1 is its schema)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from bridge.forms import Form, form_from_schema
+from bridge.model import Actor, CardRef, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.store import AuditRow, PendingCall, StoredInteraction
+
+INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id"
+PENDING_COLUMNS = "id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
+AUDIT_COLUMNS = "at, interaction_id, kind, server, conversation, outcome, actor, actor_name, requester, detail"
+
+
+def dump_actor(actor: Actor | None) -> str | None:
+    return json.dumps([actor.platform, actor.user_id, actor.display_name]) if actor else None
+
+
+def load_actor(text: str | None) -> Actor | None:
+    if not text:
+        return None
+    platform, user_id, name = json.loads(text)
+    return Actor(platform, user_id, name)
+
+
+def dump_outcome(outcome: Outcome) -> str:
+    return json.dumps({"status": outcome.status.value, "content": dict(outcome.content) if outcome.content else None,
+                       "by": dump_actor(outcome.by), "reason": outcome.reason})
+
+
+def load_outcome(text: str | None) -> Outcome | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return Outcome(Status(data["status"]), data["content"], load_actor(data["by"]), data["reason"])
+
+
+def dump_interaction(i: Interaction) -> str:
+    return json.dumps({
+        "id": i.id, "kind": i.kind.value, "server": [i.server.name, i.server.title],
+        "conversation": i.conversation.id(), "requester": dump_actor(i.requester), "approvers": sorted(i.approvers),
+        "message": i.message, "schema": dict(i.form.schema), "expires_at": i.expires_at,
+        "details": [[d.label, d.text, d.full_length] for d in i.details], "url": i.url,
+        "accept_label": i.accept_label, "decline_label": i.decline_label, "quick_accept": i.quick_accept,
+        "tool": i.tool,
+    })
+
+
+def load_interaction(text: str) -> Interaction:
+    d = json.loads(text)
+    form = form_from_schema(d["schema"]) if d["schema"] else Form()
+    return Interaction(
+        id=d["id"], kind=Kind(d["kind"]), server=ServerLabel(*d["server"]),
+        conversation=ConversationKey.from_id(d["conversation"]), requester=load_actor(d["requester"]),
+        approvers=frozenset(d["approvers"]), message=d["message"], form=form, expires_at=d["expires_at"],
+        details=tuple(Detail(*x) for x in d["details"]), url=d["url"], accept_label=d["accept_label"],
+        decline_label=d["decline_label"], quick_accept=d["quick_accept"], tool=d["tool"],
+    )
+
+
+def stored_interaction(row: Sequence[Any]) -> StoredInteraction:
+    """A row of `INTERACTION_COLUMNS`."""
+    body, status, card, pending_call, input_key, outcome, interaction_id = row
+    return StoredInteraction(
+        interaction=load_interaction(body), status=Status(status),
+        card=CardRef(interaction_id, json.loads(card)) if card else None,
+        pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome),
+    )
+
+
+def pending_call(row: Sequence[Any]) -> PendingCall:
+    """A row of `PENDING_COLUMNS`."""
+    return PendingCall(row[0], ConversationKey.from_id(row[1]), row[2], row[3], json.loads(row[4]), row[5],
+                       json.loads(row[6]), load_actor(row[7]), row[8])
+
+
+def audit_row(row: Sequence[Any]) -> AuditRow:
+    return AuditRow(*row)
+
+
+def audit_values(interaction: Interaction, outcome: Outcome, detail: str, at: float) -> tuple[Any, ...]:
+    """The values of `AUDIT_COLUMNS` for one outcome."""
+    return (at, interaction.id, interaction.kind.value, interaction.server.name, interaction.conversation.id(),
+            outcome.status.value, outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
+            interaction.requester.key if interaction.requester else None, detail or outcome.reason)
+
+
+def pending_values(call: PendingCall, at: float) -> tuple[Any, ...]:
+    """The values of `PENDING_COLUMNS` for one call (stamped `at`, as the old store did)."""
+    return (call.id, call.conversation.id(), call.server, call.tool, json.dumps(dict(call.arguments)),
+            call.request_state, json.dumps(dict(call.input_requests)), dump_actor(call.requester), at)

@@ -1,0 +1,131 @@
+"""The store's schema, as numbered steps run at start (both engines), so an upgrade needs no manual step.
+
+Each step runs in one transaction together with its row in `schema_version`, so a step is applied entirely or not at
+all, and exactly once even when several Postgres workers start at the same moment (an advisory lock serialises them;
+one that loses the race finds the step done and moves on). Steps only add: no step drops a table or a column that
+holds rows. Version N means the same logical schema on both engines. Never edit a released step; add one.
+
+Step 1 is the schema of the synchronous `bridge.store` as it shipped (`CREATE … IF NOT EXISTS`), so a file it wrote
+is adopted in place with every row.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from bridge.errors import StoreError, StoreSchemaError
+from bridge.storage.driver import Dialect, Driver, Step
+
+logger = logging.getLogger(__name__)
+
+MIGRATE_LOCK = 0x6D63_7062_7269_6401  # pg advisory lock key: "mcpbrid" + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    what: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+    def statements(self, dialect: Dialect) -> tuple[str, ...]:
+        return self.sqlite if dialect == "sqlite" else self.postgres
+
+
+def _v1(real: str, serial: str, roots_pos: str) -> tuple[str, ...]:
+    return (
+        f"""CREATE TABLE IF NOT EXISTS audit (
+            id {serial}, at {real} NOT NULL, interaction_id TEXT NOT NULL, kind TEXT NOT NULL, server TEXT NOT NULL,
+            conversation TEXT NOT NULL, outcome TEXT NOT NULL, actor TEXT, actor_name TEXT, requester TEXT,
+            detail TEXT NOT NULL DEFAULT '')""",
+        f"""CREATE TABLE IF NOT EXISTS interactions (
+            id TEXT PRIMARY KEY, conversation TEXT NOT NULL, status TEXT NOT NULL, body TEXT NOT NULL, card TEXT,
+            pending_call TEXT, input_key TEXT, outcome TEXT, created_at {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS interactions_open ON interactions (status)",
+        f"""CREATE TABLE IF NOT EXISTS pending_calls (
+            id TEXT PRIMARY KEY, conversation TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,
+            arguments TEXT NOT NULL, request_state TEXT, input_requests TEXT NOT NULL, requester TEXT,
+            created_at {real} NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS roots (
+            conversation TEXT NOT NULL, uri TEXT NOT NULL, name TEXT NOT NULL DEFAULT '',{roots_pos}
+            PRIMARY KEY (conversation, uri))""",
+        """CREATE TABLE IF NOT EXISTS settings (
+            conversation TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (conversation, key))""",
+        """CREATE TABLE IF NOT EXISTS adapter_state (
+            namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (namespace, key))""",
+        f"""CREATE TABLE IF NOT EXISTS history (
+            id {serial}, conversation TEXT NOT NULL, message TEXT NOT NULL)""",
+    )
+
+
+def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
+    return (
+        # Stored deadlines and owners: any worker can expire a card, a survivor takes a dead worker's work.
+        f"ALTER TABLE interactions ADD COLUMN expires_at {real}",
+        "ALTER TABLE interactions ADD COLUMN worker TEXT",
+        "ALTER TABLE interactions ADD COLUMN expiry_worker TEXT",
+        f"ALTER TABLE interactions ADD COLUMN expiry_until {real}",
+        f"UPDATE interactions SET expires_at = {expires_from_body} WHERE status = 'open'",
+        "ALTER TABLE pending_calls ADD COLUMN worker TEXT",
+        f"""CREATE TABLE workers (
+            id TEXT PRIMARY KEY, started_at {real} NOT NULL, heartbeat_at {real} NOT NULL,
+            lease_until {real} NOT NULL)""",
+        # What a restart reads: open interactions in order, and each stored call's interactions (without this
+        # one, 1 000 pending calls next to 100 000 old rows meant 1 000 full scans).
+        "DROP INDEX IF EXISTS interactions_open",
+        "CREATE INDEX interactions_status_created ON interactions (status, created_at)",
+        "CREATE INDEX interactions_call ON interactions (pending_call, created_at)",
+        "CREATE INDEX interactions_deadline ON interactions (expires_at) WHERE status = 'open'",
+        "CREATE INDEX audit_interaction ON audit (interaction_id)",
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "the first schema (bridge.store)",
+              _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
+              _v1("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+                  " pos BIGINT GENERATED ALWAYS AS IDENTITY,")),
+    Migration(2, "deadlines, owners, workers, restart indexes",
+              _v2("REAL", "json_extract(body, '$.expires_at')"),
+              _v2("DOUBLE PRECISION", "(body::json->>'expires_at')::double precision")),
+)
+LATEST = MIGRATIONS[-1].version
+
+
+async def current_version(driver: Driver) -> int:
+    rows = await driver.fetch("SELECT max(version) FROM schema_version")
+    return int(rows[0][0] or 0)
+
+
+def _lock(driver: Driver) -> list[Step]:
+    return [Step("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))] if driver.dialect == "postgres" else []
+
+
+async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Bring the schema up to the newest step; the version it is at afterwards."""
+    await driver.transaction([*_lock(driver), Step(
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION"
+        " NOT NULL)")])
+    version = await current_version(driver)
+    newest = migrations[-1].version
+    if version > newest:
+        raise StoreSchemaError(f"the store is at schema version {version}, newer than this mcp-chat-bridge knows "
+                               f"({newest}): upgrade the bridge, or point it at another store")
+    for step in migrations:
+        if step.version <= version:
+            continue
+        steps = [*_lock(driver), Step("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                                      (step.version, time.time()))]
+        steps += [Step(sql) for sql in step.statements(driver.dialect)]
+        try:
+            await driver.transaction(steps)
+        except StoreError as exc:
+            # Another worker may have applied it while we waited for the lock: then its version row is there.
+            if await current_version(driver) >= step.version:
+                continue
+            raise StoreSchemaError(f"schema migration {step.version} ({step.what}) failed: {exc}") from exc
+        logger.info("store schema migrated to version %d (%s)", step.version, step.what)
+        version = step.version
+    return version

@@ -1,0 +1,239 @@
+"""The SQLite engine: one file in WAL mode, one process (a lock), writes off the event loop with group commit.
+
+- **Off the event loop.** Statements run in worker threads (`anyio.to_thread`), so the loop only waits; reads have
+  their own connection (WAL lets them proceed while a commit is being synced), writes go through one connection, one
+  batch at a time. Plain anyio: it runs on asyncio and on trio.
+- **Group commit.** Writers queue their jobs; whoever finds no batch in flight commits everything queued (each job
+  in its own savepoint: a failing job is rolled back alone) while later writers queue behind it, then the next takes
+  its turn. A burst of clicks costs a few commits, not one each.
+- **One sync per decision.** The connection runs `synchronous=NORMAL`: commits are safe against a crash of the process
+  but reach the disk only at checkpoints. A batch that carries a decision (`durable=True`) commits with
+  `synchronous=FULL`, which syncs the WAL; the WAL is replayed as a prefix, so that sync makes every earlier commit
+  durable too. `durable_commits` counts the synced commits that wrote something, for tests and benches.
+- A write, once queued, runs to the end even if the task that asked is cancelled (its wait is shielded), so a caller
+  never has to guess whether a half-cancelled write happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bridge.errors import StoreError
+from bridge.storage.api import Lease
+from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step
+from bridge.storage.lock import ProcessLock
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 128
+"""Jobs committed together at most: bounds how long the first of a burst waits for the last."""
+
+MEMORY = ":memory:"
+
+
+@dataclass(slots=True)
+class _Job:
+    steps: Sequence[Step]
+    durable: bool
+    result: list[Done] | Exception | None = None
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    return db
+
+
+def _connections(path: str) -> tuple[sqlite3.Connection, sqlite3.Connection | None]:
+    """The writer's connection, and the readers' (`:memory:` is private to its connection: reads then go through
+    the writer)."""
+    writer = _connect(path)
+    if path == MEMORY:
+        return writer, None
+    reader = _connect(path)
+    reader.execute("PRAGMA query_only=ON")
+    return writer, reader
+
+
+def _run_steps(db: sqlite3.Connection, steps: Sequence[Step]) -> list[Done]:
+    out: list[Done] = []
+    previous: Done | None = None
+    for step in steps:
+        if step.guarded and (previous is None or previous.count <= 0):
+            done = SKIPPED
+        else:
+            cur = db.execute(step.sql, tuple(step.params))
+            if cur.description is not None:
+                rows: list[Row] = cur.fetchall()
+                done = Done(rows, len(rows))
+            else:
+                done = Done([], cur.rowcount)
+        out.append(done)
+        previous = done
+    return out
+
+
+def _translate(exc: Exception) -> Exception:
+    return StoreError(f"SQLite: {exc}") if isinstance(exc, sqlite3.Error) else exc
+
+
+class SqliteDriver:
+    """The `Driver` for one SQLite file (or `:memory:`, for tests and `call`). Open with `await SqliteDriver.open()`."""
+
+    dialect: Dialect = "sqlite"
+    exclusive = True
+
+    def __init__(self, path: str, lock: ProcessLock | None, writer: sqlite3.Connection,
+                 reader: sqlite3.Connection | None) -> None:
+        self.path = path
+        self._lock = lock
+        self._writer_db = writer
+        self._reader_db = reader
+        self._read_limiter = anyio.CapacityLimiter(1)
+        self._queued: list[_Job] = []
+        self._committing = False
+        self._committed = anyio.Event()
+        self._closed = False
+        self.durable_commits = 0
+        self.commits = 0
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SqliteDriver:
+        """Lock the file (a second process gets `StoreLocked`), then connect, off the event loop."""
+        name = str(path)
+        lock = None
+        if name != MEMORY:
+            Path(name).parent.mkdir(parents=True, exist_ok=True)
+            lock = ProcessLock.acquire(Path(name))
+        try:
+            writer, reader = await anyio.to_thread.run_sync(_connections, name)
+        except BaseException as exc:
+            if lock is not None:
+                lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open the store {name}: {exc}") from exc
+            raise
+        return cls(name, lock, writer, reader)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            while self._committing or self._queued:  # what was asked for before closing is still written
+                await self._take_turn()
+            async with self._read_limiter:
+                await anyio.to_thread.run_sync(self._close_connections)
+        if self._lock is not None:
+            self._lock.release()
+
+    def _close_connections(self) -> None:
+        if self._reader_db is not None:
+            self._reader_db.close()
+        self._writer_db.close()  # the last connection: SQLite checkpoints the WAL into the file
+
+    # -- the driver interface ----------------------------------------------------------------------------------------
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        if self._reader_db is None:
+            return (await self.transaction([Step(sql, params)]))[0].rows
+        self._check_open()
+        reader = self._reader_db
+        try:
+            return await anyio.to_thread.run_sync(lambda: reader.execute(sql, tuple(params)).fetchall(),
+                                                  limiter=self._read_limiter)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite: {exc}") from exc
+
+    async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
+        self._check_open()
+        job = _Job(steps, durable)
+        self._queued.append(job)
+        with anyio.CancelScope(shield=True):
+            while job.result is None:
+                await self._take_turn()
+        result = job.result
+        if isinstance(result, Exception):
+            raise result
+        assert result is not None  # the loop ran until it was set
+        return result
+
+    async def _take_turn(self) -> None:
+        """Commit what is queued, or, while another batch is in flight, wait for it to end."""
+        if self._committing:
+            await self._committed.wait()
+            return
+        self._committing = True
+        batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
+        try:
+            await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
+        finally:
+            for job in batch:
+                if job.result is None:  # the commit itself was interrupted
+                    job.result = StoreError("the store write was interrupted")
+            self._committing = False
+            committed, self._committed = self._committed, anyio.Event()
+            committed.set()
+
+    @asynccontextmanager
+    async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
+        """Nothing to hear: this process is the only one deciding."""
+        yield _never()
+
+    @asynccontextmanager
+    async def leadership(self, name: str, retry: float) -> AsyncIterator[Lease]:
+        """Always the leader: the process lock already makes this the only process."""
+        yield Lease(name, anyio.Event())
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the store is closed")
+
+    # -- in a worker thread, one batch at a time ---------------------------------------------------------------
+
+    def _commit(self, db: sqlite3.Connection, batch: list[_Job]) -> None:
+        durable = any(job.durable for job in batch)
+        results: list[list[Done] | Exception] = []
+        try:
+            if durable:
+                db.execute("PRAGMA synchronous=FULL")
+            db.execute("BEGIN IMMEDIATE")
+            before = db.total_changes
+            for job in batch:
+                db.execute("SAVEPOINT job")
+                try:
+                    results.append(_run_steps(db, job.steps))
+                except Exception as exc:  # noqa: BLE001 - the job's own failure goes to its caller; the batch goes on
+                    db.execute("ROLLBACK TO job")
+                    results.append(_translate(exc))
+                db.execute("RELEASE job")
+            wrote = db.total_changes != before
+            db.execute("COMMIT")
+            self.commits += 1
+            if durable and wrote:
+                self.durable_commits += 1
+        except Exception as exc:  # noqa: BLE001 - every caller of the batch hears of it; the writer stays up
+            logger.error("store commit failed: %s", exc)
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            results = [_translate(exc)] * len(batch)
+        finally:
+            if durable:
+                db.execute("PRAGMA synchronous=NORMAL")
+        for job, result in zip(batch, results, strict=True):
+            job.result = result
+
+
+async def _never() -> AsyncIterator[str]:
+    await anyio.sleep_forever()
+    yield ""  # never reached: makes this an async generator

@@ -1,0 +1,251 @@
+"""The store, once, over either engine's driver (`bridge.storage.sqlite`, `bridge.storage.postgres`).
+
+Every operation is one statement or one short transaction of steps, so nothing holds a transaction across an await.
+Only `claim` asks for a durable commit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.storage import codec
+from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
+from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
+from bridge.storage.driver import Driver, Step
+from bridge.storage.migrations import migrate
+
+DECIDED_CHANNEL = "mcp_bridge_decided"
+REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
+
+_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+_SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
+
+
+class SqlStore:
+    """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
+
+    def __init__(self, driver: Driver, worker_id: str) -> None:
+        self._db = driver
+        self.worker_id = worker_id
+
+    async def start(self, lease: float) -> None:
+        """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
+        earlier process's (a restart with the same `--worker-id`): nobody holds it in memory now, so it is disowned
+        for `reap_workers` to hand over. With an exclusive store (SQLite's lock) every other worker on record is
+        gone too: their leases end now."""
+        await migrate(self._db)
+        me = (self.worker_id,)
+        steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
+                 Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me)]
+        if self._db.exclusive:
+            steps.append(Step("UPDATE workers SET lease_until = 0 WHERE id <> ?", me))
+        await self._db.transaction(steps)
+        await self.heartbeat(lease)
+
+    @property
+    def driver(self) -> Driver:
+        """The engine underneath (tests and benches look at its plans and counters)."""
+        return self._db
+
+    @property
+    def durable_commits(self) -> int:
+        return self._db.durable_commits
+
+    async def aclose(self) -> None:
+        await self._db.aclose()
+
+    async def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return (await self._db.transaction([Step(sql, params)]))[0].count
+
+    # -- audit -------------------------------------------------------------------------------------------------------
+
+    async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
+        await self._write(_INSERT_AUDIT, codec.audit_values(interaction, outcome, detail, time.time()))
+
+    async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
+        if interaction_id is None:
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS} FROM audit ORDER BY id")
+        else:
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS} FROM audit WHERE interaction_id = ? ORDER BY id",
+                                        (interaction_id,))
+        return [codec.audit_row(r) for r in rows]
+
+    # -- interactions ------------------------------------------------------------------------------------------------
+
+    async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
+                               input_key: str | None = None) -> None:
+        await self._write(
+            "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
+            " expires_at, worker) VALUES (?,?,?,?,?,?,?,?,?)",
+            (interaction.id, interaction.conversation.id(), Status.OPEN.value, codec.dump_interaction(interaction),
+             pending_call, input_key, time.time(), interaction.expires_at, self.worker_id))
+
+    async def set_card(self, interaction_id: str, card: CardRef) -> None:
+        await self._write("UPDATE interactions SET card = ? WHERE id = ?",
+                          (json.dumps(dict(card.data)), interaction_id))
+
+    async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
+        steps = [
+            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
+                 (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
+            Step(_INSERT_AUDIT, codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
+        ]
+        if self._db.dialect == "postgres":
+            # Delivered at commit, to every worker listening (the owner of a legacy call answers its server).
+            steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
+        done = await self._db.transaction(steps, durable=True)
+        return done[0].count == 1
+
+    async def interaction(self, interaction_id: str) -> StoredInteraction | None:
+        rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE id = ?", (interaction_id,))
+        return codec.stored_interaction(rows[0]) if rows else None
+
+    async def open_interactions(self) -> list[StoredInteraction]:
+        rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE status = 'open' ORDER BY created_at")
+        return [codec.stored_interaction(r) for r in rows]
+
+    async def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]:
+        rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE pending_call = ? AND created_at >= ?"
+                                    " ORDER BY created_at", (pending_call, since))
+        return [codec.stored_interaction(r) for r in rows]
+
+    async def decided(self, interaction_ids: Collection[str]) -> set[str]:
+        if not interaction_ids:
+            return set()
+        param: object
+        if self._db.dialect == "postgres":
+            sql, param = "id = ANY(?)", list(interaction_ids)
+        else:
+            sql, param = "id IN (SELECT value FROM json_each(?))", json.dumps(list(interaction_ids))
+        rows = await self._db.fetch(f"SELECT id FROM interactions WHERE {sql} AND status <> 'open'", (param,))
+        return {r[0] for r in rows}
+
+    def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        return self._db.listen(DECIDED_CHANNEL)
+
+    # -- deadlines ---------------------------------------------------------------------------------------------------
+
+    async def next_deadline(self) -> float | None:
+        rows = await self._db.fetch("SELECT min(expires_at) FROM interactions WHERE status = 'open'")
+        return float(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    async def take_expired(self, *, lease: float = 30.0, limit: int = 100,
+                           now: float | None = None) -> list[StoredInteraction]:
+        now = time.time() if now is None else now
+        due = "status = 'open' AND expires_at <= ? AND (expiry_until IS NULL OR expiry_until < ?)"
+        # Postgres: rows another worker is leasing right now are skipped, not waited for; the outer condition is
+        # checked again on the row as it is when locked, so a lease is never taken twice.
+        skip = " FOR UPDATE SKIP LOCKED" if self._db.dialect == "postgres" else ""
+        sql = (f"UPDATE interactions SET expiry_worker = ?, expiry_until = ? WHERE {due} AND id IN"
+               f" (SELECT id FROM interactions WHERE {due} ORDER BY expires_at LIMIT ?{skip})"
+               f" RETURNING {INTERACTION_COLUMNS}")
+        done = await self._db.transaction([Step(sql, (self.worker_id, now + lease, now, now, now, now, limit))])
+        return sorted((codec.stored_interaction(r) for r in done[0].rows), key=lambda s: s.interaction.expires_at)
+
+    # -- pending 2026 calls ------------------------------------------------------------------------------------------
+
+    async def save_pending_call(self, call: PendingCall) -> None:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
+        await self._write(
+            f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?)"
+            f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker",
+            (*codec.pending_values(call, time.time()), self.worker_id))
+
+    async def delete_pending_call(self, call_id: str) -> None:
+        await self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
+
+    async def pending_calls(self) -> list[PendingCall]:
+        rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls ORDER BY created_at")
+        return [codec.pending_call(r) for r in rows]
+
+    # -- workers -----------------------------------------------------------------------------------------------------
+
+    async def heartbeat(self, lease: float, *, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        await self._write("INSERT INTO workers (id, started_at, heartbeat_at, lease_until) VALUES (?,?,?,?)"
+                          " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
+                          " lease_until = excluded.lease_until", (self.worker_id, now, now, now + lease))
+
+    async def reap_workers(self, *, now: float | None = None) -> Reaped:
+        now = time.time() if now is None else now
+        # Owned by nobody alive: a lapsed worker, one never registered, or a row from before workers existed.
+        orphan = "(worker IS NULL OR (worker <> ? AND worker NOT IN (SELECT id FROM workers WHERE lease_until >= ?)))"
+        me = self.worker_id
+        steps = [Step("SELECT pg_advisory_xact_lock(?)", (REAP_LOCK,))] if self._db.dialect == "postgres" else []
+        steps += [
+            Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
+                 f" RETURNING {INTERACTION_COLUMNS}, created_at", (me, me, now)),
+            Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
+        ]
+        interactions, calls, workers = (await self._db.transaction(steps))[-3:]
+        return Reaped(
+            workers=tuple(sorted(r[0] for r in workers.rows)),
+            interactions=tuple(codec.stored_interaction(r[:-1])
+                               for r in sorted(interactions.rows, key=lambda r: r[-1])),
+            pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)))
+
+    def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:
+        return self._db.leadership(name, retry)
+
+    # -- retention ---------------------------------------------------------------------------------------------------
+
+    async def prune(self, keep: float, *, now: float | None = None) -> int:
+        cutoff = (time.time() if now is None else now) - keep
+        return await self._write(
+            "DELETE FROM interactions WHERE status <> 'open' AND created_at < ?"
+            " AND (pending_call IS NULL OR pending_call NOT IN (SELECT id FROM pending_calls))", (cutoff,))
+
+    # -- per-conversation data ---------------------------------------------------------------------------------------
+
+    async def roots(self, conversation: ConversationKey) -> list[tuple[str, str]]:
+        order = "rowid" if self._db.dialect == "sqlite" else "pos"
+        rows = await self._db.fetch(f"SELECT uri, name FROM roots WHERE conversation = ? ORDER BY {order}",
+                                    (conversation.id(),))
+        return [(r[0], r[1]) for r in rows]
+
+    async def add_root(self, conversation: ConversationKey, uri: str, name: str) -> None:
+        # Delete then insert: a root given again moves to the end, as it always did.
+        await self._db.transaction([
+            Step("DELETE FROM roots WHERE conversation = ? AND uri = ?", (conversation.id(), uri)),
+            Step("INSERT INTO roots (conversation, uri, name) VALUES (?,?,?)", (conversation.id(), uri, name))])
+
+    async def remove_root(self, conversation: ConversationKey, uri: str) -> bool:
+        return await self._write("DELETE FROM roots WHERE conversation = ? AND uri = ?", (conversation.id(), uri)) > 0
+
+    async def setting(self, conversation: ConversationKey, key: str) -> str | None:
+        rows = await self._db.fetch("SELECT value FROM settings WHERE conversation = ? AND key = ?",
+                                    (conversation.id(), key))
+        return str(rows[0][0]) if rows else None
+
+    async def set_setting(self, conversation: ConversationKey, key: str, value: str) -> None:
+        await self._write("INSERT INTO settings (conversation, key, value) VALUES (?,?,?)"
+                          " ON CONFLICT (conversation, key) DO UPDATE SET value = excluded.value",
+                          (conversation.id(), key, value))
+
+    async def adapter_value(self, namespace: str, key: str) -> str | None:
+        rows = await self._db.fetch("SELECT value FROM adapter_state WHERE namespace = ? AND key = ?",
+                                    (namespace, key))
+        return str(rows[0][0]) if rows else None
+
+    async def set_adapter_value(self, namespace: str, key: str, value: str) -> None:
+        await self._write("INSERT INTO adapter_state (namespace, key, value) VALUES (?,?,?)"
+                          " ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value", (namespace, key, value))
+
+    async def history(self, conversation: ConversationKey) -> list[dict[str, Any]]:
+        rows = await self._db.fetch("SELECT message FROM history WHERE conversation = ? ORDER BY id",
+                                    (conversation.id(),))
+        return [json.loads(r[0]) for r in rows]
+
+    async def append_history(self, conversation: ConversationKey, messages: Sequence[Mapping[str, Any]]) -> None:
+        if messages:
+            await self._db.transaction([Step("INSERT INTO history (conversation, message) VALUES (?, ?)",
+                                             (conversation.id(), json.dumps(dict(m)))) for m in messages])
+
+    async def clear_history(self, conversation: ConversationKey) -> None:
+        await self._write("DELETE FROM history WHERE conversation = ?", (conversation.id(),))

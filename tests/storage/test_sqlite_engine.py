@@ -1,0 +1,196 @@
+"""The SQLite engine: one process per file (a real second process), one synced commit per decision, writes off the
+event loop, group commit; and the durability policy on both engines."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from bridge.errors import StoreError, StoreLocked
+from bridge.model import CardRef
+from bridge.storage import SqlStore, open_store
+from bridge.storage.driver import Step
+from bridge.storage.sqlite import SqliteDriver
+from bridge.testing import ROOM
+from tests.storage.support import accepted, interaction, pending
+
+pytestmark = pytest.mark.anyio
+
+# A bridge process in miniature: opens the store, says so, holds it until its input closes. A store error is one
+# line on stderr and exit status 2 (what the CLI does with every BridgeError).
+HOLDER = """
+import sys, anyio
+from bridge.errors import BridgeError
+from bridge.storage import open_store
+
+async def main() -> None:
+    store = await open_store(sys.argv[1])
+    print("opened", flush=True)
+    await anyio.to_thread.run_sync(sys.stdin.read)
+    await store.aclose()
+
+try:
+    anyio.run(main)
+except BridgeError as exc:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def holder(path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+
+
+async def test_a_second_process_on_the_same_file_refuses_naming_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.db"
+    store = await open_store(path)
+    try:
+        second = holder(path)
+        with anyio.fail_after(60):
+            out, err = await anyio.to_thread.run_sync(second.communicate)
+        assert second.returncode == 2 and out == ""
+        assert err.endswith("\n") and err.count("\n") == 1, err
+        assert err == (f"error: the store {path} is in use by process {os.getpid()} (one bridge process per SQLite "
+                       "store; stop it first, or use a Postgres store for several workers)\n")
+        await store.save_interaction(interaction())  # the first goes on untouched
+    finally:
+        await store.aclose()
+
+
+async def test_the_lock_dies_with_its_process_even_on_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.db"
+    first = holder(path)
+    try:
+        assert first.stdout is not None
+        with anyio.fail_after(60):
+            assert await anyio.to_thread.run_sync(first.stdout.readline) == "opened\n"
+        with pytest.raises(StoreLocked) as refused:
+            await open_store(path)
+        assert refused.value.pid == first.pid
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate()
+    store = await open_store(path)  # no stale lock to clean up
+    await store.aclose()
+
+
+async def test_one_synced_commit_per_decision_and_none_for_anything_else(store: SqlStore) -> None:
+    """A 2026 decision's whole life (store the call, the card, claim, drop the call) and the chatter around it."""
+    start = store.durable_commits
+    for n in range(5):
+        item = interaction()
+        await store.save_pending_call(pending(f"call-{n}"))
+        await store.save_interaction(item, pending_call=f"call-{n}", input_key="k")
+        await store.set_card(item.id, CardRef(item.id, {"ts": str(n)}))
+        await store.set_setting(ROOM, "k", str(n))
+        await store.append_history(ROOM, [{"role": "user", "content": str(n)}])
+        assert await store.claim(item, accepted()) is True
+        assert await store.claim(item, accepted()) is False  # a lost claim writes nothing and syncs nothing
+        await store.delete_pending_call(f"call-{n}")
+        assert store.durable_commits - start == n + 1
+    await store.audit(interaction(), accepted())
+    await store.heartbeat(60)
+    await store.take_expired()
+    await store.prune(keep=0)
+    assert store.durable_commits - start == 5
+
+
+async def test_a_blocked_write_stalls_neither_the_event_loop_nor_reads(sqlite_store: SqlStore, tmp_path: Path) -> None:
+    item = interaction()
+    await sqlite_store.save_interaction(item)
+    # Another connection holds the write lock: the writer thread waits for it (busy_timeout), not the event loop.
+    other = sqlite3.connect(tmp_path / "bridge.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    claimed = anyio.Event()
+    try:
+        with anyio.fail_after(4):
+            async with anyio.create_task_group() as tg:
+
+                async def claim() -> None:
+                    assert await sqlite_store.claim(item, accepted())
+                    claimed.set()
+
+                tg.start_soon(claim)
+                for _ in range(20):
+                    got = await sqlite_store.interaction(item.id)  # reads go on meanwhile (WAL)
+                    assert got is not None
+                    await anyio.lowlevel.checkpoint()  # and the loop runs other tasks
+                assert not claimed.is_set()
+                other.execute("COMMIT")
+    finally:
+        other.close()
+    assert claimed.is_set()
+
+
+async def test_concurrent_writes_share_commits_and_a_failing_one_fails_alone(sqlite_store: SqlStore) -> None:
+    driver = sqlite_store.driver
+    assert isinstance(driver, SqliteDriver)
+    items = [interaction() for _ in range(50)]
+    for item in items:
+        await sqlite_store.save_interaction(item)
+    commits, durable = driver.commits, driver.durable_commits
+    failures: list[StoreError] = []
+    won: list[bool] = []
+
+    async def claim(n: int) -> None:
+        won.append(await sqlite_store.claim(items[n], accepted()))
+
+    async def broken() -> None:
+        try:
+            await driver.transaction([Step("INSERT INTO nowhere VALUES (1)")], durable=True)
+        except StoreError as exc:
+            failures.append(exc)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                tg.start_soon(claim, n)
+                if n % 10 == 0:
+                    tg.start_soon(broken)
+    assert won == [True] * 50 and len(failures) == 5
+    assert all("no such table: nowhere" in str(f) for f in failures)
+    assert 1 <= driver.durable_commits - durable <= driver.commits - commits <= 55
+    assert len(await sqlite_store.audit_rows()) == 50
+
+
+async def test_an_in_memory_store_works_through_its_one_connection() -> None:
+    store = await open_store(":memory:")
+    try:
+        item = interaction()
+        await store.save_interaction(item)
+        assert await store.claim(item, accepted()) is True
+        assert [r.outcome for r in await store.audit_rows(item.id)] == ["accepted"]
+        assert store.durable_commits == 1
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_sqlite_engine_runs_on_trio_too(tmp_path: Path) -> None:
+    """Plain anyio (threads, events), so the core's trio tests can use it."""
+    store = await open_store(tmp_path / "bridge.db")
+    try:
+        items = [interaction() for _ in range(10)]
+        for item in items:
+            await store.save_interaction(item)
+        wins: list[bool] = []
+
+        async def claim(n: int) -> None:
+            wins.append(await store.claim(items[n % 10], accepted()))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(100):
+                tg.start_soon(claim, n)
+        assert wins.count(True) == 10
+        assert await store.open_interactions() == []
+    finally:
+        await store.aclose()
