@@ -12,19 +12,21 @@ import json
 import logging
 import shlex
 import signal
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import anyio
 from mcp.types import CallToolResult
 
-from bridge import __version__
+from bridge import __version__, preflight
 from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
 from bridge.errors import ConfigError
+from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
 from bridge.host import Host
 from bridge.ports import Adapter
 from bridge.store import Store
@@ -32,7 +34,7 @@ from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
 
-EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_TOOL_ERROR = 0, 1
 
 
 class _JSONFormatter(logging.Formatter):
@@ -44,29 +46,54 @@ class _JSONFormatter(logging.Formatter):
         return json.dumps(data)
 
 
-def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None) -> None:
+class _BriefFormatter(logging.Formatter):
+    """Plain lines whose exceptions are one line too: tracebacks are for `--debug`."""
+
+    def formatException(self, ei: Any) -> str:
+        return f"  ({brief(ei[1])})" if ei and ei[1] is not None else ""
+
+    def formatStack(self, stack_info: str) -> str:
+        return ""
+
+
+def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None, debug: bool = False) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
+    plain = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     handler.setFormatter(_JSONFormatter() if json_lines else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+                         logging.Formatter(plain) if debug else _BriefFormatter(plain))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # The SDK and HTTP libraries are chatty at INFO; their warnings still show.
     for name in ("mcp", "httpx2", "httpcore2", "aiohttp.access", "nio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    # nio warns at every retry of a failed request ("Timed out, sleeping for 0s"); the adapter reports the failure.
+    logging.getLogger("nio.client.async_client").setLevel(max(logging.ERROR, root.level))
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error of this command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
+    p = _Parser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
     p.add_argument("--version", action="version", version=f"mcp-chat-bridge {__version__}")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-json", action="store_true", help="log JSON lines instead of plain text")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of errors (in logs and on failure)")
+    # Also accepted after the command (`run --debug -c x`); SUPPRESS keeps the subcommand from resetting it.
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="serve every adapter configured under chat: until SIGINT/SIGTERM")
+    run = sub.add_parser("run", parents=[common], help="serve every adapter configured under chat: until SIGTERM")
     run.add_argument("-c", "--config", required=True)
-    demo = sub.add_parser("demo", help="the console chat with the bundled demo server")
+    demo = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
     demo.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
-    call = sub.add_parser("call", help="call one tool; the console answers any request; print the result")
+    call = sub.add_parser("call", parents=[common],
+                          help="call one tool; the console answers any request; print the result")
     call.add_argument("-c", "--config")
     call.add_argument("--url", help="a streamable HTTP server instead of a configured one")
     call.add_argument("--stdio", help='a stdio server command instead of a configured one, e.g. "npx -y pkg"')
@@ -74,45 +101,57 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
-    check = sub.add_parser("check-config", help="validate a config file")
+    check = sub.add_parser("check-config", parents=[common], help="validate a config file the way run does")
     check.add_argument("file")
-    imp = sub.add_parser("import-servers", help="print a servers: block from an mcpServers JSON file")
+    imp = sub.add_parser("import-servers", parents=[common],
+                         help="print a servers: block from an mcpServers JSON file")
     imp.add_argument("file")
-    sub.add_parser("schema", help="print the config file's JSON Schema")
+    sub.add_parser("schema", parents=[common], help="print the config file's JSON Schema")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    setup_logging(args.log_level, args.log_json)
+    setup_logging(args.log_level, args.log_json, debug=args.debug)
     try:
-        if args.command == "check-config":
-            config = load(args.file)
-            print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat) or 'none'})")
-            return EXIT_OK
-        if args.command == "import-servers":
-            print(import_servers(json.loads(Path(args.file).read_text("utf-8"))), end="")
-            return EXIT_OK
-        if args.command == "schema":
-            from bridge.config import schema
-
-            print(json.dumps(schema(), indent=2))
-            return EXIT_OK
-        if args.command == "run":
-            return anyio.run(_run, load(args.config))
-        if args.command == "demo":
-            return anyio.run(_run, demo_config(args.protocol))
-        if args.command == "call":
-            return anyio.run(_call, args)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _dispatch(args)
     except KeyboardInterrupt:
         return 130
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the one place every error becomes a line for the user
+        if args.debug:
+            print(full_traceback(exc), file=sys.stderr, end="")
+        lines, code = report(exc)
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
+            return 130
+        for line in lines:
+            print(line, file=sys.stderr)
+        return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "check-config":
+        config = load(args.file)
+        problems = preflight.problems(config)
+        if problems:
+            raise ConfigError(problems)
+        print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
+        return EXIT_OK
+    if args.command == "import-servers":
+        print(import_servers(json.loads(Path(args.file).read_text("utf-8"))), end="")
+        return EXIT_OK
+    if args.command == "schema":
+        from bridge.config import schema
+
+        print(json.dumps(schema(), indent=2))
+        return EXIT_OK
+    if args.command == "run":
+        return anyio.run(_run, load(args.config))
+    if args.command == "demo":
+        return anyio.run(_run, demo_config(args.protocol))
+    if args.command == "call":
+        return anyio.run(_call, args)
     return EXIT_USAGE
 
 
@@ -135,10 +174,18 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
     return adapter
 
 
+def open_store(path: str) -> Store:
+    try:
+        return Store(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
+
+
 async def _run(config: Config) -> int:
-    if not config.chat:
-        raise ConfigError(["chat: configure at least one adapter (console, slack or matrix)"])
-    store = Store(config.store)
+    problems = preflight.problems(config)
+    if problems:
+        raise ConfigError(problems)
+    store = open_store(config.store)
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
@@ -176,38 +223,55 @@ async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
             return
 
 
-async def _call(args: argparse.Namespace) -> int:
-    # Loaded by name like every adapter: the core never imports adapters statically.
-    console_module = importlib.import_module("adapters.console")
+def _call_plan(args: argparse.Namespace) -> tuple[Config, str, str, dict[str, Any], float | None]:
+    """What `call` was asked to do (config, server, tool, arguments, timeout), or a ConfigError saying why not."""
     target: list[str] = list(args.target)
+    if args.url and args.stdio:
+        raise ConfigError(["call: give --url or --stdio, not both"])
     if args.url or args.stdio:
-        if not target:
-            print("usage: call --url URL TOOL [JSON]", file=sys.stderr)
-            return EXIT_USAGE
-        command = shlex.split(args.stdio) if args.stdio else []
+        try:
+            command = shlex.split(args.stdio) if args.stdio else []
+        except ValueError as exc:
+            raise ConfigError([f"--stdio: cannot split the command: {exc}"]) from None
+        if args.stdio is not None and not command:
+            raise ConfigError(["--stdio: the command is empty"])
+        if args.url and not args.url.startswith(("http://", "https://")):
+            raise ConfigError(["--url: must start with http:// or https://"])
         server = ServerConfig(name="server", url=args.url, command=command[0] if command else None,
                               args=tuple(command[1:]))
         config = Config(servers={"server": server}, store=":memory:")
         server_name = "server"
     else:
-        if len(target) < 2 or not args.config:
-            print("usage: call -c FILE SERVER TOOL [JSON]", file=sys.stderr)
-            return EXIT_USAGE
+        if not args.config:
+            raise ConfigError(["call: give -c FILE SERVER TOOL [JSON], or --url/--stdio with TOOL [JSON]"])
+        if len(target) < 2:
+            raise ConfigError(["call: give SERVER TOOL [JSON] after -c FILE"])
         config = replace(load(args.config), store=":memory:")
         server_name = target.pop(0)
         if server_name not in config.servers:
-            print(f"error: no server named {server_name!r} in {args.config}", file=sys.stderr)
-            return EXIT_USAGE
+            raise ConfigError([f"call: no server named {server_name!r} in {args.config}"])
+    if len(target) > 2:
+        raise ConfigError(["call: too many arguments: give the tool's arguments as one JSON object (quote it)"])
     tool = target[0]
     try:
         arguments = json.loads(target[1]) if len(target) > 1 else {}
     except json.JSONDecodeError as exc:
-        print(f"error: the arguments are not valid JSON: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise ConfigError([f"error: the arguments are not valid JSON: {exc}"]) from None
     if not isinstance(arguments, dict):
-        print("error: the arguments must be a JSON object", file=sys.stderr)
-        return EXIT_USAGE
-    timeout = parse_duration(args.timeout) if args.timeout else None
+        raise ConfigError(["error: the arguments must be a JSON object"])
+    try:
+        timeout = parse_duration(args.timeout) if args.timeout else None
+    except ValueError as exc:
+        raise ConfigError([f"--timeout: {exc}"]) from None
+    if timeout is not None and timeout <= 0:
+        raise ConfigError(["--timeout: must be more than 0 seconds"])
+    return config, server_name, tool, arguments, timeout
+
+
+async def _call(args: argparse.Namespace) -> int:
+    # Loaded by name like every adapter: the core never imports adapters statically.
+    console_module = importlib.import_module("adapters.console")
+    config, server_name, tool, arguments, timeout = _call_plan(args)
     config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
 
     store = Store(":memory:")

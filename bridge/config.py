@@ -117,18 +117,30 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {exc}"]) from None
+        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     return from_mapping(raw if raw is not None else {}, env)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, in one line; never the offending line itself (it may hold a secret)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "cannot parse"
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + problem + (f" ({context})" if context else "")
 
 
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
-    data = _substitute(raw, os.environ if env is None else env, "", problems)
+    unset: set[str] = set()
+    data = _substitute(raw, os.environ if env is None else env, "", problems, unset)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        problems.append(f"{_path(error.absolute_path)}: {_message(error)}")
+        where = _path(error.absolute_path)
+        if where not in unset:  # an unset variable is named as such, not again as a bad value
+            problems.append(f"{where}: {_message(error)}")
     for name, server in (data.get("servers") or {}).items():
         if not isinstance(server, dict):
             continue
@@ -139,13 +151,6 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
-        for key in ("elicitation", "sampling", "roots", "tools"):
-            block = server.get(key) or {}
-            if isinstance(block, dict) and "timeout" in block:
-                try:
-                    parse_duration(block["timeout"])
-                except ValueError as exc:
-                    problems.append(f"{where}.{key}.timeout: {exc}")
     slack = (data.get("chat") or {}).get("slack")
     if isinstance(slack, dict):
         if slack.get("mode", "socket") == "socket" and not slack.get("app_token"):
@@ -205,7 +210,9 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     )
 
 
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str]) -> Any:
+def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str]) -> Any:
+    """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
+    only need the value to be present do not complain too) and its path goes into `unset`."""
     if isinstance(value, str):
         def repl(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
@@ -214,12 +221,13 @@ def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[st
             if default is not None:
                 return default
             problems.append(f"{path or '(top)'}: environment variable {name} is not set")
-            return ""
+            unset.add(path or "(top)")
+            return match.group(0)
         return _ENV.sub(repl, value)
     if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems) for k, v in value.items()}
+        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+        return [_substitute(v, env, f"{path}[{i}]", problems, unset) for i, v in enumerate(value)]
     return value
 
 
@@ -237,7 +245,7 @@ def _message(error: Any) -> str:
     if error.validator == "enum":
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
-        return "must be a duration like 30s, 10m or 2h"
+        return "must be a duration: a number of seconds above 0, or like 30s, 10m, 2h"
     if error.validator == "required":
         return str(error.message).replace("is a required property", "is required")
     # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.
