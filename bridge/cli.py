@@ -23,8 +23,8 @@ from typing import Any, NoReturn, TextIO
 import anyio
 from mcp.types import CallToolResult
 
-from bridge import __version__, preflight
-from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
+from bridge import __version__, importing, preflight
+from bridge.config import Config, ServerConfig, load, parse_duration
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
 from bridge.host import Host
@@ -139,8 +139,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
         return EXIT_OK
     if args.command == "import-servers":
-        print(import_servers(json.loads(Path(args.file).read_text("utf-8"))), end="")
-        return EXIT_OK
+        return _import_servers(args.file)
     if args.command == "schema":
         from bridge.config import schema
 
@@ -153,6 +152,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "call":
         return anyio.run(_call, args)
     return EXIT_USAGE
+
+
+def _import_servers(path: str) -> int:
+    imported = importing.convert(importing.read(path), path)
+    print(imported.yaml(), end="")
+    for warning in imported.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if imported.variables:
+        print(f"The block reads these from the environment; export them before `run` (the values are where they "
+              f"were, in {path}):", file=sys.stderr)
+        width = max(len(v.name) for v in imported.variables)
+        for variable in imported.variables:
+            print(f"  {variable.name:<{width}}  {variable.source}", file=sys.stderr)
+    return EXIT_OK
 
 
 def demo_config(protocol: str = "auto") -> Config:

@@ -259,31 +259,3 @@ def _message(error: Any) -> str:
     if error.validator == "oneOf":
         return "is not a valid value here"
     return f"is not valid ({error.validator})"
-
-
-def import_servers(mcp_servers_json: Mapping[str, Any]) -> str:
-    """Turn a Claude/Cursor/VS Code style `mcpServers` JSON into our YAML `servers:` block."""
-    servers = mcp_servers_json.get("mcpServers", mcp_servers_json.get("servers", mcp_servers_json))
-    if not isinstance(servers, Mapping):
-        raise ConfigError(["mcpServers: must be an object of servers"])
-    out: dict[str, Any] = {}
-    problems: list[str] = []
-    for name, entry in servers.items():
-        if not isinstance(entry, Mapping):
-            problems.append(f"mcpServers.{name}: must be an object")
-            continue
-        item: dict[str, Any] = {}
-        for key in ("command", "args", "env", "cwd", "url", "headers"):
-            if key in entry:
-                item[key] = entry[key]
-        if "serverUrl" in entry and "url" not in item:
-            item["url"] = entry["serverUrl"]
-        if "disabled" in entry:
-            item["disabled"] = bool(entry["disabled"])
-        if not item.get("command") and not item.get("url"):
-            problems.append(f"mcpServers.{name}: needs either command or url")
-            continue
-        out[str(name)] = item
-    if problems:
-        raise ConfigError(problems)
-    return yaml.safe_dump({"servers": out}, sort_keys=False, allow_unicode=True)
