@@ -1,4 +1,4 @@
-"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers.
+"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers, schema, audit.
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
@@ -10,27 +10,23 @@ import argparse
 import importlib
 import json
 import logging
-import shlex
 import signal
 import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import anyio
-from mcp.types import CallToolResult
 
-from bridge import __version__, importing, preflight
-from bridge.config import Config, ServerConfig, load, parse_duration
+from bridge import __version__, audit_report, importing, oneshot, preflight
+from bridge.config import DEFAULT_STORE, Config, ServerConfig, load, store_path
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
 from bridge.host import Host
 from bridge.ports import Adapter
 from bridge.store import Store
-from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
 
@@ -107,6 +103,18 @@ def parser() -> argparse.ArgumentParser:
                          help="print a servers: block from an mcpServers JSON file")
     imp.add_argument("file")
     sub.add_parser("schema", parents=[common], help="print the config file's JSON Schema")
+    audit = sub.add_parser("audit", parents=[common], help="read the audit log, or --verify its hash chain")
+    audit.add_argument("-c", "--config", help="the bridge's config file: its store is read (default store: "
+                                              f"{DEFAULT_STORE})")
+    audit.add_argument("--store", help="the store file itself, instead of -c")
+    audit.add_argument("--since", help="only rows this recent: a duration (1d, 12h) or a date (2026-11-01)")
+    audit.add_argument("--server", help="only this server's requests")
+    audit.add_argument("--kind", help="only this kind: form, url, sampling, sampling_review, roots, tool")
+    audit.add_argument("--who", help="only rows where this person decided or asked (id or name, any part)")
+    shape = audit.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="one JSON object per line")
+    shape.add_argument("--csv", action="store_true", help="CSV with a header row")
+    audit.add_argument("--verify", action="store_true", help="check the hash chain and name the first broken link")
     return p
 
 
@@ -145,13 +153,34 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(json.dumps(schema(), indent=2))
         return EXIT_OK
+    if args.command == "audit":
+        return _audit(args)
     if args.command == "run":
         return anyio.run(_run, load(args.config))
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command == "call":
-        return anyio.run(_call, args)
+        return anyio.run(oneshot.call, args)
     return EXIT_USAGE
+
+
+def _audit(args: argparse.Namespace) -> int:
+    filters = audit_report.Filters(
+        since=audit_report.since(args.since) if args.since else None, server=args.server,
+        kind=audit_report.kind(args.kind) if args.kind else None, who=args.who)
+    path = args.store or (store_path(args.config) if args.config else DEFAULT_STORE)
+    db = audit_report.connect(path)
+    try:
+        if args.verify:
+            verdict = audit_report.verify(db)
+            print(audit_report.verdict_text(verdict), file=sys.stdout if verdict.broken is None else sys.stderr)
+            return EXIT_OK if verdict.broken is None else EXIT_TOOL_ERROR
+        items = audit_report.entries(db, filters)
+    finally:
+        db.close()
+    write = audit_report.write_json if args.json else audit_report.write_csv if args.csv else audit_report.write_table
+    write(items, sys.stdout)
+    return EXIT_OK
 
 
 def _import_servers(path: str) -> int:
@@ -234,95 +263,6 @@ async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
             host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
             scope.cancel()
             return
-
-
-def _call_plan(args: argparse.Namespace) -> tuple[Config, str, str, dict[str, Any], float | None]:
-    """What `call` was asked to do (config, server, tool, arguments, timeout), or a ConfigError saying why not."""
-    target: list[str] = list(args.target)
-    if args.url and args.stdio:
-        raise ConfigError(["call: give --url or --stdio, not both"])
-    if args.url or args.stdio:
-        try:
-            command = shlex.split(args.stdio) if args.stdio else []
-        except ValueError as exc:
-            raise ConfigError([f"--stdio: cannot split the command: {exc}"]) from None
-        if args.stdio is not None and not command:
-            raise ConfigError(["--stdio: the command is empty"])
-        if args.url and not args.url.startswith(("http://", "https://")):
-            raise ConfigError(["--url: must start with http:// or https://"])
-        server = ServerConfig(name="server", url=args.url, command=command[0] if command else None,
-                              args=tuple(command[1:]))
-        config = Config(servers={"server": server}, store=":memory:")
-        server_name = "server"
-    else:
-        if not args.config:
-            raise ConfigError(["call: give -c FILE SERVER TOOL [JSON], or --url/--stdio with TOOL [JSON]"])
-        if len(target) < 2:
-            raise ConfigError(["call: give SERVER TOOL [JSON] after -c FILE"])
-        config = replace(load(args.config), store=":memory:")
-        server_name = target.pop(0)
-        if server_name not in config.servers:
-            raise ConfigError([f"call: no server named {server_name!r} in {args.config}"])
-    if len(target) > 2:
-        raise ConfigError(["call: too many arguments: give the tool's arguments as one JSON object (quote it)"])
-    tool = target[0]
-    try:
-        arguments = json.loads(target[1]) if len(target) > 1 else {}
-    except json.JSONDecodeError as exc:
-        raise ConfigError([f"error: the arguments are not valid JSON: {exc}"]) from None
-    if not isinstance(arguments, dict):
-        raise ConfigError(["error: the arguments must be a JSON object"])
-    try:
-        timeout = parse_duration(args.timeout) if args.timeout else None
-    except ValueError as exc:
-        raise ConfigError([f"--timeout: {exc}"]) from None
-    if timeout is not None and timeout <= 0:
-        raise ConfigError(["--timeout: must be more than 0 seconds"])
-    return config, server_name, tool, arguments, timeout
-
-
-async def _call(args: argparse.Namespace) -> int:
-    # Loaded by name like every adapter: the core never imports adapters statically.
-    console_module = importlib.import_module("adapters.console")
-    config, server_name, tool, arguments, timeout = _call_plan(args)
-    config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
-
-    store = Store(":memory:")
-    result: CallToolResult | None = None
-    failed = False
-    async with Host(config, store) as host:
-        console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
-                                                accept_commands=False)
-        host.attach(console)
-
-        async def run() -> None:
-            nonlocal result, failed
-            result = await host.run_call(console.conversation, console.actor, server_name, tool, arguments)
-            failed = result is None
-            tg.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            tg.start_soon(console.serve)
-    store.close()
-    if result is None:
-        return EXIT_USAGE if failed else EXIT_TOOL_ERROR
-    if args.json:
-        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
-    else:
-        print(result_text(result, limit=1_000_000))
-    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
-
-
-def _adjusted(server: ServerConfig, protocol: str | None, timeout: float | None) -> ServerConfig:
-    """`call --protocol/--timeout`: the era to speak, and how long every kind of answer may take."""
-    if protocol:
-        server = replace(server, protocol=protocol)  # type: ignore[arg-type]
-    if timeout is not None:
-        server = replace(server, elicitation_timeout=timeout, tool_timeout=timeout,
-                         sampling=replace(server.sampling, timeout=timeout),
-                         roots=replace(server.roots, timeout=timeout))
-    return server
 
 
 def _main() -> None:  # pragma: no cover - console entry point

@@ -26,6 +26,8 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 Protocol = Literal["auto", "legacy", "2026-07-28"]
 
+DEFAULT_STORE = "./mcp-chat-bridge.db"
+
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the config file (also shipped as bridge/config.schema.json for editors)."""
@@ -97,7 +99,7 @@ class LLMConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
-    store: str = "./mcp-chat-bridge.db"
+    store: str = DEFAULT_STORE
     conversation_scope: Literal["thread", "channel", "user"] = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -119,6 +121,22 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     except yaml.YAMLError as exc:
         raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     return from_mapping(raw if raw is not None else {}, env)
+
+
+def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
+    """Only the `store:` of a config file: for readers of the store (`audit`), who need none of its secrets set."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
+    problems: list[str] = []
+    value = _substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
+                        os.environ if env is None else env, "store", problems, set())
+    if problems or not isinstance(value, str):
+        raise ConfigError(problems or ["store: must be a string"])
+    return value
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -172,7 +190,7 @@ def _build(data: dict[str, Any]) -> Config:
     agent = data.get("agent") or {}
     return Config(
         servers=servers,
-        store=data.get("store", "./mcp-chat-bridge.db"),
+        store=data.get("store", DEFAULT_STORE),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),

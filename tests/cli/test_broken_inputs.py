@@ -99,6 +99,9 @@ CASES: dict[str, Case] = {
                                      files={"m.json": "{'a': 1"}),
     "import-servers: no servers": Case(["import-servers", "{tmp}/m.json"], "must be an object",
                                        files={"m.json": '{"mcpServers": [1]}'}),
+    "audit: no store": Case(["audit", "--store", "{tmp}/none.db"], "does not exist"),
+    "audit: bad since": Case(["audit", "-c", "{tmp}/c.yaml", "--since", "yesterday"], "--since: 'yesterday'",
+                             files={"c.yaml": "store: x.db\n"}),
     "demo: bad protocol": Case(["demo", "--protocol", "1999"], "argument --protocol: invalid choice"),
 }
 
