@@ -13,15 +13,13 @@ import logging
 import signal
 import sqlite3
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import anyio
 
-from bridge import __version__, audit_report, importing, oneshot, preflight
-from bridge.config import DEFAULT_STORE, Config, ServerConfig, load, store_path
+from bridge import __version__, audit_report, demo, importing, oneshot, preflight
+from bridge.config import DEFAULT_STORE, Config, load, store_path
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
 from bridge.host import Host
@@ -86,8 +84,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", parents=[common], help="serve every adapter configured under chat: until SIGTERM")
     run.add_argument("-c", "--config", required=True)
-    demo = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
-    demo.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
+    demo_cmd = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
+    demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
     call = sub.add_parser("call", parents=[common],
                           help="call one tool; the console answers any request; print the result")
     call.add_argument("-c", "--config")
@@ -198,12 +196,9 @@ def _import_servers(path: str) -> int:
 
 
 def demo_config(protocol: str = "auto") -> Config:
-    from bridge.demo_server import server
-
-    store = Path(tempfile.mkdtemp(prefix="mcp-chat-bridge-demo-")) / "demo.db"
-    demo = ServerConfig(name="demo", title="Demo server", inprocess=server, protocol=protocol,  # type: ignore[arg-type]
-                        approvers=("console:you",))
-    return Config(servers={"demo": demo}, store=str(store), chat={"console": {}})
+    config = demo.config(protocol)
+    print(f"The demo keeps its store in {config.store} (delete the folder to start afresh).", file=sys.stderr)
+    return config
 
 
 def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapter:
@@ -228,6 +223,9 @@ async def _run(config: Config) -> int:
     if problems:
         raise ConfigError(problems)
     store = open_store(config.store)
+    if "console" in config.chat:
+        # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
+        store.forget_cards("console")
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
@@ -251,9 +249,10 @@ async def _run(config: Config) -> int:
 
 def _banner(config: Config) -> str:
     names = ", ".join(config.servers)
-    example = "!mcp call demo plan_trip" if "demo" in config.servers else "!mcp tools"
+    example = ("`!mcp tools demo`, then e.g. `!mcp call demo plan_trip`" if "demo" in config.servers
+               else "`!mcp tools`")
     return (f"mcp-chat-bridge {__version__} on the console. Servers: {names}.\n"
-            f"Type `!mcp help` for commands; try `{example}`. End with Ctrl-D.")
+            f"Type `!mcp help` for commands; try {example}. End with Ctrl-D.")
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:

@@ -224,6 +224,13 @@ class Store:
                        (outcome.status.value, _dump_outcome(outcome), interaction.id))
             self.audit(interaction, outcome, detail)
 
+    def forget_cards(self, platform: str) -> int:
+        """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
+        platform whose cards do not outlive the process (a terminal). Returns how many."""
+        cur = self._db.execute("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
+                               " AND conversation LIKE ? ESCAPE '\\'", (_like_prefix(platform + "/"),))
+        return cur.rowcount
+
     def interaction(self, interaction_id: str) -> StoredInteraction | None:
         row = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE id = ?",
@@ -298,6 +305,10 @@ class Store:
 
     def clear_history(self, conversation: ConversationKey) -> None:
         self._db.execute("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _dump_actor(actor: Actor | None) -> str | None:

@@ -102,6 +102,10 @@ CASES: dict[str, Case] = {
     "audit: no store": Case(["audit", "--store", "{tmp}/none.db"], "does not exist"),
     "audit: bad since": Case(["audit", "-c", "{tmp}/c.yaml", "--since", "yesterday"], "--since: 'yesterday'",
                              files={"c.yaml": "store: x.db\n"}),
+    "demo: state folder unusable": Case(["demo"], "demo: cannot keep the request-state key in",
+                                        files={"file": "not a folder"}, env={"XDG_STATE_HOME": "{tmp}/file"}),
+    "demo: bad key in the environment": Case(["demo"], "MCP_CHAT_BRIDGE_DEMO_KEY: must be at least 64 hex digits",
+                                             env={"MCP_CHAT_BRIDGE_DEMO_KEY": "short"}),
     "demo: bad protocol": Case(["demo", "--protocol", "1999"], "argument --protocol: invalid choice"),
 }
 
@@ -115,7 +119,7 @@ def run(case: Case, tmp_path: Path, debug: bool = False) -> subprocess.Completed
 
     for name, text in case.files.items():
         (tmp_path / name).write_text(fill(text))
-    env = {**os.environ, **case.env, "XDG_STATE_HOME": str(tmp_path / "state")}
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), **{k: fill(v) for k, v in case.env.items()}}
     if case.missing:
         blocked = tmp_path / "blocked"
         blocked.mkdir()
