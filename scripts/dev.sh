@@ -40,6 +40,8 @@ case "${1:-}" in
     install slack,matrix,llm,dev
     (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
     bash scripts/install-synapse.sh
+    bash scripts/install-containers.sh
+    bash scripts/install-linters.sh
     "$VENV/bin/ruff" check bridge adapters tests bench
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"
