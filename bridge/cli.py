@@ -202,11 +202,10 @@ def demo_config(protocol: str = "auto") -> Config:
 
 
 def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapter:
-    try:
-        module = importlib.import_module(f"adapters.{name}")
-    except ImportError as exc:
-        raise ConfigError([f"chat.{name}: the {name} adapter is not installed "
-                           f"(pip install 'mcp-chat-bridge[{name}]'): {exc}"]) from None
+    problem = preflight.adapter_import_problem(name)
+    if problem:
+        raise ConfigError([problem])
+    module = importlib.import_module(f"adapters.{name}")
     adapter: Adapter = module.create(host, settings or {}, config)
     return adapter
 

@@ -32,6 +32,6 @@ def adapter_import_problem(name: str) -> str | None:
         importlib.import_module(f"adapters.{name}")
     except ImportError as exc:
         missing = f" ({exc.name} is missing)" if exc.name and exc.name != f"adapters.{name}" else ""
-        return (f"chat.{name}: the {name} adapter's dependencies are not installed{missing}; "
-                f"install them with: pip install 'mcp-chat-bridge[{name}]'")
+        return (f"chat.{name}: the {name} adapter's dependencies are not installed{missing}: install the bridge with "
+                f"its {name} extra, e.g. pip install '.[{name}]' in a clone (see Installing in the README)")
     return None

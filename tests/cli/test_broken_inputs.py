@@ -59,10 +59,10 @@ CASES: dict[str, Case] = {
                                 "servers.e.url: environment variable NOT_SET_ANYWHERE is not set",
                                 files={"c.yaml": "servers: {e: {url: '${NOT_SET_ANYWHERE}'}}\nchat: {console: {}}\n"}),
     "run: matrix extra missing": Case(
-        ["run", "-c", "{tmp}/c.yaml"], "pip install 'mcp-chat-bridge[matrix]'", missing=("nio",),
+        ["run", "-c", "{tmp}/c.yaml"], "install the bridge with its matrix extra", missing=("nio",),
         files={"c.yaml": yaml_file("{tmp}/s.db", "{matrix: {matrix}}")}),
     "run: slack extra missing": Case(
-        ["run", "-c", "{tmp}/c.yaml"], "pip install 'mcp-chat-bridge[slack]'", missing=("slack_bolt", "slack_sdk"),
+        ["run", "-c", "{tmp}/c.yaml"], "install the bridge with its slack extra", missing=("slack_bolt", "slack_sdk"),
         files={"c.yaml": yaml_file("{tmp}/s.db", "{slack: {bot_token: x, app_token: y}}")}),
     "run: homeserver unreachable": Case(
         ["run", "-c", "{tmp}/c.yaml"], "matrix login failed",
@@ -78,7 +78,7 @@ CASES: dict[str, Case] = {
         ["check-config", "{tmp}/c.yaml"], "chat.matrix.homeserver: environment variable HS_NOT_SET is not set",
         files={"c.yaml": "chat: {matrix: {homeserver: '${HS_NOT_SET}', user_id: '@a:b', password: x}}\n"}),
     "check-config: extra missing": Case(
-        ["check-config", "{tmp}/c.yaml"], "pip install 'mcp-chat-bridge[matrix]'", missing=("nio",),
+        ["check-config", "{tmp}/c.yaml"], "install the bridge with its matrix extra", missing=("nio",),
         files={"c.yaml": yaml_file("{tmp}/s.db", "{matrix: {matrix}}")}),
     "check-config: missing file": Case(["check-config", "{tmp}/nope.yaml"], "cannot read"),
     "call: timeout soon": Case(["call", "--stdio", "node x.js", "--timeout", "soon", "tool"],
