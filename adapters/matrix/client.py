@@ -222,8 +222,17 @@ class MatrixClient:
     async def references(self, room_id: str, event_id: str) -> AsyncIterator[RoomEvent]:
         """The events that reference one (a poll's votes), decrypted where we can; one that cannot be decrypted
         is skipped (logged), a failed fetch raises `PlatformAPIError` (after those already yielded)."""
+        async for event in self._relations(room_id, event_id, RelationshipType.reference):
+            yield event
+
+    async def annotations(self, room_id: str, event_id: str) -> AsyncIterator[RoomEvent]:
+        """The reactions to an event that are still there (a redacted reaction no longer relates to anything)."""
+        async for event in self._relations(room_id, event_id, RelationshipType.annotation):
+            yield event
+
+    async def _relations(self, room_id: str, event_id: str, rel_type: RelationshipType) -> AsyncIterator[RoomEvent]:
         try:
-            async for event in self._nio.room_get_event_relations(room_id, event_id, RelationshipType.reference):
+            async for event in self._nio.room_get_event_relations(room_id, event_id, rel_type):
                 if isinstance(event, nio.MegolmEvent):
                     if not self.e2ee:
                         continue
@@ -244,7 +253,8 @@ class MatrixClient:
         async def collect(room: Any, event: Any) -> None:
             handle(_room_event(str(room.room_id), event))
         self._nio.add_event_callback(collect, (nio.RoomMessageText, nio.ReactionEvent, nio.UnknownEvent,
-                                               nio.MegolmEvent, nio.InviteMemberEvent, nio.RoomMemberEvent))
+                                               nio.RedactionEvent, nio.MegolmEvent, nio.InviteMemberEvent,
+                                               nio.RoomMemberEvent))
 
     def on_room_keys(self, handle: Callable[[RoomKey], None]) -> None:
         """Have `handle` called with every room key that arrives (nio has imported it when it calls this)."""
