@@ -17,7 +17,7 @@ from typing import Any
 from adapters.matrix import render
 from adapters.matrix.formstate import FormState
 from adapters.matrix.layout import KEYCAPS, NO, YES, Layout, Route, Slot
-from adapters.matrix.markup import GAP, Mention, Text, bold, fit, fit_items, join_lines, plain
+from adapters.matrix.markup import GAP, Mention, Text, bold, fit, fit_items, join_lines, plain, short
 from bridge.forms import Field, FieldKind
 from bridge.model import Interaction, Outcome, Status
 from bridge.presentation import describe_status
@@ -135,7 +135,7 @@ def reaction_line(layout: Layout, slot: Slot) -> Text:
         empty = "no reaction leaves it empty" if not f.has_default else f"no reaction keeps {f.display(f.default)}"
         note = "" if f.required and not f.has_default else f" ({'optional: ' if not f.required else ''}{empty})"
         return head + plain(f"{YES} yes · {NO} no{note}")
-    return head + options_text(f, 2_000, keycaps=True) + plain(" (" + pick_note(layout, f) + ")")
+    return head + options_text(f, 2_000, keycaps=True) + fit(" (" + pick_note(layout, f) + ")", 1_000)
 
 
 def pick_note(layout: Layout, f: Field) -> str:
@@ -143,7 +143,7 @@ def pick_note(layout: Layout, f: Field) -> str:
     least = f.min_items or 0
     count = f"pick {least} to {most}" if least else f"pick up to {most}"
     if f.has_default:
-        count += f"; default: {layout.display(f, f.default)}, used when you pick none"
+        count += f"; default: {short(layout.display(f, f.default))}, used when you pick none"
     elif not f.required:
         count += "; optional"
     return count + "; tap a reaction again to remove it"
@@ -179,8 +179,8 @@ def poll_answers(slot: Slot) -> list[tuple[str, str]]:
 def poll(layout: Layout, slot: Slot, mark: Mapping[str, str]) -> dict[str, Any]:
     """A poll for one field, `max_selections: 1` (Element answers one option per tap)."""
     f = slot.field
-    note = f" (default: {layout.display(f, f.default)})" if f.has_default else ""
-    q = (field_text(slot, POLL_QUESTION_BUDGET) + plain(note)).body
+    note = plain(f" (default: {short(layout.display(f, f.default))})") if f.has_default else plain("")
+    q = (field_text(slot, POLL_QUESTION_BUDGET) + note).body
     answers = [(answer_id, fit(label, ANSWER_BUDGET).body) for answer_id, label in poll_answers(slot)]
     fallback = q + "\n" + "\n".join(f"{n}. {label}" for n, (_, label) in enumerate(answers, 1))
     return {
@@ -212,7 +212,7 @@ def list_message(layout: Layout, slot: Slot) -> Text:
     return join_lines([
         bold(field_text(slot, 2_000).body),
         plain("React with your picks: ") + options_text(f, 6_000, keycaps=True),
-        plain(upper_first(pick_note(layout, f)) + "; or reply to this message with the numbers (2, 3)."),
+        fit(upper_first(pick_note(layout, f)) + "; or reply to this message with the numbers (2, 3).", 1_000),
     ])
 
 

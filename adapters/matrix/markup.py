@@ -116,6 +116,11 @@ class Mention:
         return Text(self.text(), self.html())
 
 
+def short(text: str, chars: int = 200) -> str:
+    """Raw text cut to `chars` characters (for a value inside a sentence that must keep its end)."""
+    return text if len(text) <= chars else text[:chars].rstrip() + more_note(len(text) - chars)
+
+
 def more_note(n: int) -> str:
     return f"… [{n} more characters]"
 

@@ -63,3 +63,23 @@ def bookings() -> MCPServer:
         return f"[{ctx.protocol_version}] " + _describe(booking)
 
     return server
+
+
+PETS: dict[str, object] = {"type": "object", "properties": {
+    "pets": {"type": "array", "title": "Pets", "default": ["cat"],
+             "items": {"type": "string", "enum": ["cat", "dog", "fish"]}},
+    "vaccinated": {"type": "boolean", "title": "Vaccinated?"}}}
+
+
+def pets() -> MCPServer:
+    """A legacy server with a raw schema: a multi-select with a default and an optional yes/no (no default)."""
+    server = MCPServer("pets")
+
+    @server.tool()
+    async def adopt(ctx: Context) -> str:
+        result = await ctx.session.elicit_form("Which pets?", PETS, related_request_id=ctx.request_id)
+        if result.action != "accept" or result.content is None:
+            return result.action
+        return f"accepted: {{'pets': {result.content.get('pets')!r}, 'vaccinated': {result.content.get('vaccinated')!r}}}"
+
+    return server
