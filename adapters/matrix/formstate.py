@@ -185,10 +185,12 @@ class FormState:
             return list(zip(pending, lines, strict=False))
         if len(lines) == len(lines_slots):
             return list(zip(lines_slots, lines, strict=True))  # everything answered again
-        waiting = len(pending) or len(lines_slots)
-        return (f"You sent {len(lines)} lines, but {waiting} question{'s' if waiting != 1 else ''} "
-                f"{'are' if waiting != 1 else 'is'} waiting. Send one line per question, or change one answer with "
-                f"`N: answer`.")
+        if not pending:
+            return ("Every typed question is answered. To change one, reply `N: answer`; to send, react ✅ or reply "
+                    "send.")
+        n = len(pending)
+        return (f"That reply has {len(lines)} lines, but {n} question{'s are' if n != 1 else ' is'} waiting: send "
+                f"one line per question, or change one answer with `N: answer`.")
 
     # -- reading ---------------------------------------------------------------------------------------------------
 

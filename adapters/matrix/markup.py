@@ -131,9 +131,10 @@ def fit(text: str, limit: int, style: Callable[[str], Text] = plain) -> Text:
     `bridge.sanitize.fit_bytes` does the same for one escaped string; here one raw text becomes two (body and HTML)
     that must be cut at the same place. Each character costs at least two bytes (one in each), so at most
     `limit // 2` characters can fit: the binary search runs over that prefix, whatever the length of `text`."""
-    whole = style(text)
-    if whole.cost <= limit:
-        return whole
+    if 2 * len(text) <= 4 * limit:  # else it cannot fit, cleaned or not: skip styling all of it
+        whole = style(text)
+        if whole.cost <= limit:
+            return whole
     lo, hi = 0, min(len(text), max(0, limit // 2))
     best = style(more_note(len(text)))
     while lo < hi:

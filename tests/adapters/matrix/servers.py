@@ -79,7 +79,8 @@ def pets() -> MCPServer:
     async def adopt(ctx: Context) -> str:
         result = await ctx.session.elicit_form("Which pets?", PETS, related_request_id=ctx.request_id)
         if result.action != "accept" or result.content is None:
-            return result.action
-        return f"accepted: {{'pets': {result.content.get('pets')!r}, 'vaccinated': {result.content.get('vaccinated')!r}}}"
+            return str(result.action)
+        answer = {"pets": result.content.get("pets"), "vaccinated": result.content.get("vaccinated")}
+        return f"accepted: {answer!r}"
 
     return server
