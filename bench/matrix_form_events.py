@@ -207,13 +207,20 @@ async def answer_baseline_card(p: Person, command: str, bot_id: str, after: int)
     while True:
         text = TYPED[mark_of(question)["field"]]
         await p.say("skip" if text == "-" else text, thread=command, latest=question.event_id)
-        seen = p.seen.index(question) + 1
-        question = await p.wait(lambda i, e: i >= seen and mark_of(e).get("interaction") == card_id and
-                                mark_of(e).get("part") in ("question", "summary"))
+        question = await p.wait(next_question(card_id, p.seen.index(question) + 1))
         if mark_of(question)["part"] == "summary":
             break
     await p.react(question.event_id, "✅")
     return card_id
+
+
+def next_question(card_id: str, after: int) -> Callable[[int, Any], bool]:
+    return lambda i, e: i >= after and mark_of(e).get("interaction") == card_id and \
+        mark_of(e).get("part") in ("question", "summary")
+
+
+def result_after(after: int) -> Callable[[int, Any], bool]:
+    return lambda i, e: i >= after and "Raw result:" in str(content_of(e).get("body", ""))
 
 
 # -- counting -----------------------------------------------------------------------------------------------------
@@ -229,8 +236,8 @@ def card_events(p: Person, bot_id: str, card_id: str) -> list[Any]:
         c = content_of(e)
         rel = c.get("m.relates_to") or {}
         reply = (rel.get("m.in_reply_to") or {}).get("event_id")
-        if mark_of(e).get("interaction") == card_id or rel.get("event_id") in ids and rel.get("rel_type") in (
-                "m.replace", "m.reference", "m.annotation") or reply in ids:
+        if mark_of(e).get("interaction") == card_id or (rel.get("event_id") in ids and rel.get("rel_type") in (
+                "m.replace", "m.reference", "m.annotation")) or reply in ids:
             ids.add(e.event_id)
             out.append(e)
     return out
@@ -333,8 +340,7 @@ async def scenario(base_url: str, everything: Path, runs: int, *, baseline: bool
                         after = len(ada.seen)
                         command = await ada.say("!mcp call everything trigger-elicitation-request")
                         card_id = await answer(ada, command, bot_id, after)
-                        result = await ada.wait(lambda i, e: i >= after and "Raw result:" in str(
-                            content_of(e).get("body", "")))
+                        result = await ada.wait(result_after(after))
                         raw = json.loads(str(content_of(result)["body"]).split("Raw result:", 1)[1])
                         await settle(ada, bot_id, card_id, baseline)
                         out.append(figures(ada, bot_id, card_id, await ada.notifications(), raw.get("content", {})))

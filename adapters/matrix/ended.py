@@ -14,13 +14,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from adapters.matrix.cards import Card
-from adapters.matrix.formstate import SEND_WORDS, SKIP_WORDS
+from adapters.matrix.formstate import SEND_WHEN_ANSWERED, SEND_WORDS, SKIP_WORDS
 from bridge.model import ConversationKey, Outcome
 from bridge.presentation import describe_status
 
 MAX_ENDED_EVENTS = 20_000
 """Events of ended cards remembered (the oldest are forgotten)."""
 MAX_ENDED_THREADS = 2_000
+_WORDS = SEND_WORDS | SEND_WHEN_ANSWERED | SKIP_WORDS | {"!decline", "!cancel"}
 _NUMBERED = re.compile(r"^\s*#?(\d{1,6})\s*(?:[.:)=]\s+|[:)=](?=\D))")
 
 
@@ -76,7 +77,7 @@ def looks_like_answer(text: str, ended: EndedCard) -> bool:
     lines = [line.strip() for line in text.split("\n") if line.strip()]
     if not lines:
         return False
-    if len(lines) == 1 and lines[0].lower().rstrip(".!") in SEND_WORDS | SKIP_WORDS | {"!decline", "!cancel"}:
+    if len(lines) == 1 and lines[0].lower().rstrip(".!") in _WORDS:
         return True
     if ended.fields and all((m := _NUMBERED.match(line)) and 1 <= int(m.group(1)) <= ended.fields
                             for line in lines):

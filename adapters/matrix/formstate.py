@@ -26,7 +26,10 @@ from bridge.model import Action
 
 SKIP_WORDS = frozenset({"-", "skip", "default", "(empty)", "–", "—"})
 """Matrix has no empty message: these stand for one (keep the default, leave an optional field empty)."""
-SEND_WORDS = frozenset({"send", "submit", "accept", "done", "ok", "✅"})
+SEND_WORDS = frozenset({"send", "submit", "✅"})
+"""A reply that sends the form."""
+SEND_WHEN_ANSWERED = frozenset({"accept", "done", "ok"})
+"""Also sends it, but only when no typed question waits (else they are taken as an answer)."""
 _NUMBERED = re.compile(r"^\s*#?(\d{1,6})\s*(?:[.:)=]\s+|[:)=](?=\D))(.*)$")
 """`3: ada@example.org`, `3. Ada`, `10) 2`: a separator, then a space or a non-digit (so `12:30` and `2.5` are
 answers, not numbers)."""
@@ -139,7 +142,7 @@ class FormState:
         word = stripped.lower().rstrip(".!")
         if word in ("!decline", "!cancel"):
             return Reply(command="decline" if word == "!decline" else "cancel")
-        if "\n" not in stripped and word in SEND_WORDS:
+        if "\n" not in stripped and (word in SEND_WORDS or (word in SEND_WHEN_ANSWERED and not self.pending())):
             return Reply(command="accept")
         if "\n" not in stripped and word in ("decline", "cancel") and not self.pending():
             return Reply(command="decline" if word == "decline" else "cancel")

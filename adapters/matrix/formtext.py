@@ -201,7 +201,7 @@ def poll_end(layout: Layout, start: str, slot: Slot, outcome: Outcome, value: An
     if outcome.status is Status.ACCEPTED:
         text = "The poll has ended. Answer: " + fit(layout.display(slot.field, value), 2_000).body
     else:
-        text = f"The poll has ended: the form was {describe_status(outcome)}."
+        text = f"The poll has ended (form {describe_status(outcome)})."
     text = fit(text, 4_000).body
     return {"m.relates_to": {"rel_type": "m.reference", "event_id": start}, render.TEXT: text, "body": text,
             "org.matrix.msc3381.poll.end": {}, "m.mentions": {}}

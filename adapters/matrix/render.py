@@ -192,7 +192,8 @@ def summary(lines: Sequence[str], q: Question, *, reason: str = "") -> Text:
 
 
 def outcome_line(outcome: Outcome) -> Text:
-    return fit(f"{ICONS[outcome.status]} {describe_outcome(outcome).capitalize()}.", 1_500)
+    text = describe_outcome(outcome)
+    return fit(f"{ICONS[outcome.status]} {text[:1].upper()}{text[1:]}.", 1_500)
 
 
 def finished(interaction: Interaction, outcome: Outcome, lines: Sequence[str]) -> Text:

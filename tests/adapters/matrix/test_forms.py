@@ -81,6 +81,7 @@ def test_a_reply_answers_the_waiting_questions_line_by_line() -> None:
     assert "Every typed question is answered" in state.reply("a\nb", 15).problem
     assert state.reply("send", 16).command == "accept" and state.reply("!cancel", 16).command == "cancel"
     fresh = FormState(plan(f))
+    assert fresh.reply("ok", 17).taken == (1,) and fresh.reply("ok", 17).command is None  # a name, while one waits
     assert fresh.reply("Ada\n-\n12:30", 17).failed == {3: "'12:30' is not a number."}  # not a number prefix
     assert "4 lines, but 1 question is waiting" in fresh.reply("a\nb\nc\nd", 18).problem
 
