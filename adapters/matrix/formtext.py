@@ -73,7 +73,8 @@ def card(interaction: Interaction, layout: Layout, state: FormState, people: Seq
     parts = [*render.header(interaction), GAP]
     lines = layout.lines
     if lines:
-        parts.append(bold("✍ Type: reply in this thread, one line per question, in this order") +
+        where = "reply in this thread" if in_thread else "reply to this message (in its thread)"
+        parts.append(bold(f"✍ Type: {where}, one line per question, in this order") +
                      plain(" (- keeps the default or leaves it empty):"))
         share = max(MIN_SHARE, QUESTIONS_BUDGET // len(lines))
         questions = [question_line(layout, state, s, share) for s in lines]
