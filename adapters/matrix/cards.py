@@ -18,13 +18,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.matrix.formstate import FormState
+from adapters.matrix.formstate import SKIP_WORDS, FormState
 from adapters.matrix.layout import Layout, Slot, plan
 from bridge.dialog import Dialog, Step
 from bridge.model import CardRef, Interaction, Kind
-
-SKIP_WORDS = frozenset({"skip", "-", "default", "(empty)"})
-"""Matrix has no empty message: these stand for one in an approval's edit dialog."""
 
 
 def is_form(interaction: Interaction) -> bool:
