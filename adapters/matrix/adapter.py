@@ -56,7 +56,8 @@ class MatrixAdapter(MatrixPort):
         index = CardIndex()
         asker = Asker(outbox, index)
         super().__init__(inbound, outbox, index, asker)
-        self.answers = Answers(inbound, settings, index, asker, self.forms, self.ended, self.notify)
+        self.answers = Answers(inbound, settings, index, asker, self.forms, self.ended, self.notify,
+                               own_event=self._own_event)
         self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
         self.intake = Intake(self.client, settings, self.connection, self._handle)
         self._warned_plain: set[str] = set()
@@ -117,6 +118,10 @@ class MatrixAdapter(MatrixPort):
         if await self.answers.reply(text, self._actor(room_id, text.sender), event.timestamp):
             return
         await self._on_message(room_id, text)
+
+    async def _own_event(self, room_id: str, event_id: str) -> RoomEvent | None:
+        event = await self.client.event(room_id, event_id)
+        return event if event is not None and event.sender == self.client.user_id else None
 
     def _actor(self, room_id: str, user_id: str) -> Actor:
         return Actor(PLATFORM, user_id, self.client.display_name(room_id, user_id) or user_id)

@@ -14,18 +14,21 @@ Every notice here is public: Matrix has no ephemeral messages, so a refusal or a
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from adapters.matrix import formtext, render
 from adapters.matrix.asking import Asker
 from adapters.matrix.cards import Card
+from adapters.matrix.client import RoomEvent
 from adapters.matrix.ended import Ended, EndedCard, looks_like_answer
 from adapters.matrix.formflow import ANSWER_KEYS, DECIDE_KEYS, FormFlow
 from adapters.matrix.index import CardIndex
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn, command_text
 from bridge.dialog import Step, StepKind
+from bridge.errors import AdapterError
 from bridge.model import Action, Actor, ConversationKey, DecisionIn, Verdict
 from bridge.ports import Inbound
 
@@ -33,12 +36,18 @@ STRANGER = "Only people allowed to use this bridge can answer this request; your
 """Told to someone outside `allowed_users` who answers a card (the core does not know the allow-list)."""
 
 Notify = Callable[[ConversationKey, Actor, str], Awaitable[None]]
+OwnEvent = Callable[[str, str], Awaitable[RoomEvent | None]]
+"""An event of a room if the bot sent it, else None."""
+MAX_LOOKED_UP = 2_000
+"""Events fetched to see whether they were a card of an earlier run (the answer is kept, the oldest forgotten)."""
 
 
 class Answers:
     def __init__(self, inbound: Inbound, settings: MatrixSettings, index: CardIndex, asker: Asker, forms: FormFlow,
-                 ended: Ended, notify: Notify) -> None:
+                 ended: Ended, notify: Notify, *, own_event: OwnEvent | None = None) -> None:
         self.inbound = inbound
+        self.own_event = own_event
+        self._looked_up: OrderedDict[tuple[str, str], str] = OrderedDict()
         self.settings = settings
         self.index = index
         self.asker = asker
@@ -62,12 +71,50 @@ class Answers:
             await self.notify(ended.conversation, actor, formtext.late(ended.how))
         return True
 
+    async def _late_elsewhere(self, room_id: str, event_ids: tuple[str | None, ...], actor: Actor) -> bool:
+        """An answer to an event that is no card of this run: if it was one of an earlier run's cards (ended at a
+        restart, say), the core tells the person how that request ended (True)."""
+        if self.own_event is None or not self.settings.user_allowed(actor.user_id):
+            return False
+        for event_id in event_ids:
+            if not event_id:
+                continue
+            interaction_id = await self._card_of_earlier_run(room_id, event_id)
+            if interaction_id and self.inbound.known_interaction(interaction_id) is not None and \
+                    self.inbound.open_interaction(interaction_id) is None:
+                await self.inbound.check(interaction_id, actor)  # LATE: the core says how it ended
+                return True
+        return False
+
+    async def _card_of_earlier_run(self, room_id: str, event_id: str) -> str:
+        """The interaction an event of ours was posted for ('' for anything else), read from our mark on it; only
+        our own events are trusted, and each event is fetched once."""
+        key = (room_id, event_id)
+        if key in self._looked_up:
+            self._looked_up.move_to_end(key)
+            return self._looked_up[key]
+        found = ""
+        assert self.own_event is not None
+        try:
+            event = await self.own_event(room_id, event_id)
+        except AdapterError:
+            event = None
+        if event is not None:
+            content = event.source.get("content")
+            mark = content.get(render.MARK) if isinstance(content, Mapping) else None
+            found = str(mark.get("interaction", "")) if isinstance(mark, Mapping) else ""
+        self._looked_up[key] = found
+        while len(self._looked_up) > MAX_LOOKED_UP:
+            self._looked_up.popitem(last=False)
+        return found
+
     # -- votes, reactions, redactions ----------------------------------------------------------------------------
 
     async def vote(self, vote: VoteIn, actor: Actor) -> None:
         card = self.index.card_of(vote.room_id, vote.poll_id)
         if card is None:
-            await self._late(self.ended.of(vote.room_id, vote.poll_id), actor)
+            if not await self._late(self.ended.of(vote.room_id, vote.poll_id), actor):
+                await self._late_elsewhere(vote.room_id, (vote.poll_id,), actor)
             return
         if card.form is None or not await self._may_answer(card, actor):
             return
@@ -76,8 +123,9 @@ class Answers:
     async def reaction(self, reaction: ReactionIn, actor: Actor, timestamp: int) -> None:
         card = self.index.card_of(reaction.room_id, reaction.target)
         if card is None:
-            if reaction.key in DECIDE_KEYS or reaction.key in ANSWER_KEYS:
-                await self._late(self.ended.of(reaction.room_id, reaction.target), actor)
+            if (reaction.key in DECIDE_KEYS or reaction.key in ANSWER_KEYS) and \
+                    not await self._late(self.ended.of(reaction.room_id, reaction.target), actor):
+                await self._late_elsewhere(reaction.room_id, (reaction.target,), actor)
             return
         if card.form is not None:
             if not self.forms.answers_key(card, reaction.target, reaction.key):
@@ -103,7 +151,8 @@ class Answers:
         rel = text.relation
         card = self.index.card_of(text.room_id, rel.reply_to) or self.index.card_in_thread(text.room_id, rel.thread)
         if card is None:
-            return await self._late(self._ended_for(text), actor)
+            return await self._late(self._ended_for(text), actor) or \
+                await self._late_elsewhere(text.room_id, (rel.reply_to,), actor)
         if not await self._may_answer(card, actor):
             return True
         if card.form is not None:

@@ -219,6 +219,21 @@ class MatrixClient:
                                                                 ignore_unverified_devices=True))
         return str(response.event_id)
 
+    async def event(self, room_id: str, event_id: str) -> RoomEvent | None:
+        """One event of a room, decrypted where we can (None when it cannot be); a failed fetch raises
+        `PlatformAPIError`."""
+        response = await _call("room_get_event", self._nio.room_get_event(room_id, event_id))
+        event = response.event
+        if isinstance(event, nio.MegolmEvent):
+            if not self.e2ee:
+                return None
+            event.room_id = event.room_id or room_id
+            try:
+                event = self._nio.decrypt_event(event)
+            except _NIO_FAILURES:
+                return None
+        return _room_event(room_id, event)
+
     async def references(self, room_id: str, event_id: str) -> AsyncIterator[RoomEvent]:
         """The events that reference one (a poll's votes), decrypted where we can; one that cannot be decrypted
         is skipped (logged), a failed fetch raises `PlatformAPIError` (after those already yielded)."""

@@ -386,3 +386,24 @@ def strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in strings(v)]
     return []
+
+
+async def test_a_vote_on_a_card_that_ended_with_the_last_run_is_told_how_it_ended(synapse: Synapse,
+                                                                                   tmp_path: Path) -> None:
+    bot = register(synapse, "bot")
+    config = Config(servers={"orders": ServerConfig(name="orders", inprocess=servers.orders(), protocol="legacy")},
+                    store=str(tmp_path / "bridge.db"))
+    block = matrix_block(synapse, bot, tmp_path / "bot")
+    async with person(synapse, "ada", None) as ada:
+        async with bridge(config, block, tmp_path / "bridge.db"):
+            await open_room(ada, bot.user_id, encrypted=False)
+            await ada.say("!mcp call orders order")
+            root = await ada.wait(part("card"))
+            poll = await ada.wait(part("poll", "colour"))
+        # A legacy request ends with the bridge (its server waited on a connection that is gone).
+        await ada.wait(edit_of(root.event_id))
+        async with bridge(config, block, tmp_path / "bridge.db"):
+            after = len(ada.seen)
+            await ada.vote(poll.event_id, ["2"])
+            notice = await ada.wait(lambda i, e: i >= after and "That request was already" in body(e))
+            assert content(notice)["msgtype"] == "m.notice"
