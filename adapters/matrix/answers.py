@@ -129,7 +129,10 @@ class Answers:
             return
         if card.form is not None:
             if not self.forms.answers_key(card, reaction.target, reaction.key):
-                return  # someone's emoji, not an answer
+                why = self.forms.misplaced(card, reaction.target, reaction.key)
+                if why and await self._may_answer(card, actor):
+                    await self.notify(card.interaction.conversation, actor, why)
+                return  # else someone's emoji, not an answer
             if await self._may_answer(card, actor):
                 await self.forms.reaction(card, reaction, actor, timestamp)
             return

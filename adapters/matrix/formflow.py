@@ -99,6 +99,17 @@ class FormFlow:
         return place is not None and card.form is not None and \
             card.form.state.reaction_slot(place, key) is not None
 
+    def misplaced(self, card: Card, target: str, key: str) -> str:
+        """Why a number reaction answers nothing where it was put ('' when it is no number, or fits)."""
+        place = card.place_of(target)
+        if key not in KEYCAPS or place is None or card.form is None:
+            return ""
+        slot = card.form.layout.keycaps_at(place)
+        if slot is None:
+            return "Nothing on this message is answered with numbers."
+        n = len(slot.field.options)
+        return f"Question {slot.number} has {n} options: react with 1️⃣-{KEYCAPS[n - 1]}."
+
     async def vote(self, card: Card, vote: VoteIn, actor: Actor) -> None:
         assert card.form is not None
         slot = card.form.polls.get(vote.poll_id)

@@ -197,6 +197,8 @@ async def test_a_yes_no_answered_on_the_card_and_changed(synapse: Synapse, tmp_p
         root = await ada.wait(part("card"))
         await ada.react(root.event_id, YES)
         await ada.react(root.event_id, NO)  # both shown; the latest counts
+        await ada.react(root.event_id, "4️⃣")  # three pets only: told so, and nothing changes
+        await ada.wait(lambda i, e: "has 3 options: react with 1️⃣-3️⃣" in body(e))
         await ada.react(root.event_id, ACCEPT)
         result = await ada.wait(lambda i, e: "pets.adopt:" in body(e))
         assert "accepted: {'pets': ['cat'], 'vaccinated': False}" in body(result)  # the default pet, untouched
@@ -241,11 +243,11 @@ async def test_late_answers_get_one_notice_and_the_questions_show_the_end(synaps
         handled = record_messages(running, monkeypatch)
 
         after = len(ada.seen)
-        await ada.vote(poll, ["2"])
+        await ada.react(root.event_id, YES)
         notice = await ada.wait(lambda i, e: i >= after and "already ended (expired)" in body(e))
         assert content(notice)["msgtype"] == "m.notice"
         assert content(notice)["m.mentions"] == {"user_ids": [ada.user_id]}
-        await ada.react(root.event_id, YES)  # told already: no second notice within the interval
+        await ada.vote(poll, ["2"])  # told already: no second notice within the interval
         await ada.say("Ada\n-\nada@example.com\n-\n-\n-\n-", thread=command, latest=result.event_id)
         await ada.say("!mcp help", thread=command, latest=result.event_id)  # a round trip: all of it was handled
         await ada.wait(lambda i, e: i >= after and body(e).startswith("Commands"))
