@@ -163,7 +163,7 @@ class FormFlow:
         try:
             value = parse(slot.field, body)
         except ValueError as exc:
-            await self.notify(card.interaction.conversation, actor, f"{slot.number}: {exc}.")
+            await self.notify(card.interaction.conversation, actor, f"Question {slot.number}: {exc}.")
             return
         card.form.state.set(slot, timestamp, value)
         await self._changed(card)
