@@ -28,6 +28,7 @@ from bridge.errors import ConfigError
 from bridge.host import Host
 from bridge.ports import Adapter
 from bridge.store import Store
+from bridge.team_config import ApproverRule
 from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
@@ -121,7 +122,7 @@ def demo_config(protocol: str = "auto") -> Config:
 
     store = Path(tempfile.mkdtemp(prefix="mcp-chat-bridge-demo-")) / "demo.db"
     demo = ServerConfig(name="demo", title="Demo server", inprocess=server, protocol=protocol,  # type: ignore[arg-type]
-                        approvers=("console:you",))
+                        approvers=ApproverRule(("console:you",)))
     return Config(servers={"demo": demo}, store=str(store), chat={"console": {}})
 
 

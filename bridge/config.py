@@ -306,7 +306,7 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
             defaults=tuple((r["uri"], r.get("name", "")) for r in roots.get("defaults", ())),
             timeout=parse_duration(roots.get("timeout", "10m")), approvers=_rule(roots.get("approvers"))),
         # A rule with approvers always asks, those people.
-        tool_rules=tuple((str(k), v if isinstance(v, str) else "always") for k, v in approve.items()),
+        tool_rules=tuple((str(k), "never" if v == "never" else "always") for k, v in approve.items()),
         tool_timeout=parse_duration(tools.get("timeout", "10m")),
         tool_approvers=tuple((str(k), rule) for k, v in approve.items()
                              if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
