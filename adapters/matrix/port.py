@@ -26,9 +26,12 @@ logger = logging.getLogger(__name__)
 
 
 def waits_for(interaction: Interaction) -> list[render.Mention]:
-    """The people a card names: its requester, else its approvers on Matrix."""
-    if interaction.requester is not None and interaction.requester.platform == PLATFORM:
-        return [render.Mention(interaction.requester.user_id, interaction.requester.label())]
+    """The people a card names: its requester when they decide alone, else its approvers on Matrix (on a private
+    copy, the person it was sent to)."""
+    requester = interaction.requester
+    if requester is not None and requester.platform == PLATFORM and interaction.required < 2 and (
+            not interaction.approvers or requester.key in interaction.approvers) and interaction.origin is None:
+        return [render.Mention(requester.user_id, requester.label())]
     prefix = PLATFORM + ":"
     return [render.Mention(a[len(prefix):], a[len(prefix):]) for a in sorted(interaction.approvers)
             if a.startswith(prefix)]
@@ -81,6 +84,14 @@ class MatrixPort:
                     logger.warning("could not end the half-posted card %s: %s", interaction.id, cleanup)
             raise
         return CardRef(interaction.id, card.ref_data())
+
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        """The card's first message edited to show its progress (approvals so far, who still may)."""
+        polls = poll_fields(interaction)
+        text = render.card(interaction, waits_for(interaction), now=time.time(), polls=len(polls),
+                           questions=len(interaction.form.fields) - len(polls))
+        room_id = ref.data.get("room", interaction.conversation.channel)
+        await self.outbox.post(room_id, render.edit(ref.data["root"], render.message(text, msgtype="m.text")))
 
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
         self.cards.pop(interaction.id)

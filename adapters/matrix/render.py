@@ -21,7 +21,7 @@ from typing import Any
 from bridge.dialog import Question, option_lines
 from bridge.forms import Field, FieldKind
 from bridge.model import Interaction, Kind, Outcome, Status, StatusView
-from bridge.presentation import describe_outcome
+from bridge.presentation import describe_outcome, describe_progress
 from bridge.text import card_title, secret_warning, shorten, url_host
 
 POLL_START = "org.matrix.msc3381.poll.start"
@@ -178,6 +178,9 @@ def card(interaction: Interaction, waits_for: Sequence[Mention], *, now: float, 
     warning = secret_warning(i)
     if warning:
         parts.append(bold("⚠ " + warning))
+    parts.extend(plain(line) for line in describe_progress(i))
+    if i.origin is not None:
+        parts.append(plain("Asked in another conversation: your answer here is the answer there."))
     parts.append(Text("", ""))
     parts.append(how_to_answer(i, polls=polls, questions=questions))
     if waits_for:
@@ -203,9 +206,10 @@ def how_to_answer(interaction: Interaction, *, polls: int, questions: int) -> Te
         return plain(f"Open the link yourself if you trust it. React {ACCEPT} when you are done or {DECLINE} to "
                      f"decline ({CANCEL} cancels), or reply done / decline / cancel.")
     if i.kind is not Kind.FORM or i.quick_accept:
-        edit_hint = ", or reply edit to change it first" if not i.form.empty else ""
+        edit_hint = ", or reply edit to change it first" if not i.form.empty and i.required < 2 else ""
+        allow = "".join(f" Reply allow {g.scope} to {g.label[0].lower()}{g.label[1:]}." for g in i.grants)
         return plain(f"React {ACCEPT} to {i.accept_label.lower()}, {DECLINE} to {i.decline_label.lower()} or "
-                     f"{CANCEL} to cancel{edit_hint}. Replies accept / decline / cancel work too.")
+                     f"{CANCEL} to cancel{edit_hint}. Replies accept / decline / cancel work too.{allow}")
     steps = []
     if polls:
         steps.append(f"vote in the {polls} poll{'s' if polls != 1 else ''}")
