@@ -51,7 +51,7 @@ class Budgets:
             out.append(Standing(subject, f"{actor.label()}'s daily budget", self._limits.per_user,
                                 self._store.usage(day, subject)))
         subject = f"conversation:{conversation.id()}"
-        out.append(Standing(subject, "this conversation's daily budget", self._limits.per_conversation,
+        out.append(Standing(subject, "This conversation's daily budget", self._limits.per_conversation,
                             self._store.usage(day, subject)))
         return out
 
@@ -59,7 +59,7 @@ class Budgets:
         """Why the model may not be used now for this person here, or None."""
         for standing in self.standings(conversation, actor):
             if standing.exhausted:
-                return (f"{standing.label[:1].upper()}{standing.label[1:]} of {standing.limit:,} tokens is used up "
+                return (f"{standing.label} of {standing.limit:,} tokens is used up "
                         f"({standing.used:,} today); it resets {self.resets()}.")
         return None
 
@@ -79,5 +79,5 @@ class Budgets:
         lines = []
         for standing in self.standings(conversation, actor):
             limit = f" of {standing.limit:,}" if standing.limit is not None else " (no limit)"
-            lines.append(f"• {standing.label[:1].upper()}{standing.label[1:]}: {standing.used:,}{limit} tokens")
+            lines.append(f"• {standing.label}: {standing.used:,}{limit} tokens")
         return "Model use today (UTC):\n" + "\n".join(lines) + f"\nBudgets reset {self.resets()}."

@@ -67,9 +67,10 @@ def server_allowed(config: Config, conversation: ConversationKey, server: str) -
 
 def tool_needs_approval(config: Config, conversation: ConversationKey, server: ServerConfig, tool: str,
                         annotations: ToolAnnotations | None) -> bool:
-    """The channel's rules (on `tool` or `server.tool`) first, then the server's, then the annotations. A tool whose
-    rule needs several approvers always asks: no channel rule and no grant widens a quorum."""
-    if approver_rule(server, Kind.TOOL, tool).required > 1:
+    """The channel's rules (on `tool` or `server.tool`) first, then the server's, then the annotations. A tool with
+    approvers of its own, or whose rule needs several approvers, always asks: no channel rule widens those."""
+    if approver_rule(server, Kind.TOOL, tool).required > 1 or any(
+            fnmatch.fnmatchcase(tool, pattern) for pattern, _ in server.tool_approvers):
         return True
     for pattern, verdict in channel_policy(config, conversation).tool_rules:
         if fnmatch.fnmatchcase(tool, pattern) or fnmatch.fnmatchcase(f"{server.name}.{tool}", pattern):

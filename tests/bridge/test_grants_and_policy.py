@@ -201,8 +201,8 @@ async def test_a_budget_stops_the_agent_with_its_message_and_resets(llm: FakeLLM
             await chat.wait_message("answer 2")
     assert stopped == ("The model was not asked: Alice's daily budget of 10 tokens is used up (14 today); it resets "
                        "at 00:00 UTC, in 4 h 00 min.")
-    assert "• Alice's daily budget: 14 of 10 tokens" in usage and "this conversation's daily budget: 14 (no limit)" \
-        in usage.lower()
+    assert "• Alice's daily budget: 14 of 10 tokens" in usage and "This conversation's daily budget: 14 (no limit)" \
+        in usage
     assert len(llm.requests) == 3
 
 
