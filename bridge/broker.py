@@ -156,6 +156,8 @@ class Broker:
     def _settle(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
         """Record an outcome exactly once; the first writer wins."""
         if waiter.outcome is None:
+            if not outcome.approvals and waiter.interaction.approvals:
+                outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
             waiter.outcome = outcome
             self._store.finish_interaction(waiter.interaction, outcome, _detail(waiter.interaction, outcome))
             waiter.done.set()

@@ -88,7 +88,7 @@ async def test_two_of_three_by_reaction_counts_people_once_and_refuses_strangers
     def rule(people: list[Person]) -> dict[str, Any]:
         return {"tool_approvers": (("wipe", ApproverRule(tuple(map(key, people[:3])), required=2)),)}
 
-    async with team(synapse, tmp_path, ["ada", "bob", "cy", "eve"], 4, rule) as ([ada, bob, cy, eve], running, seen):
+    async with team(synapse, tmp_path, ["ada", "bob", "cy", "eve"], 4, rule) as ([ada, _bob, cy, eve], running, seen):
         command = await ada.say('!mcp call feat wipe {"target": "/srv"}')
         root = (await ada.wait(part("card"))).event_id
         assert "Needs 2 approvals from different people; 0 so far." in body(await ada.wait(part("card")))
@@ -129,7 +129,7 @@ async def test_a_grant_by_reply_holds_in_the_room_until_it_expires_and_never_for
         return {"tool_approvers": (("wipe", ApproverRule(tuple(map(key, people)), required=2)),),
                 "tool_rules": (("add", "always"),), "tool_grants": (GrantScope("channel", 3600.0),)}
 
-    async with team(synapse, tmp_path, ["ada", "bob"], 2, rules) as ([ada, bob], running, seen):
+    async with team(synapse, tmp_path, ["ada", "bob"], 2, rules) as ([ada, _bob], running, seen):
         now = [running.host.grants.clock()]
         running.host.grants.clock = lambda: now[0]
         command = await ada.say('!mcp call feat add {"a": 2, "b": 3}')
