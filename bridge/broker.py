@@ -81,7 +81,7 @@ class Broker:
             interaction = await self._routing.prepare(interaction)
         self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
         waiter = _Waiter(interaction, durable=pending_call is not None)
-        if len(interaction.approvers) < interaction.required:
+        if interaction.required > 1 and len(interaction.approvers) < interaction.required:
             reason = f"it needs {interaction.required} approvers and only {len(interaction.approvers)} could be found"
             return self._settle(waiter, Outcome(Status.FAILED, reason=reason))
         self._waiters[interaction.id] = waiter

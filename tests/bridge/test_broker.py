@@ -201,3 +201,18 @@ async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restar
         assert again.decide_nowait(DecisionIn(item.id, CAROL, "accept")).verdict is Verdict.REFUSED
         assert again.decide_nowait(DecisionIn(item.id, ALICE, "accept")).verdict is Verdict.CLAIMED
     assert results[0].approvals == (CAROL, ALICE)
+
+
+async def test_a_card_anyone_may_answer_is_posted_and_one_person_decides() -> None:
+    b, chat, _store = broker()
+    item = interaction(600, approvers=frozenset(), requester=None)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await chat.wait_card()
+        assert b.decide_nowait(DecisionIn(item.id, CAROL, "accept", {"n": 2})).verdict is Verdict.CLAIMED
+    assert results[0].by == CAROL
