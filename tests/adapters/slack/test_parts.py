@@ -104,7 +104,7 @@ async def test_the_directory_pages_members_caches_groups_and_reuses_a_dm(slack: 
     slack.members["C1"] = ["U1", "U2", "U3", "U4", "U5"]  # three pages of two
     slack.usergroups["S0ONCALL"] = ["U2", "U3"]
     here = ConversationKey("slack", "T111", "C1", "1.2")
-    assert await directory.members(here) == {"U1", "U2", "U3", "U4", "U5"}
+    assert await directory.members(here) == frozenset({"U1", "U2", "U3", "U4", "U5"})
     assert await directory.group_members("S0ONCALL") == {"U2", "U3"}
     slack.usergroups["S0ONCALL"] = ["U9"]
     assert await directory.group_members("S0ONCALL") == {"U2", "U3"}  # cached for a while
