@@ -26,6 +26,10 @@ class Outbound:
     def attach(self, port: ChatPort) -> None:
         self._ports[port.platform] = port
 
+    def port(self, platform: str) -> ChatPort | None:
+        """The attached port of a platform, or None (an approver on a platform this bridge does not serve)."""
+        return self._ports.get(platform)
+
     def port_for(self, conversation: ConversationKey) -> ChatPort:
         try:
             return self._ports[conversation.platform]

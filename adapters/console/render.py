@@ -8,7 +8,7 @@ import time
 
 from bridge.dialog import Dialog, Question, option_lines
 from bridge.model import Interaction, Kind, Outcome, StatusView
-from bridge.presentation import describe_outcome
+from bridge.presentation import describe_outcome, describe_progress
 from bridge.text import card_title, secret_warning
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -34,9 +34,15 @@ def card_header(interaction: Interaction) -> list[str]:
     warning = secret_warning(interaction)
     if warning:
         lines.append(f"│ ⚠ {clean(warning)}")
+    lines.extend(progress(interaction))
     if interaction.kind is Kind.URL:
         lines.append("│ The bridge does not open links: copy it into your browser only if you trust it.")
     return lines
+
+
+def progress(interaction: Interaction) -> list[str]:
+    """Who has approved and who still may, who else was asked (server text is not in it, names are)."""
+    return [f"│ {clean(line)}" for line in describe_progress(interaction)]
 
 
 def question(q: Question) -> list[str]:
