@@ -5,8 +5,14 @@ then the server's message and details, escaped, then buttons. Inline answers are
 it all (a single yes/no or a single choice of up to five); anything else opens a modal (`modal.py`). Final states
 keep the text and replace the buttons with the outcome and who decided.
 
-Limits honoured here: 50 blocks a message, 3000 characters a text, 75 characters a button label, 25 elements an
-actions block. `tests/adapters/slack/limits.py` checks them for every card the tests render.
+Limits honoured here, counted on the escaped text Slack receives: 50 blocks a message, 3000 characters a text, about
+12 000 characters of text in all a message's blocks (`CARD_TEXT`: Slack refuses more with `msg_blocks_too_long`),
+75 characters a button label, 25 elements an actions block. `tests/adapters/slack/limits.py` checks them for every
+card the tests render.
+
+A link gets an Open button only when Slack would take it and nothing about it is disguised: http(s) with a host, no
+hidden characters, and a host that `bridge.sanitize.check_host` does not flag (a look-alike such as `аpple.com` with
+a Cyrillic а is shown with its punycode form instead).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
 from bridge.presentation import describe_outcome
+from bridge.sanitize import check_host
 from bridge.text import card_title, secret_warning
 
 JSON = dict[str, Any]
@@ -34,6 +41,12 @@ FALLBACK = 300
 """Length of the notification text (`text=`): a phone shows a line or two of it."""
 MAX_DETAILS = 30
 """Details shown on a card; the rest are summarised so a card stays under 50 blocks."""
+CARD_TEXT = 11_000
+"""Characters of text a card's blocks hold in all, under Slack's undocumented ~12 000 for a message's blocks."""
+CARD_TAIL = 1_500
+"""Of `CARD_TEXT`, what is kept for what follows the body (warnings, the field, the waiting line, the outcome)."""
+MIN_DETAIL = 200
+"""A detail gets at least this much room, or it is counted among those not shown."""
 HOME_ITEMS = 40
 INLINE_CHOICES = 5
 """A single choice with up to this many options is answered by buttons in the message."""
@@ -108,19 +121,29 @@ def button(label: str, action_id: str, value: str, style: str | None = None, url
 
 
 def _body(interaction: Interaction) -> list[JSON]:
-    """Title, message, link and details: what a card shows whether it is open or finished."""
+    """Title, message, link and details: what a card shows whether it is open or finished, within
+    `CARD_TEXT - CARD_TAIL` characters in all."""
     blocks = [section(f"*{title(interaction)}*")]
     if interaction.message.strip():
         blocks.append(section(mrkdwn(interaction.message)))
     if interaction.kind is Kind.URL and interaction.url:
         blocks.append(section(f"*Link:* {visible_url(interaction.url)}"))
-    details = interaction.details[:MAX_DETAILS]
-    for detail in details:
+    room = CARD_TEXT - CARD_TAIL - sum(len(b["text"]["text"]) for b in blocks)
+    shown = 0
+    for detail in interaction.details[:MAX_DETAILS]:
         note = f"\n_(shortened from {detail.full_length} characters)_" if detail.full_length else ""
         label = mrkdwn(detail.label)
-        blocks.append(section(f"*{label}:* {cap(mrkdwn(detail.text), TEXT - len(label) - 80)}{note}"))
-    if len(interaction.details) > MAX_DETAILS:
-        blocks.append(context(f"{len(interaction.details) - MAX_DETAILS} more details are not shown."))
+        head = f"*{cap(label, 200)}:* "
+        fits = min(TEXT, room) - len(head) - 80
+        if fits < MIN_DETAIL:
+            break
+        text = f"{head}{cap(mrkdwn(detail.text), fits)}{note}"
+        blocks.append(section(text))
+        room -= len(text)
+        shown += 1
+    if len(interaction.details) > shown:
+        blocks.append(context(f"{len(interaction.details) - shown} more details are not shown "
+                              f"(`show {interaction.id}` lists everything)."))
     return blocks
 
 
@@ -129,7 +152,8 @@ def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
     blocks = _body(interaction)
     problem = link_problem(interaction.url) if interaction.kind is Kind.URL and interaction.url else None
     if problem:
-        blocks.append(context(f":warning: No *Open link* button: {problem}. Do not visit it unless you are sure."))
+        blocks.append(context(f":warning: No *Open link* button: {mrkdwn(problem)}. "
+                              "Do not visit it unless you are sure."))
     warning = secret_warning(interaction)
     if warning:
         blocks.append(context(":warning: " + mrkdwn(warning)))
@@ -159,7 +183,8 @@ def _waiting_line(interaction: Interaction, now: float) -> str:
 
 def link_problem(url: str) -> str | None:
     """Why a server's URL gets no Open button, or None: only http(s) with a host, nothing hidden, within 3000
-    characters. Slack refuses a card whose button URL it does not accept (`invalid_blocks`)."""
+    characters (Slack refuses a card whose button URL it does not accept: `invalid_blocks`), and a host that is
+    not a possible look-alike (shown with its punycode form, what the browser would really contact)."""
     if len(url) > BUTTON_URL:
         return "the link is longer than Slack allows in a button"
     if has_hidden(url):
@@ -173,6 +198,9 @@ def link_problem(url: str) -> str | None:
         return "only http and https links get a button"
     if not host:
         return "the link has no host"
+    checked = check_host(url)
+    if checked.suspicious:
+        return f"the host {checked.text()}"
     return None
 
 
