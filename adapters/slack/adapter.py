@@ -34,6 +34,7 @@ from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.config import Config
+from bridge.errors import AdapterError
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 from bridge.ports import Inbound
 
@@ -95,6 +96,12 @@ class SlackAdapter:
     async def serve(self) -> None:
         """Receive Slack's events until cancelled: over Socket Mode (default) or on the HTTP path."""
         async with self.clients.shared_session(), self.background.running():
+            try:
+                # Who the bot is (and the workspace's address for card links), asked before the first event, so no
+                # ack waits for it; every request's authorization then answers from memory.
+                await self.clients.auth()
+            except AdapterError as exc:
+                logger.warning("Slack auth.test failed (%s); it is tried again with the first event", exc)
             if self.settings.mode == "http":
                 await self._serve_http()
             else:

@@ -134,6 +134,11 @@ class SlackClients:
             with anyio.CancelScope(shield=True):
                 await session.close()
 
+    @property
+    def session(self) -> aiohttp.ClientSession | None:
+        """The shared session while serving, else None."""
+        return self._session
+
     def _use(self, session: aiohttp.ClientSession | None) -> None:
         self._session = session
         for client in self._made:

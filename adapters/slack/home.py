@@ -13,7 +13,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -38,6 +38,8 @@ class HomeTab:
         self._clients = clients
         self._background = background
         self._clock = clock
+        self.sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+        """How a publish waits for its person's interval to pass (tests make time pass on cue)."""
         self._last: dict[str, float] = {}
         """User id → when their latest publish started."""
         self._pending: set[str] = set()
@@ -65,7 +67,7 @@ class HomeTab:
     async def _publish_after(self, user_id: str, delay: float) -> None:
         try:
             if delay > 0:
-                await anyio.sleep(delay)
+                await self.sleep(delay)
         finally:
             self._pending.discard(user_id)
         lock = self._publishing.setdefault(user_id, anyio.Lock())

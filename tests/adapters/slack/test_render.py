@@ -318,3 +318,38 @@ def test_each_status_update_gets_fresh_block_ids() -> None:
     first, second = render.status_blocks(running), render.status_blocks(running)
     assert first[1]["block_id"] != second[1]["block_id"]
     assert all(b["block_id"].startswith("call1.") for b in (first[1], second[1]))
+
+
+def test_a_card_with_many_long_details_stays_within_slack_s_total_for_a_message() -> None:
+    # A sampling request with a long conversation: every message a detail, each near a section's 3000 characters.
+    long = "say <this> & that " * 200  # 3 600 characters, more once escaped
+    card = sampling()
+    card = interaction(Kind.SAMPLING, form=card.form, message="The server wants the model to answer.",
+                       details=tuple(Detail(f"Message {i}", long) for i in range(30)), accept_label="Approve",
+                       decline_label="Deny", quick_accept=True)
+    for blocks in (render.card(card), render.finished_card(card, Outcome(Status.ACCEPTED, by=ADA))):
+        limits.check_message(blocks)  # 12 000 characters of text in all, counted escaped
+        assert "*Message 0:* say &lt;this&gt; &amp; that" in texts(blocks)
+        assert f"more details are not shown (`show {card.id}` lists everything)" in texts(blocks)
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://\u0430pple.com/login", "xn--pple-43d.com"),  # Cyrillic а: reads as apple.com
+    ("https://xn--pple-43d.com/login", "xn--pple-43d.com"),
+    ("https://b\u00fccher.example/", "xn--bcher-kva.example"),
+])
+def test_a_look_alike_or_internationalised_host_gets_no_button_and_shows_its_punycode(url: str, shown: str) -> None:
+    card = interaction(kind=Kind.URL, url=url, accept_label="Done", quick_accept=True)
+    blocks = render.card(card)
+    limits.check_message(blocks)
+    assert ids.OPEN_URL not in [action for action, _ in buttons(blocks)]
+    warning = texts([b for b in blocks if b["type"] == "context"])
+    assert "No *Open link* button: the host" in warning and f"really {shown}" in warning
+
+
+def test_server_text_goes_through_the_core_s_cleaner() -> None:
+    # C1 controls (a CSI that would colour a terminal), a line separator and a bidi isolate: bridge.sanitize.clean
+    hostile = "red\x9b31m text\u2028next \u2067line\u2069 \r\nend"
+    assert mrkdwn(hostile) == "red31m textnext line \nend"
+    assert plain(hostile, 100) == "red31m textnext line \nend"
+    assert "\x9b" not in texts(render.card(interaction(message=hostile)))
