@@ -4,6 +4,8 @@ told us its id is left alone, a late submission says what happened, and look-ali
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import pytest
 
@@ -27,7 +29,7 @@ async def click(slack: FakeSlack, card: driver.Card, action_id: str, user: str) 
         response_url=slack.response_url))
 
 
-def told(user_text: str) -> object:
+def told(user_text: str) -> Callable[[Call], bool]:
     return lambda c: user_text in str(c.args.get("text"))
 
 
