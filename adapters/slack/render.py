@@ -43,8 +43,12 @@ MAX_DETAILS = 30
 """Details shown on a card; the rest are summarised so a card stays under 50 blocks."""
 CARD_TEXT = 11_000
 """Characters of text a card's blocks hold in all, under Slack's undocumented ~12 000 for a message's blocks."""
-CARD_TAIL = 1_500
-"""Of `CARD_TEXT`, what is kept for what follows the body (warnings, the field, the waiting line, the outcome)."""
+CARD_TAIL = 2_500
+"""Of `CARD_TEXT`, what is kept for what follows the body (warnings, the field, the waiting line, the buttons, the
+outcome)."""
+INLINE_FIELD = 600
+"""The question above inline answer buttons: its title and description."""
+HOME_TITLE = 300
 MIN_DETAIL = 200
 """A detail gets at least this much room, or it is counted among those not shown."""
 HOME_ITEMS = 40
@@ -160,7 +164,8 @@ def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
     inline = inline_field(interaction)
     if inline is not None:
         f = interaction.form.fields[0]
-        blocks.append(section(f"*{mrkdwn(f.title)}*" + (f"\n{mrkdwn(f.description)}" if f.description else "")))
+        question = f"*{mrkdwn(f.title)}*" + (f"\n{mrkdwn(f.description)}" if f.description else "")
+        blocks.append(section(cap(question, INLINE_FIELD)))
     blocks.append(context(_waiting_line(interaction, time.time() if now is None else now)))
     blocks.append({"type": "actions", "block_id": f"{interaction.id}.act", "elements": _buttons(interaction)})
     return blocks
@@ -291,7 +296,7 @@ def home(items: Sequence[tuple[Interaction, str | None]], now: float | None = No
     for interaction, permalink in ordered[:HOME_ITEMS]:
         link = f"\n<{permalink}|Open the card>" if permalink else ""
         message = safe_mrkdwn(" ".join(interaction.message.split()), 300)
-        blocks.append(section(f"*{title(interaction)}*\n{message}{link}"))
+        blocks.append(section(f"*{cap(title(interaction), HOME_TITLE)}*\n{message}{link}"))
         blocks.append(context(_waiting_line(interaction, now)))
     if len(ordered) > HOME_ITEMS:
         blocks.append(context(f"{len(ordered) - HOME_ITEMS} more are waiting; answer some to see them."))

@@ -353,3 +353,14 @@ def test_server_text_goes_through_the_core_s_cleaner() -> None:
     assert mrkdwn(hostile) == "red31m textnext line \nend"
     assert plain(hostile, 100) == "red31m textnext line \nend"
     assert "\x9b" not in texts(render.card(interaction(message=hostile)))
+
+
+def test_a_card_long_in_every_part_stays_within_slack_s_total_for_a_message() -> None:
+    long = "x<>&" * 1000
+    question = one_field({"type": "boolean", "title": long, "description": long})
+    for card in (interaction(form=question, message=long, server=ServerLabel(long[:200], long),
+                             details=(Detail("Arguments", long),), tool=long),
+                 interaction(kind=Kind.URL, url="https://\u0430pple.com/" + "y" * 4000, message=long,
+                             details=(Detail("Host", long),), accept_label="Done", quick_accept=True)):
+        limits.check_message(render.card(card))
+        limits.check_message(render.finished_card(card, Outcome(Status.DECLINED, by=ADA)))
