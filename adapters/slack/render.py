@@ -71,15 +71,18 @@ def mention(actor: Actor | None) -> str:
     return mrkdwn(actor.label())
 
 
+_PERSON = f"person{secrets.token_hex(12)}marker"
+"""Stands in for a person's name while core text is escaped: random per process, so no server can write it, and
+plain ASCII letters and digits, so escaping leaves it (and the ASCII fast path of the cleaner) alone."""
+
+
 def _with_person(make: Callable[[str], str], actor: Actor | None) -> str:
     """Render core text that names `actor`, escaped, with the name replaced by a mention.
 
-    The core writes names as plain labels; a random marker stands in for the name so that the rest of the text
-    (server names, tool names: untrusted) is escaped while the mention we add is not.
+    The core writes names as plain labels; a marker stands in for the name so that the rest of the text (server
+    names, tool names: untrusted) is escaped while the mention we add is not.
     """
-    marker = "\ue000" + secrets.token_hex(8)
-    escaped = mrkdwn(make(marker))
-    return escaped.replace(mrkdwn(marker), mention(actor))
+    return mrkdwn(make(_PERSON)).replace(_PERSON, mention(actor))
 
 
 def title(interaction: Interaction) -> str:
