@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import gc
 import logging
 import multiprocessing
 import os
@@ -406,6 +407,7 @@ async def main(args: argparse.Namespace) -> None:
         if args.scenario in ("ack", "both"):
             print(f"ack: {args.cards} open cards, {args.rate:g} clicks/s for {args.seconds:g} s, store {args.store}")
             for variant in variants:
+                gc.collect()  # the earlier variant's garbage is not this one's to collect
                 with slack_child() as (conn, api_url), \
                         (baseline_patches() if variant == "baseline" else contextlib.nullcontext()):
                     result = await run_ack(conn, api_url, args, tmp, args.seed)
