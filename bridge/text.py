@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
 from mcp.types import CallToolResult
 
 from bridge.content_text import block_text
 from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
+from bridge.sanitize import check_host
 
 MAX_TEXT = 3500
 """Longest tool output shown in chat; the rest is cut with a note (chat messages are not a file viewer)."""
@@ -29,16 +29,9 @@ def shorten(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def url_host(url: str) -> str:
-    """The host a URL points at, as a person should check it. Punycode (xn--) hosts are flagged."""
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return "(not a valid URL)"
-    if not host:
-        return "(no host)"
-    if any(label.startswith("xn--") for label in host.split(".")):
-        return f"{host} (internationalised name: check it carefully)"
-    return host
+    """The host a URL points at, as a person should check it: look-alike and internationalised names are flagged
+    with the punycode form the browser really contacts (`bridge.sanitize.check_host`)."""
+    return check_host(url).text()
 
 
 def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
