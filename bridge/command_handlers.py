@@ -25,6 +25,7 @@ from bridge.audience import Audience
 from bridge.broker import Broker
 from bridge.config import Config
 from bridge.content_text import block_text
+from bridge.durations import time_left
 from bridge.errors import CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
 from bridge.llm import LLMMessage
@@ -33,6 +34,7 @@ from bridge.outbound import Say
 from bridge.request_context import new_interaction
 from bridge.roots import RootsKeeper, check_uri
 from bridge.sessions import SessionPool
+from bridge.showing import interaction_text
 from bridge.store import Store
 from bridge.text import session_error_text, shorten
 from bridge.toolcalls import ToolCalls
@@ -124,7 +126,7 @@ class CommandHandlers:
         now = time.time()
         lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
                  f"{i.requester.label() if i.requester else 'an approver'}, expires in "
-                 f"{_minutes(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
+                 f"{time_left(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
         await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
 
     async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
@@ -155,10 +157,14 @@ class CommandHandlers:
     async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
         target = command.args[0] if command.args else None
         interaction = self.broker.interaction(target) if target else None
-        if interaction is None or interaction.conversation != message.conversation:
-            raise CommandError("Usage: show <id> (the id of a waiting request here; see `pending`).")
-        parts = [f"{d.label}:\n{d.text}" for d in interaction.details] or ["(no details)"]
-        await self.say(message.conversation, shorten(f"{interaction.message}\n\n" + "\n\n".join(parts), 12000))
+        if interaction is not None and interaction.conversation == message.conversation:
+            await self.say(message.conversation, interaction_text(interaction))
+            return
+        kept = self.calls.results.get(message.conversation, target) if target else None
+        if kept is None:
+            raise CommandError("Usage: show <id> (the id of a waiting request here, see `pending`, or of a long "
+                               "result).")
+        await self.say(message.conversation, kept)
 
     async def _cmd_roots(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
@@ -261,6 +267,3 @@ class CommandHandlers:
     def _server_names(self, command: commands.Command) -> list[str]:
         return list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
 
-
-def _minutes(seconds: float) -> str:
-    return f"{max(0, int(seconds // 60))}m{max(0, int(seconds % 60)):02d}s"

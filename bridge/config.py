@@ -18,7 +18,9 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
+from bridge import limits
 from bridge.errors import ConfigError
+from bridge.limits import Limits
 from bridge.model import ConversationScope
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -121,6 +123,8 @@ class Config:
     http: HttpConfig = HttpConfig()
     chat: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """One raw block per adapter (`console`, `slack`, `matrix`), validated by the schema; adapters read their own."""
+    limits: Limits = field(default_factory=Limits)
+    """Bounds that keep a shared host alive (`bridge.limits`)."""
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -192,6 +196,7 @@ def _build(data: dict[str, Any]) -> Config:
         agent_system_prompt=str(agent.get("system_prompt", "")),
         http=_http(data.get("http") or {}),
         chat=dict(data.get("chat") or {}),
+        limits=limits.from_mapping(data.get("limits") or {}),
     )
 
 
@@ -260,6 +265,8 @@ def _message(error: Any) -> str:
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
         return "must be a duration like 30s, 10m or 2h"
+    if error.validator == "oneOf" and "Bytes" in str(error.schema.get("description", "")):
+        return "must be a size like 64KB or 1MB"
     if error.validator == "required":
         return str(error.message).replace("is a required property", "is required")
     # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.

@@ -9,7 +9,6 @@ title names a secret are flagged (`bridge.secret_names`).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import replace
@@ -20,18 +19,33 @@ from jsonschema import Draft202012Validator
 
 from bridge.errors import UnsupportedSchema
 from bridge.form_model import STRING_FORMATS, Field, FieldKind, Form, Option
+from bridge.lru import ByteLRU
 from bridge.secret_names import looks_secret
 
 _ARRAYS_ONLY = "{where}: arrays are only allowed as multi-select enums (items.enum or items.anyOf)"
 _ALLOWED_TOP = {"type", "properties", "required", "$schema", "title", "description", "additionalProperties"}
 _ALLOWED_COMMON = {"type", "title", "description", "default"}
+CACHE_SIZE = 16 * 1024**2
+ENTRY_OVERHEAD = 4
+"""A built form holds its schema as Python objects besides the JSON key: about four times the key's size."""
+_CACHE: ByteLRU[str, Form | UnsupportedSchema] = ByteLRU(CACHE_SIZE)
+
+
+def set_cache_size(size: int) -> None:
+    """Bound the form cache (the config's `limits.form_cache_size`)."""
+    _CACHE.resize(size)
+
+
+def cache_used() -> int:
+    return _CACHE.used
 
 
 def form_from_schema(schema: Mapping[str, Any]) -> Form:
     """Build a `Form` from an elicitation `requestedSchema`.
 
     Forms are immutable, so one is built once per distinct schema: servers ask the same form again and again, and
-    checking a schema against the JSON Schema metaschema costs milliseconds.
+    checking a schema against the JSON Schema metaschema costs milliseconds. The cache is bounded by bytes
+    (`set_cache_size`), so large schemas cannot pin memory; a refusal is remembered as well.
 
     Raises:
         UnsupportedSchema: the schema is outside the restricted subset; the message says which part and why.
@@ -42,12 +56,16 @@ def form_from_schema(schema: Mapping[str, Any]) -> Form:
         key = json.dumps(schema)  # key order is field order, so it stays part of the key
     except (TypeError, ValueError):
         raise UnsupportedSchema("requestedSchema must be plain JSON") from None
-    return _cached_form(key)
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_form(key: str) -> Form:
-    return _build_form(json.loads(key))
+    cached = _CACHE.get(key)
+    if cached is None:
+        try:
+            cached = _build_form(json.loads(key))
+        except UnsupportedSchema as exc:
+            cached = exc
+        _CACHE.put(key, cached, ENTRY_OVERHEAD * len(key))
+    if isinstance(cached, UnsupportedSchema):
+        raise UnsupportedSchema(str(cached))
+    return cached
 
 
 def _build_form(schema: Mapping[str, Any]) -> Form:
