@@ -49,11 +49,12 @@ class Bounds:
     def guard(self, server: str, handler: Handler) -> Guarded:
         return Guarded(self, server, handler)
 
-    async def refuse(self, conversation: ConversationKey | None, bound: str, text: str) -> ErrorData:
-        """The error for a request over `bound`, after telling the conversation (once a minute per bound)."""
+    async def refuse(self, conversation: ConversationKey | None, bound: str, why: str, notice: str) -> ErrorData:
+        """The error for a request over `bound` (`why` it was refused), after telling the conversation `notice` (once
+        a minute per bound)."""
         if conversation is not None and self._notices.allow((conversation.id(), bound)):
-            await self._say(conversation, text)
-        return ErrorData(code=INVALID_REQUEST, message=f"Refused by the bridge: {text}")
+            await self._say(conversation, notice)
+        return ErrorData(code=INVALID_REQUEST, message=f"Refused by the bridge: {why}")
 
     async def admit_request(self, server: str, context: ClientRequestContext) -> ErrorData | None:
         if self._requests.allow(server):
@@ -62,6 +63,7 @@ class Bounds:
         label = ctx.server.text() if ctx is not None else server
         limit = self.limits.server_requests_per_minute
         return await self.refuse(ctx.conversation if ctx else None, f"rate:{server}",
+                                 f"more than {limit} requests a minute",
                                  f"{label} asked for people more than {limit} times a minute; its requests are "
                                  "refused for now.")
 
@@ -99,7 +101,7 @@ class _BoundedAsker:
         why = self._bounds.cards.take(keys)
         if why is not None:
             error = await self._bounds.refuse(
-                conversation, f"cards:{why}",
+                conversation, f"cards:{why}", why,
                 f"{interaction.server.text()} asked for more than the bridge shows at once ({why}), so it was "
                 "refused. Answer or cancel what is waiting (`pending`).")
             raise LimitExceeded(error)
