@@ -32,6 +32,7 @@ from bridge.model import (
 )
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
+from bridge.secret_answers import for_the_record
 from bridge.store import Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class Broker:
         """Record an outcome exactly once; the first writer wins."""
         if waiter.outcome is None:
             waiter.outcome = outcome
-            self._store.finish_interaction(waiter.interaction, outcome)
+            self._store.finish_interaction(waiter.interaction, for_the_record(waiter.interaction, outcome))
             waiter.done.set()
         return waiter.outcome
 

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import anyio
 from mcp.types import CallToolResult
 
-from bridge import __version__
+from bridge import __version__, redaction
 from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
 from bridge.errors import ConfigError
 from bridge.host import Host
@@ -40,7 +40,7 @@ class _JSONFormatter(logging.Formatter):
         data = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
                 "message": record.getMessage()}
         if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
+            data["exc"] = record.exc_text or self.formatException(record.exc_info)  # exc_text: redacted
         return json.dumps(data)
 
 
@@ -51,6 +51,7 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None) ->
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    redaction.quiet_payload_loggers(root.level)
     # The SDK and HTTP libraries are chatty at INFO; their warnings still show.
     for name in ("mcp", "httpx2", "httpcore2", "aiohttp.access", "nio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
@@ -138,6 +139,7 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
 async def _run(config: Config) -> int:
     if not config.chat:
         raise ConfigError(["chat: configure at least one adapter (console, slack or matrix)"])
+    redaction.install(config.redactor)
     store = Store(config.store)
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
@@ -219,6 +221,7 @@ async def _call(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     timeout = parse_duration(args.timeout) if args.timeout else None
     config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
+    redaction.install(config.redactor)
 
     store = Store(":memory:")
     result: CallToolResult | None = None

@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +22,8 @@ from bridge import limits
 from bridge.errors import ConfigError
 from bridge.limits import Limits
 from bridge.model import ConversationScope
+from bridge.redaction import Redactor
+from bridge.secret_names import looks_secret
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -125,6 +127,8 @@ class Config:
     """One raw block per adapter (`console`, `slack`, `matrix`), validated by the schema; adapters read their own."""
     limits: Limits = field(default_factory=Limits)
     """Bounds that keep a shared host alive (`bridge.limits`)."""
+    redactor: Redactor = field(default_factory=Redactor, repr=False, compare=False)
+    """Replaces every configured secret (`${VAR}` values, headers, server env, tokens) in logs and chat."""
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -142,7 +146,8 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
 
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
-    data = _substitute(raw, os.environ if env is None else env, "", problems)
+    from_env: list[str] = []
+    data = _substitute(raw, os.environ if env is None else env, "", problems, from_env)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
@@ -176,7 +181,29 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
         problems.append("chat.matrix: needs password (first login) or access_token")
     if problems:
         raise ConfigError(problems)
-    return _build(data)
+    return replace(_build(data), redactor=Redactor([*from_env, *secret_values(data)]))
+
+
+def secret_values(data: Any) -> list[str]:
+    """Values that are secrets by their place, wherever they came from: every header and server env value (and the
+    credential after a header's scheme, `Bearer <token>`), and any value whose key names a secret (`bot_token`,
+    `api_key`, `password`, `signing_secret`, ...; `bridge.secret_names` decides)."""
+    out: list[str] = []
+
+    def walk(node: Any, key: str, parent: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k), key)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, parent)
+        elif isinstance(node, str) and (parent in ("env", "headers") or looks_secret(key)):
+            out.append(node)
+            if parent == "headers" and " " in node.strip():
+                out.append(node.strip().rsplit(" ", 1)[1])
+
+    walk(data, "", "")
+    return out
 
 
 def _build(data: dict[str, Any]) -> Config:
@@ -232,11 +259,14 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     )
 
 
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str]) -> Any:
+def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], found: list[str]) -> Any:
+    """`${VAR}` replaced from `env` everywhere; each value taken from the environment is added to `found` (they are
+    treated as secrets: that is what the environment is for in a config)."""
     if isinstance(value, str):
         def repl(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             if name in env:
+                found.append(env[name])
                 return env[name]
             if default is not None:
                 return default
@@ -244,9 +274,10 @@ def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[st
             return ""
         return _ENV.sub(repl, value)
     if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems) for k, v in value.items()}
+        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, found)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+        return [_substitute(v, env, f"{path}[{i}]", problems, found) for i, v in enumerate(value)]
     return value
 
 

@@ -54,7 +54,7 @@ class Host:
                 raise ConfigError([f"llm: {exc}"]) from None
         self.config, self.store, self.llm = config, store, llm
         form_schema.set_cache_size(config.limits.form_cache_size)
-        self.outbound = Outbound()
+        self.outbound = Outbound(config.redactor)
         self.broker = Broker(store, self.outbound.port_for)
         self.pool = SessionPool(config)
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.

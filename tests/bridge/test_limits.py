@@ -135,8 +135,8 @@ async def test_an_oversized_form_is_refused_with_invalid_params(protocol: str, s
                                                                why: str) -> None:
     host, chat = host_for(config_for({"forms": form_server()}, server_protocol=protocol))
     async with host:
-        await host.handle_message(MessageIn(ROOM, ALICE, f"call forms fill {json.dumps({'schema': json.dumps(schema)})}",
-                                            explicit_command=True))
+        text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
+        await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
         with anyio.fail_after(10):
             notice = await chat.wait_message("cannot show")
             failure = await chat.wait_message("forms.fill")
