@@ -1,4 +1,4 @@
-"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers.
+"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers, schema, audit.
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
@@ -10,29 +10,25 @@ import argparse
 import importlib
 import json
 import logging
-import shlex
 import signal
+import sqlite3
 import sys
-import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import anyio
-from mcp.types import CallToolResult
 
-from bridge import __version__, redaction
-from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
+from bridge import __version__, audit_report, demo, importing, oneshot, preflight, redaction
+from bridge.config import DEFAULT_STORE, Config, load, store_path
 from bridge.errors import ConfigError
+from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
 from bridge.host import Host
 from bridge.ports import Adapter
 from bridge.store import Store
-from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
 
-EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_TOOL_ERROR = 0, 1
 
 
 class _JSONFormatter(logging.Formatter):
@@ -40,14 +36,25 @@ class _JSONFormatter(logging.Formatter):
         data = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
                 "message": record.getMessage()}
         if record.exc_info:
-            data["exc"] = record.exc_text or self.formatException(record.exc_info)  # exc_text: redacted
+            data["exc"] = self.formatException(record.exc_info)
         return json.dumps(data)
 
 
-def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None) -> None:
+class _BriefFormatter(logging.Formatter):
+    """Plain lines whose exceptions are one line too: tracebacks are for `--debug`."""
+
+    def formatException(self, ei: Any) -> str:
+        return f"  ({brief(ei[1])})" if ei and ei[1] is not None else ""
+
+    def formatStack(self, stack_info: str) -> str:
+        return ""
+
+
+def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None, debug: bool = False) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
+    plain = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     handler.setFormatter(_JSONFormatter() if json_lines else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+                         logging.Formatter(plain) if debug else _BriefFormatter(plain))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -55,19 +62,33 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None) ->
     # The SDK and HTTP libraries are chatty at INFO; their warnings still show.
     for name in ("mcp", "httpx2", "httpcore2", "aiohttp.access", "nio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    # nio warns at every retry of a failed request ("Timed out, sleeping for 0s"); the adapter reports the failure.
+    logging.getLogger("nio.client.async_client").setLevel(max(logging.ERROR, root.level))
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error of this command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
+    p = _Parser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
     p.add_argument("--version", action="version", version=f"mcp-chat-bridge {__version__}")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-json", action="store_true", help="log JSON lines instead of plain text")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of errors (in logs and on failure)")
+    # Also accepted after the command (`run --debug -c x`); SUPPRESS keeps the subcommand from resetting it.
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="serve every adapter configured under chat: until SIGINT/SIGTERM")
+    run = sub.add_parser("run", parents=[common], help="serve every adapter configured under chat: until SIGTERM")
     run.add_argument("-c", "--config", required=True)
-    demo = sub.add_parser("demo", help="the console chat with the bundled demo server")
-    demo.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
-    call = sub.add_parser("call", help="call one tool; the console answers any request; print the result")
+    demo_cmd = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
+    demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
+    call = sub.add_parser("call", parents=[common],
+                          help="call one tool; the console answers any request; print the result")
     call.add_argument("-c", "--config")
     call.add_argument("--url", help="a streamable HTTP server instead of a configured one")
     call.add_argument("--stdio", help='a stdio server command instead of a configured one, e.g. "npx -y pkg"')
@@ -75,72 +96,137 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
-    check = sub.add_parser("check-config", help="validate a config file")
+    check = sub.add_parser("check-config", parents=[common], help="validate a config file the way run does")
     check.add_argument("file")
-    imp = sub.add_parser("import-servers", help="print a servers: block from an mcpServers JSON file")
+    imp = sub.add_parser("import-servers", parents=[common],
+                         help="print a servers: block from an mcpServers JSON file")
     imp.add_argument("file")
-    sub.add_parser("schema", help="print the config file's JSON Schema")
+    sub.add_parser("schema", parents=[common], help="print the config file's JSON Schema")
+    audit = sub.add_parser("audit", parents=[common], help="read the audit log, or --verify its hash chain")
+    audit.add_argument("-c", "--config", help="the bridge's config file: its store is read (default store: "
+                                              f"{DEFAULT_STORE})")
+    audit.add_argument("--store", help="the store file itself, instead of -c")
+    audit.add_argument("--since", help="only rows this recent: a duration (1d, 12h) or a date (2026-11-01)")
+    audit.add_argument("--server", help="only this server's requests")
+    audit.add_argument("--kind", help="only this kind: form, url, sampling, sampling_review, roots, tool")
+    audit.add_argument("--who", help="only rows where this person decided or asked (id or name, any part)")
+    shape = audit.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="one JSON object per line")
+    shape.add_argument("--csv", action="store_true", help="CSV with a header row")
+    audit.add_argument("--verify", action="store_true", help="check the hash chain and name the first broken link")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    setup_logging(args.log_level, args.log_json)
+    setup_logging(args.log_level, args.log_json, debug=args.debug)
     try:
-        if args.command == "check-config":
-            config = load(args.file)
-            print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat) or 'none'})")
-            return EXIT_OK
-        if args.command == "import-servers":
-            print(import_servers(json.loads(Path(args.file).read_text("utf-8"))), end="")
-            return EXIT_OK
-        if args.command == "schema":
-            from bridge.config import schema
-
-            print(json.dumps(schema(), indent=2))
-            return EXIT_OK
-        if args.command == "run":
-            return anyio.run(_run, load(args.config))
-        if args.command == "demo":
-            return anyio.run(_run, demo_config(args.protocol))
-        if args.command == "call":
-            return anyio.run(_call, args)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _dispatch(args)
     except KeyboardInterrupt:
         return 130
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the one place every error becomes a line for the user
+        if args.debug:
+            print(full_traceback(exc), file=sys.stderr, end="")
+        lines, code = report(exc)
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
+            return 130
+        for line in lines:
+            print(line, file=sys.stderr)
+        return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "check-config":
+        config = load(args.file)
+        problems = preflight.problems(config)
+        if problems:
+            raise ConfigError(problems)
+        print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
+        return EXIT_OK
+    if args.command == "import-servers":
+        return _import_servers(args.file)
+    if args.command == "schema":
+        from bridge.config import schema
+
+        print(json.dumps(schema(), indent=2))
+        return EXIT_OK
+    if args.command == "audit":
+        return _audit(args)
+    if args.command == "run":
+        return anyio.run(_run, load(args.config))
+    if args.command == "demo":
+        return anyio.run(_run, demo_config(args.protocol))
+    if args.command == "call":
+        return anyio.run(oneshot.call, args)
     return EXIT_USAGE
 
 
-def demo_config(protocol: str = "auto") -> Config:
-    from bridge.demo_server import server
+def _audit(args: argparse.Namespace) -> int:
+    filters = audit_report.Filters(
+        since=audit_report.since(args.since) if args.since else None, server=args.server,
+        kind=audit_report.kind(args.kind) if args.kind else None, who=args.who)
+    path = args.store or (store_path(args.config) if args.config else DEFAULT_STORE)
+    db = audit_report.connect(path)
+    try:
+        if args.verify:
+            verdict = audit_report.verify(db)
+            print(audit_report.verdict_text(verdict), file=sys.stdout if verdict.broken is None else sys.stderr)
+            return EXIT_OK if verdict.broken is None else EXIT_TOOL_ERROR
+        items = audit_report.entries(db, filters)
+    finally:
+        db.close()
+    write = audit_report.write_json if args.json else audit_report.write_csv if args.csv else audit_report.write_table
+    write(items, sys.stdout)
+    return EXIT_OK
 
-    store = Path(tempfile.mkdtemp(prefix="mcp-chat-bridge-demo-")) / "demo.db"
-    demo = ServerConfig(name="demo", title="Demo server", inprocess=server, protocol=protocol,  # type: ignore[arg-type]
-                        approvers=("console:you",))
-    return Config(servers={"demo": demo}, store=str(store), chat={"console": {}})
+
+def _import_servers(path: str) -> int:
+    imported = importing.convert(importing.read(path), path)
+    print(imported.yaml(), end="")
+    for warning in imported.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if imported.variables:
+        print(f"The block reads these from the environment; export them before `run` (the values are where they "
+              f"were, in {path}):", file=sys.stderr)
+        width = max(len(v.name) for v in imported.variables)
+        for variable in imported.variables:
+            print(f"  {variable.name:<{width}}  {variable.source}", file=sys.stderr)
+    return EXIT_OK
+
+
+def demo_config(protocol: str = "auto") -> Config:
+    config = demo.config(protocol)
+    print(f"The demo keeps its store in {config.store} (delete the folder to start afresh).", file=sys.stderr)
+    return config
 
 
 def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapter:
-    try:
-        module = importlib.import_module(f"adapters.{name}")
-    except ImportError as exc:
-        raise ConfigError([f"chat.{name}: the {name} adapter is not installed "
-                           f"(pip install 'mcp-chat-bridge[{name}]'): {exc}"]) from None
+    problem = preflight.adapter_import_problem(name)
+    if problem:
+        raise ConfigError([problem])
+    module = importlib.import_module(f"adapters.{name}")
     adapter: Adapter = module.create(host, settings or {}, config)
     return adapter
 
 
+def open_store(path: str) -> Store:
+    try:
+        return Store(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
+
+
 async def _run(config: Config) -> int:
-    if not config.chat:
-        raise ConfigError(["chat: configure at least one adapter (console, slack or matrix)"])
+    problems = preflight.problems(config)
+    if problems:
+        raise ConfigError(problems)
     redaction.install(config.redactor)
-    store = Store(config.store)
+    store = open_store(config.store)
+    if "console" in config.chat:
+        # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
+        store.forget_cards("console")
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
@@ -174,9 +260,10 @@ async def _run(config: Config) -> int:
 
 def _banner(config: Config) -> str:
     names = ", ".join(config.servers)
-    example = "!mcp call demo plan_trip" if "demo" in config.servers else "!mcp tools"
+    example = ("`!mcp tools demo`, then e.g. `!mcp call demo plan_trip`" if "demo" in config.servers
+               else "`!mcp tools`")
     return (f"mcp-chat-bridge {__version__} on the console. Servers: {names}.\n"
-            f"Type `!mcp help` for commands; try `{example}`. End with Ctrl-D.")
+            f"Type `!mcp help` for commands; try {example}. End with Ctrl-D.")
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
@@ -186,79 +273,6 @@ async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
             host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
             scope.cancel()
             return
-
-
-async def _call(args: argparse.Namespace) -> int:
-    # Loaded by name like every adapter: the core never imports adapters statically.
-    console_module = importlib.import_module("adapters.console")
-    target: list[str] = list(args.target)
-    if args.url or args.stdio:
-        if not target:
-            print("usage: call --url URL TOOL [JSON]", file=sys.stderr)
-            return EXIT_USAGE
-        command = shlex.split(args.stdio) if args.stdio else []
-        server = ServerConfig(name="server", url=args.url, command=command[0] if command else None,
-                              args=tuple(command[1:]))
-        config = Config(servers={"server": server}, store=":memory:")
-        server_name = "server"
-    else:
-        if len(target) < 2 or not args.config:
-            print("usage: call -c FILE SERVER TOOL [JSON]", file=sys.stderr)
-            return EXIT_USAGE
-        config = replace(load(args.config), store=":memory:")
-        server_name = target.pop(0)
-        if server_name not in config.servers:
-            print(f"error: no server named {server_name!r} in {args.config}", file=sys.stderr)
-            return EXIT_USAGE
-    tool = target[0]
-    try:
-        arguments = json.loads(target[1]) if len(target) > 1 else {}
-    except json.JSONDecodeError as exc:
-        print(f"error: the arguments are not valid JSON: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if not isinstance(arguments, dict):
-        print("error: the arguments must be a JSON object", file=sys.stderr)
-        return EXIT_USAGE
-    timeout = parse_duration(args.timeout) if args.timeout else None
-    config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
-    redaction.install(config.redactor)
-
-    store = Store(":memory:")
-    result: CallToolResult | None = None
-    failed = False
-    async with Host(config, store) as host:
-        console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
-                                                accept_commands=False)
-        host.attach(console)
-
-        async def run() -> None:
-            nonlocal result, failed
-            result = await host.calls.run(console.conversation, console.actor, server_name, tool, arguments)
-            failed = result is None
-            tg.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            tg.start_soon(console.serve)
-    store.close()
-    if result is None:
-        return EXIT_USAGE if failed else EXIT_TOOL_ERROR
-    if args.json:
-        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
-    else:
-        print(result_text(result, limit=1_000_000))
-    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
-
-
-def _adjusted(server: ServerConfig, protocol: str | None, timeout: float | None) -> ServerConfig:
-    """`call --protocol/--timeout`: the era to speak, and how long every kind of answer may take."""
-    if protocol:
-        server = replace(server, protocol=protocol)  # type: ignore[arg-type]
-    if timeout is not None:
-        server = replace(server, elicitation_timeout=timeout, tool_timeout=timeout,
-                         sampling=replace(server.sampling, timeout=timeout),
-                         roots=replace(server.roots, timeout=timeout))
-    return server
 
 
 def _main() -> None:  # pragma: no cover - console entry point

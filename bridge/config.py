@@ -31,6 +31,8 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 Protocol = Literal["auto", "legacy", "2026-07-28"]
 
+DEFAULT_STORE = "./mcp-chat-bridge.db"
+
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the config file (also shipped as bridge/config.schema.json for editors)."""
@@ -115,7 +117,7 @@ class LLMConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
-    store: str = "./mcp-chat-bridge.db"
+    store: str = DEFAULT_STORE
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -140,19 +142,47 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {exc}"]) from None
+        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     return from_mapping(raw if raw is not None else {}, env)
+
+
+def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
+    """Only the `store:` of a config file: for readers of the store (`audit`), who need none of its secrets set."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
+    problems: list[str] = []
+    value = _substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
+                        os.environ if env is None else env, "store", problems, set())
+    if problems or not isinstance(value, str):
+        raise ConfigError(problems or ["store: must be a string"])
+    return value
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, in one line; never the offending line itself (it may hold a secret)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "cannot parse"
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + problem + (f" ({context})" if context else "")
 
 
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
+    unset: set[str] = set()
     from_env: list[str] = []
-    data = _substitute(raw, os.environ if env is None else env, "", problems, from_env)
+    data = _substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        problems.append(f"{_path(error.absolute_path)}: {_message(error)}")
+        where = _path(error.absolute_path)
+        if where not in unset:  # an unset variable is named as such, not again as a bad value
+            problems.append(f"{where}: {_message(error)}")
     for name, server in (data.get("servers") or {}).items():
         if not isinstance(server, dict):
             continue
@@ -163,13 +193,6 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
-        for key in ("elicitation", "sampling", "roots", "tools"):
-            block = server.get(key) or {}
-            if isinstance(block, dict) and "timeout" in block:
-                try:
-                    parse_duration(block["timeout"])
-                except ValueError as exc:
-                    problems.append(f"{where}.{key}.timeout: {exc}")
     slack = (data.get("chat") or {}).get("slack")
     if isinstance(slack, dict):
         if slack.get("mode", "socket") == "socket" and not slack.get("app_token"):
@@ -213,7 +236,7 @@ def _build(data: dict[str, Any]) -> Config:
     agent = data.get("agent") or {}
     return Config(
         servers=servers,
-        store=data.get("store", "./mcp-chat-bridge.db"),
+        store=data.get("store", DEFAULT_STORE),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),
@@ -259,25 +282,29 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     )
 
 
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], found: list[str]) -> Any:
-    """`${VAR}` replaced from `env` everywhere; each value taken from the environment is added to `found` (they are
-    treated as secrets: that is what the environment is for in a config)."""
+def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str],
+                found: list[str] | None = None) -> Any:
+    """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
+    only need the value to be present do not complain too) and its path goes into `unset`. Each value taken from
+    the environment is added to `found`: they are treated as secrets, which is what the environment is for here."""
     if isinstance(value, str):
         def repl(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             if name in env:
-                found.append(env[name])
+                if found is not None:
+                    found.append(env[name])
                 return env[name]
             if default is not None:
                 return default
             problems.append(f"{path or '(top)'}: environment variable {name} is not set")
-            return ""
+            unset.add(path or "(top)")
+            return match.group(0)
         return _ENV.sub(repl, value)
     if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, found)
+        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset, found)
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems, found) for i, v in enumerate(value)]
+        return [_substitute(v, env, f"{path}[{i}]", problems, unset, found) for i, v in enumerate(value)]
     return value
 
 
@@ -295,7 +322,7 @@ def _message(error: Any) -> str:
     if error.validator == "enum":
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
-        return "must be a duration like 30s, 10m or 2h"
+        return "must be a duration: a number of seconds above 0, or like 30s, 10m, 2h"
     if error.validator == "oneOf" and "Bytes" in str(error.schema.get("description", "")):
         return "must be a size like 64KB or 1MB"
     if error.validator == "required":
@@ -311,31 +338,3 @@ def _message(error: Any) -> str:
     if error.validator == "oneOf":
         return "is not a valid value here"
     return f"is not valid ({error.validator})"
-
-
-def import_servers(mcp_servers_json: Mapping[str, Any]) -> str:
-    """Turn a Claude/Cursor/VS Code style `mcpServers` JSON into our YAML `servers:` block."""
-    servers = mcp_servers_json.get("mcpServers", mcp_servers_json.get("servers", mcp_servers_json))
-    if not isinstance(servers, Mapping):
-        raise ConfigError(["mcpServers: must be an object of servers"])
-    out: dict[str, Any] = {}
-    problems: list[str] = []
-    for name, entry in servers.items():
-        if not isinstance(entry, Mapping):
-            problems.append(f"mcpServers.{name}: must be an object")
-            continue
-        item: dict[str, Any] = {}
-        for key in ("command", "args", "env", "cwd", "url", "headers"):
-            if key in entry:
-                item[key] = entry[key]
-        if "serverUrl" in entry and "url" not in item:
-            item["url"] = entry["serverUrl"]
-        if "disabled" in entry:
-            item["disabled"] = bool(entry["disabled"])
-        if not item.get("command") and not item.get("url"):
-            problems.append(f"mcpServers.{name}: needs either command or url")
-            continue
-        out[str(name)] = item
-    if problems:
-        raise ConfigError(problems)
-    return yaml.safe_dump({"servers": out}, sort_keys=False, allow_unicode=True)

@@ -51,8 +51,8 @@ class Redactor:
 
 
 class RedactingFilter(logging.Filter):
-    """Redacts a log record's message and traceback in place (a handler filter: it sees every record the handler
-    writes, whichever logger made it)."""
+    """Redacts a log record's message in place (a handler filter: it sees every record the handler writes, whichever
+    logger made it), for whatever reads records rather than text."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -63,13 +63,20 @@ class RedactingFilter(logging.Filter):
         redacted = self.redactor.redact(message)
         if redacted != message:
             record.msg, record.args = redacted, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redactor.redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self.redactor.redact(record.stack_info)
         return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """A handler's own formatter, with what it writes redacted: tracebacks and stacks included, however the inner
+    formatter renders them."""
+
+    def __init__(self, inner: logging.Formatter, redactor: Redactor) -> None:
+        super().__init__()
+        self.inner = inner
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.redact(self.inner.format(record))
 
 
 def install(redactor: Redactor, root: logging.Logger | None = None) -> None:
@@ -77,6 +84,10 @@ def install(redactor: Redactor, root: logging.Logger | None = None) -> None:
     for handler in (root or logging.getLogger()).handlers:
         for old in [f for f in handler.filters if isinstance(f, RedactingFilter)]:
             handler.removeFilter(old)
+        inner = handler.formatter or logging.Formatter()
+        if isinstance(inner, RedactingFormatter):
+            inner = inner.inner
+        handler.setFormatter(RedactingFormatter(inner, redactor) if redactor else inner)
         if redactor:
             handler.addFilter(RedactingFilter(redactor))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bridge import audit as chain
 from bridge.forms import Form, form_from_schema
 from bridge.model import (
     Actor,
@@ -43,7 +44,8 @@ CREATE TABLE IF NOT EXISTS audit (
     actor TEXT,
     actor_name TEXT,
     requester TEXT,
-    detail TEXT NOT NULL DEFAULT ''
+    detail TEXT NOT NULL DEFAULT '',
+    hash TEXT
 );
 CREATE TABLE IF NOT EXISTS interactions (
     id TEXT PRIMARY KEY,
@@ -106,6 +108,9 @@ class AuditRow:
     actor_name: str | None
     requester: str | None
     detail: str
+    id: int = 0
+    hash: str = ""
+    """This row's link in the hash chain (`bridge.audit`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +153,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
+        self._chain_old_audit_rows()
 
     def close(self) -> None:
         self._db.close()
@@ -165,18 +171,39 @@ class Store:
     # -- audit ---------------------------------------------------------------------------------------------------
 
     def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
+        values = (time.time(), interaction.id, interaction.kind.value, interaction.server.name,
+                  interaction.conversation.id(), outcome.status.value,
+                  outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
+                  interaction.requester.key if interaction.requester else None, detail or outcome.reason)
+        if self._db.in_transaction:
+            self._append_audit(values)
+        else:
+            with self._tx():  # reading the last hash and appending after it must not interleave with another append
+                self._append_audit(values)
+
+    def _append_audit(self, values: tuple[Any, ...]) -> None:
+        last = self._db.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
         self._db.execute(
             "INSERT INTO audit (at, interaction_id, kind, server, conversation, outcome, actor, actor_name, requester,"
-            " detail) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (time.time(), interaction.id, interaction.kind.value, interaction.server.name,
-             interaction.conversation.id(), outcome.status.value,
-             outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
-             interaction.requester.key if interaction.requester else None, detail or outcome.reason),
-        )
+            " detail, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*values, chain.link(last[0] if last else None, values)))
+
+    def _chain_old_audit_rows(self) -> None:
+        """Stores written before the chain existed: add the column and link their rows, oldest first."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(audit)")}
+        if "hash" in columns:
+            return
+        with self._tx() as db:
+            db.execute("ALTER TABLE audit ADD COLUMN hash TEXT")
+            unchained = db.execute(f"SELECT id, {', '.join(chain.FIELDS)} FROM audit WHERE hash IS NULL ORDER BY id"
+                                   ).fetchall()
+            for row in unchained:
+                before = db.execute("SELECT hash FROM audit WHERE id < ? ORDER BY id DESC LIMIT 1",
+                                    (row[0],)).fetchone()
+                db.execute("UPDATE audit SET hash = ? WHERE id = ?",
+                           (chain.link(before[0] if before else None, row[1:]), row[0]))
 
     def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
-        query = "SELECT at, interaction_id, kind, server, conversation, outcome, actor, actor_name, requester, detail" \
-                " FROM audit"
+        query = f"SELECT {', '.join(chain.FIELDS)}, id, hash FROM audit"
         args: tuple[Any, ...] = ()
         if interaction_id is not None:
             query += " WHERE interaction_id = ?"
@@ -203,6 +230,13 @@ class Store:
             db.execute("UPDATE interactions SET status = ?, outcome = ? WHERE id = ?",
                        (outcome.status.value, _dump_outcome(outcome), interaction.id))
             self.audit(interaction, outcome, detail)
+
+    def forget_cards(self, platform: str) -> int:
+        """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
+        platform whose cards do not outlive the process (a terminal). Returns how many."""
+        cur = self._db.execute("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
+                               " AND conversation LIKE ? ESCAPE '\\'", (_like_prefix(platform + "/"),))
+        return cur.rowcount
 
     def interaction(self, interaction_id: str) -> StoredInteraction | None:
         row = self._db.execute(
@@ -298,6 +332,10 @@ class Store:
 
     def clear_history(self, conversation: ConversationKey) -> None:
         self._db.execute("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _dump_actor(actor: Actor | None) -> str | None:

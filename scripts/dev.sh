@@ -43,6 +43,8 @@ case "${1:-}" in
     bash scripts/install-synapse.sh
     bash scripts/install-chromium.sh
     bash scripts/install-postgres.sh
+    bash scripts/install-containers.sh
+    bash scripts/install-linters.sh
     "$VENV/bin/ruff" check bridge adapters tests bench
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from bridge.cli import main
-from bridge.config import from_mapping, import_servers, load, schema
+from bridge.config import from_mapping, load, schema
 from bridge.errors import ConfigError
 
 
@@ -62,20 +61,6 @@ def test_check_config_prints_problems_and_exits_non_zero(tmp_path: Path, capsys:
     good.write_text("servers:\n  e: {command: echo}\nchat: {console: {}}\n")
     assert main(["check-config", str(good)]) == 0
     assert "OK (1 servers" in capsys.readouterr().out
-
-
-def test_import_servers_turns_mcp_servers_json_into_our_block(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    source = {"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@x/fs"], "env": {"A": "1"}},
-                             "remote": {"url": "https://example.com/mcp", "headers": {"X": "y"}}}}
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps(source))
-    assert main(["import-servers", str(path)]) == 0
-    block = yaml.safe_load(capsys.readouterr().out)
-    assert block == {"servers": source["mcpServers"]}
-    assert from_mapping(block, {}).servers["fs"].args == ("-y", "@x/fs")
-    with pytest.raises(ConfigError, match="needs either command or url"):
-        import_servers({"mcpServers": {"x": {}}})
 
 
 def test_the_shipped_schema_documents_every_server_key() -> None:

@@ -24,7 +24,9 @@ def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Po
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
         "store": str(db),
-        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo_server"], "protocol": protocol}},
+        # The demo server keeps its requestState key in its state folder: a temporary one here.
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo_server"], "protocol": protocol,
+                             "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}},
         "chat": {"console": {}}, **extra}))
     proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",
                              str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,0 +1,37 @@
+"""The checks `run` makes before it starts anything, shared with `check-config` so the two never disagree.
+
+The config file itself was validated when it was loaded (`bridge.config.load`); these are the checks that need the
+installed software: at least one chat adapter configured, and each configured adapter importable (its extra
+installed).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from bridge.config import Config
+
+ADAPTERS = ("console", "slack", "matrix")
+
+
+def problems(config: Config) -> list[str]:
+    """Every reason `run` would refuse this config, as "path: problem" lines."""
+    found: list[str] = []
+    if not config.chat:
+        found.append(f"chat: configure at least one adapter ({', '.join(ADAPTERS[:-1])} or {ADAPTERS[-1]})")
+    for name in config.chat:
+        problem = adapter_import_problem(name)
+        if problem:
+            found.append(problem)
+    return found
+
+
+def adapter_import_problem(name: str) -> str | None:
+    """Why `adapters.<name>` cannot be imported, or None. Imported by name: the core never imports adapters."""
+    try:
+        importlib.import_module(f"adapters.{name}")
+    except ImportError as exc:
+        missing = f" ({exc.name} is missing)" if exc.name and exc.name != f"adapters.{name}" else ""
+        return (f"chat.{name}: the {name} adapter's dependencies are not installed{missing}: install the bridge with "
+                f"its {name} extra, e.g. pip install '.[{name}]' in a clone (see Installing in the README)")
+    return None
