@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
-from bridge import limits
+from bridge import approver_entries, limits
 from bridge.errors import ConfigError
 from bridge.limits import Limits
 from bridge.model import ConversationScope
@@ -193,6 +193,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
+    problems.extend(approver_entries.problems(data))
     slack = (data.get("chat") or {}).get("slack")
     if isinstance(slack, dict):
         if slack.get("mode", "socket") == "socket" and not slack.get("app_token"):
