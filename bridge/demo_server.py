@@ -211,7 +211,7 @@ server = build()
 def main() -> None:
     """Run the demo server on stdio (`python -m bridge.demo_server`), for other MCP clients. Its requestState key
     comes from MCP_CHAT_BRIDGE_DEMO_KEY or the demo's key file, so a restarted server still accepts its requests."""
-    from bridge.demo import request_state_key, state_dir
+    from bridge.demo_state import request_state_key, state_dir
 
     build([request_state_key(state_dir())]).run()
 

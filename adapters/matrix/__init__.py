@@ -1,4 +1,4 @@
-"""The Matrix adapter: cards as polls, threaded questions and reactions, on matrix-nio (E2EE with vodozemac)."""
+"""The Matrix adapter: cards answered with one reply, reactions and polls, on matrix-nio (E2EE with vodozemac)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """The Matrix adapter: its parts put together, and each new event sent where it belongs.
 
 - `client`: the one typed door to nio; `login`: staying the same device; `sync`: the sync loop and event intake;
-- `outbox`: sending; `index`: where the open cards are; `asking`: what the bot says in a card's thread;
-- `answers`: votes, replies and reactions on cards; `restore`: cards that outlived a restart;
-- `port`: the chat port the core calls (cards, messages, notices, status lines).
+- `outbox`: sending; `index`: where the open cards are; `ended`: cards that ended, for late answers;
+- `layout`, `formstate`, `formtext`, `formflow`: form cards (where each field is asked, the answers so far, what the
+  card says, and its life in the room); `asking`: approvals' questions in their thread;
+- `answers`: votes, reactions, redactions and replies sent to their card; `restore`: cards that outlived a restart;
+- `port`: the chat port the core calls (cards, messages, notices, status lines); `render`, `markup`: event content.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from adapters.matrix.asking import Asker
 from adapters.matrix.client import PLATFORM, MatrixClient, RoomEvent
 from adapters.matrix.index import CardIndex
 from adapters.matrix.login import log_in
+from adapters.matrix.markup import plain
 from adapters.matrix.outbox import Connection, Outbox
 from adapters.matrix.port import MatrixPort
 from adapters.matrix.restore import Restorer
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.sync import Intake
-from adapters.matrix.translate import TextIn, message_in, reaction_in, text_in, vote_in
+from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from bridge.config import Config
 from bridge.errors import AdapterError
 from bridge.model import Actor
@@ -52,9 +55,10 @@ class MatrixAdapter(MatrixPort):
         outbox = Outbox(self.client, settings, self.connection)
         index = CardIndex()
         asker = Asker(outbox, index)
-        super().__init__(outbox, index, asker)
-        self.answers = Answers(inbound, settings, index, asker, self.notify)
-        self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker)
+        super().__init__(inbound, outbox, index, asker)
+        self.answers = Answers(inbound, settings, index, asker, self.forms, self.ended, self.notify,
+                               own_event=self._own_event)
+        self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
         self.intake = Intake(self.client, settings, self.connection, self._handle)
         self._warned_plain: set[str] = set()
 
@@ -104,12 +108,20 @@ class MatrixAdapter(MatrixPort):
         if reaction is not None:
             await self.answers.reaction(reaction, self._actor(room_id, reaction.sender), event.timestamp)
             return
+        redaction = redaction_in(room_id, source)
+        if redaction is not None:
+            await self.answers.redaction(redaction)
+            return
         text = text_in(room_id, source, self.client.user_id)
         if text is None:
             return
         if await self.answers.reply(text, self._actor(room_id, text.sender), event.timestamp):
             return
         await self._on_message(room_id, text)
+
+    async def _own_event(self, room_id: str, event_id: str) -> RoomEvent | None:
+        event = await self.client.event(room_id, event_id)
+        return event if event is not None and event.sender == self.client.user_id else None
 
     def _actor(self, room_id: str, user_id: str) -> Actor:
         return Actor(PLATFORM, user_id, self.client.display_name(room_id, user_id) or user_id)
@@ -127,7 +139,7 @@ class MatrixAdapter(MatrixPort):
             return
         if self.settings.e2ee == "required" and not self.client.room_encrypted(room_id):
             if self.notices.allow(("e2ee-required", room_id)):
-                await self.outbox.post(room_id, render.message(render.plain(NOT_ENCRYPTED)), plain_ok=True)
+                await self.outbox.post(room_id, render.message(plain(NOT_ENCRYPTED)), plain_ok=True)
             return
         await self.inbound.handle_message(message)
 
@@ -148,7 +160,7 @@ class MatrixAdapter(MatrixPort):
         if not self.client.e2ee:
             if event.room_id not in self._warned_plain:
                 self._warned_plain.add(event.room_id)  # once per room and run
-                await self.outbox.post(event.room_id, render.message(render.plain(PLAIN_ROOM)), plain_ok=True)
+                await self.outbox.post(event.room_id, render.message(plain(PLAIN_ROOM)), plain_ok=True)
             return
         logger.info("could not decrypt %s in %s; asking for the key", event.event_id, event.room_id)
         try:

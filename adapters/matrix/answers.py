@@ -1,40 +1,58 @@
-"""Answers on cards: poll votes, replies in a card's thread and reactions, turned into dialog steps and decisions.
+"""Answers on cards: poll votes, reactions and their removal, and replies, sent to the card they belong to, and late
+answers on cards that have ended told so.
+
+Form cards take their answers in `formflow`; approvals and links are answered here, with ✅ / ❌ / 🚫 on the card
+and, after `edit`, the fields one at a time (`bridge.dialog.Dialog`).
 
 Who may answer is the core's call: before an answer changes a card, `Inbound.check` asks it (and the core tells a
 refused person why); the final `Inbound.decide` applies the same rule again. The one rule kept here is the
 adapter's own allow-list (`chat.matrix.allowed_users`), which holds also on cards that anyone may answer.
+
+Every notice here is public: Matrix has no ephemeral messages, so a refusal or a late-answer notice is a short
+`m.notice` in the room naming the person, at most one per person and text every `outbox.NOTICE_INTERVAL` seconds.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from adapters.matrix import render
+from adapters.matrix import formtext, render
 from adapters.matrix.asking import Asker
 from adapters.matrix.cards import Card
+from adapters.matrix.client import RoomEvent
+from adapters.matrix.ended import Ended, EndedCard, looks_like_answer
+from adapters.matrix.formflow import ANSWER_KEYS, DECIDE_KEYS, FormFlow
 from adapters.matrix.index import CardIndex
 from adapters.matrix.settings import MatrixSettings
-from adapters.matrix.translate import ReactionIn, TextIn, VoteIn, command_text
+from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn, command_text
 from bridge.dialog import Step, StepKind
+from bridge.errors import AdapterError
 from bridge.model import Action, Actor, ConversationKey, DecisionIn, Verdict
 from bridge.ports import Inbound
 
 STRANGER = "Only people allowed to use this bridge can answer this request; your answer was not counted."
 """Told to someone outside `allowed_users` who answers a card (the core does not know the allow-list)."""
-CARD_COMMANDS = ("!decline", "!cancel")
-"""Replies to a poll that decide the whole card rather than answer the poll."""
 
 Notify = Callable[[ConversationKey, Actor, str], Awaitable[None]]
+OwnEvent = Callable[[str, str], Awaitable[RoomEvent | None]]
+"""An event of a room if the bot sent it, else None."""
+MAX_LOOKED_UP = 2_000
+"""Events fetched to see whether they were a card of an earlier run (the answer is kept, the oldest forgotten)."""
 
 
 class Answers:
-    def __init__(self, inbound: Inbound, settings: MatrixSettings, index: CardIndex, asker: Asker,
-                 notify: Notify) -> None:
+    def __init__(self, inbound: Inbound, settings: MatrixSettings, index: CardIndex, asker: Asker, forms: FormFlow,
+                 ended: Ended, notify: Notify, *, own_event: OwnEvent | None = None) -> None:
         self.inbound = inbound
+        self.own_event = own_event
+        self._looked_up: OrderedDict[tuple[str, str], str] = OrderedDict()
         self.settings = settings
         self.index = index
         self.asker = asker
+        self.forms = forms
+        self.ended = ended
         self.notify = notify
 
     async def _may_answer(self, card: Card, actor: Actor) -> bool:
@@ -45,63 +63,140 @@ class Answers:
         result = await self.inbound.check(card.interaction.id, actor)
         return result.verdict is Verdict.CLAIMED
 
+    async def _late(self, ended: EndedCard | None, actor: Actor) -> bool:
+        """An answer to a card that has ended: one notice saying so (True), or nothing to say (False)."""
+        if ended is None:
+            return False
+        if self.settings.user_allowed(actor.user_id):
+            await self.notify(ended.conversation, actor, formtext.late(ended.how))
+        return True
+
+    async def _late_elsewhere(self, room_id: str, event_ids: tuple[str | None, ...], actor: Actor) -> bool:
+        """An answer to an event that is no card of this run: if it was one of an earlier run's cards (ended at a
+        restart, say), the core tells the person how that request ended (True)."""
+        if self.own_event is None or not self.settings.user_allowed(actor.user_id):
+            return False
+        for event_id in event_ids:
+            if not event_id:
+                continue
+            interaction_id = await self._card_of_earlier_run(room_id, event_id)
+            if interaction_id and self.inbound.known_interaction(interaction_id) is not None and \
+                    self.inbound.open_interaction(interaction_id) is None:
+                await self.inbound.check(interaction_id, actor)  # LATE: the core says how it ended
+                return True
+        return False
+
+    async def _card_of_earlier_run(self, room_id: str, event_id: str) -> str:
+        """The interaction an event of ours was posted for ('' for anything else), read from our mark on it; only
+        our own events are trusted, and each event is fetched once."""
+        key = (room_id, event_id)
+        if key in self._looked_up:
+            self._looked_up.move_to_end(key)
+            return self._looked_up[key]
+        found = ""
+        assert self.own_event is not None
+        try:
+            event = await self.own_event(room_id, event_id)
+        except AdapterError:
+            event = None
+        if event is not None:
+            content = event.source.get("content")
+            mark = content.get(render.MARK) if isinstance(content, Mapping) else None
+            found = str(mark.get("interaction", "")) if isinstance(mark, Mapping) else ""
+        self._looked_up[key] = found
+        while len(self._looked_up) > MAX_LOOKED_UP:
+            self._looked_up.popitem(last=False)
+        return found
+
+    # -- votes, reactions, redactions ----------------------------------------------------------------------------
+
     async def vote(self, vote: VoteIn, actor: Actor) -> None:
         card = self.index.card_of(vote.room_id, vote.poll_id)
-        if card is None or not await self._may_answer(card, actor):
+        if card is None:
+            if not await self._late(self.ended.of(vote.room_id, vote.poll_id), actor):
+                await self._late_elsewhere(vote.room_id, (vote.poll_id,), actor)
             return
-        poll = card.polls[vote.poll_id]
-        if card.vote(poll, vote.sender, vote.timestamp, render.poll_value(poll.field, vote.answers)):
-            await self.asker.refresh_summary(card)
+        if card.form is None or not await self._may_answer(card, actor):
+            return
+        await self.forms.vote(card, vote, actor)
 
     async def reaction(self, reaction: ReactionIn, actor: Actor, timestamp: int) -> None:
         card = self.index.card_of(reaction.room_id, reaction.target)
         if card is None:
+            if (reaction.key in DECIDE_KEYS or reaction.key in ANSWER_KEYS) and \
+                    not await self._late(self.ended.of(reaction.room_id, reaction.target), actor):
+                await self._late_elsewhere(reaction.room_id, (reaction.target,), actor)
             return
-        key = reaction.key
-        poll = card.poll_for(reaction.target)
-        if key not in (render.ACCEPT, render.DECLINE, render.CANCEL) and (poll is None or key not in render.KEYCAPS):
+        if card.form is not None:
+            if not self.forms.answers_key(card, reaction.target, reaction.key):
+                why = self.forms.misplaced(card, reaction.target, reaction.key)
+                if why and await self._may_answer(card, actor):
+                    await self.notify(card.interaction.conversation, actor, why)
+                return  # else someone's emoji, not an answer
+            if await self._may_answer(card, actor):
+                await self.forms.reaction(card, reaction, actor, timestamp)
+            return
+        await self._approval_reaction(card, reaction, actor)
+
+    async def redaction(self, redaction: RedactionIn) -> None:
+        """A reaction taken back (Element's second tap on it): the pick it made is gone."""
+        card = self.index.card_of(redaction.room_id, redaction.redacts)
+        if card is not None and card.form is not None:
+            await self.forms.redaction(card, redaction)
+
+    # -- replies -------------------------------------------------------------------------------------------------
+
+    async def reply(self, text: TextIn, actor: Actor, timestamp: int) -> bool:
+        """A text that replies to a card (or is said in its thread): True when a card took it (or it was a late
+        answer to one, now told so). Commands are never answers."""
+        if command_text(text.body) is not None:
+            return False
+        rel = text.relation
+        card = self.index.card_of(text.room_id, rel.reply_to) or self.index.card_in_thread(text.room_id, rel.thread)
+        if card is None:
+            return await self._late(self._ended_for(text), actor) or \
+                await self._late_elsewhere(text.room_id, (rel.reply_to,), actor)
+        if not await self._may_answer(card, actor):
+            return True
+        if card.form is not None:
+            await self.forms.reply(card, text, actor, timestamp)
+            return True
+        assert card.dialog is not None
+        await self._run(card, card.reply(text.body), actor)
+        return True
+
+    def _ended_for(self, text: TextIn) -> EndedCard | None:
+        """The ended card a message answers, if it answers one (see `ended`)."""
+        rel = text.relation
+        for event_id in (rel.reply_to, rel.fallback):
+            ended = self.ended.of(text.room_id, event_id)
+            if ended is not None:
+                return ended
+        ended = self.ended.in_thread(text.room_id, rel.thread)
+        return ended if ended is not None and looks_like_answer(text.body, ended) else None
+
+    # -- approvals and links -------------------------------------------------------------------------------------
+
+    async def _approval_reaction(self, card: Card, reaction: ReactionIn, actor: Actor) -> None:
+        action = DECIDE_KEYS.get(reaction.key)
+        if action is None:
             return  # someone's emoji, not an answer
         if not await self._may_answer(card, actor):
             return
-        if poll is not None and key in render.KEYCAPS:
-            if card.keycap(poll, reaction.sender, timestamp, key):
-                await self.asker.refresh_summary(card)
-            return
-        if key != render.ACCEPT:
+        if action != "accept":
             # Declining or cancelling needs no answers: it counts on any part of the card, at any time.
-            await self._decide(card, actor, "decline" if key == render.DECLINE else "cancel", None)
+            await self._decide(card, actor, action, None)
             return
+        assert card.dialog is not None
         if not card.confirming:
             q = card.dialog.question()
             await self.notify(card.interaction.conversation, actor,
                               f"Answer the questions in the thread first (now: {q.text}).")
             return
-        await self._run(card, card.dialog.answer(key), actor)
-
-    async def reply(self, text: TextIn, actor: Actor, timestamp: int) -> bool:
-        """A text that replies to a card (or is said in its thread): True when a card took it. Commands are never
-        answers."""
-        if command_text(text.body) is not None:
-            return False
-        card = self.index.card_of(text.room_id, text.relation.reply_to) or \
-            self.index.card_in_thread(text.room_id, text.relation.thread)
-        if card is None:
-            return False
-        if not await self._may_answer(card, actor):
-            return True
-        poll = card.poll_for(text.relation.reply_to or "")
-        if poll is not None and text.body.strip().lower() not in CARD_COMMANDS:
-            reason = card.poll_reply(poll, text.sender, timestamp, text.body)
-            if reason:
-                await self.notify(card.interaction.conversation, actor, f"{reason.capitalize()}.")
-            else:
-                await self.asker.refresh_summary(card)
-            return True
-        await self._run(card, card.reply(text.body), actor)
-        return True
+        await self._run(card, card.dialog.answer(render.ACCEPT), actor)
 
     async def _run(self, card: Card, step: Step, actor: Actor) -> None:
-        """Carry out one step of a card's dialog: ask, re-ask, or send the decision to the core."""
+        """Carry out one step of an approval's dialog: ask, re-ask, or send the decision to the core."""
         if step.kind is StepKind.DONE:
             assert step.action is not None
             await self._decide(card, actor, step.action, step.content)
@@ -112,12 +207,7 @@ class Answers:
         result = await self.inbound.decide(DecisionIn(card.interaction.id, actor, action, content))
         if result.verdict is Verdict.CLAIMED:
             card.done = True
-        elif result.verdict is Verdict.INVALID:
-            polls = card.poll_errors(result.errors)
-            if polls:
-                reason = "; ".join(f"{title}: {why}" for title, why in polls.items())
-                await self.asker.ask(card, f"Please fix the poll answers first ({reason}).")
-            else:
-                step = card.dialog.rejected(result.errors)
-                await self.asker.ask(card, step.message)
+        elif result.verdict is Verdict.INVALID and card.dialog is not None:
+            step = card.dialog.rejected(result.errors)
+            await self.asker.ask(card, step.message)
         # REFUSED, LATE and UNKNOWN: the core has told the person already.

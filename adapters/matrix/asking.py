@@ -1,8 +1,9 @@
-"""What the bot says in a card's thread: its questions one at a time, the summary, and the reactions that answer.
+"""What the bot says in an approval card's thread: the fields one at a time when a person replies `edit`, the summary,
+and the reactions that answer. (Form cards are asked all at once: `formflow`.)
 
-A card's text dialog (`cards.Card.dialog`, the same state machine as the console) decides what to ask; this posts it,
-as a reply to the last thing the bot said there (for clients without threads), and records the events it posted in
-the card index so that answers to them find the card.
+The card's dialog (`bridge.dialog.Dialog`, the same state machine as the console) decides what to ask; this posts
+it, as a reply to the last thing the bot said there (for clients without threads), and records the events it posted
+in the card index so that answers to them find the card.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from adapters.matrix import render
 from adapters.matrix.cards import Card
 from adapters.matrix.index import CardIndex
+from adapters.matrix.markup import fit
 from adapters.matrix.outbox import Outbox
 
 
@@ -21,29 +23,25 @@ class Asker:
         self.index = index
 
     async def start(self, card: Card, *, react: bool = True) -> None:
-        """Ask a new (or restored) card's first question; cards answered on themselves get their reactions."""
-        if card.root_is_summary and react:
+        """A new (or restored) approval: answered on the card itself, so it gets its reactions."""
+        if react:
             await self.pre_react(card.room_id, card.root)
-        step = card.dialog.start()
-        if step.question is not None and step.question.field is None and card.root_is_summary:
-            return
-        await self.ask(card)
 
     async def ask(self, card: Card, reason: str = "") -> None:
         """Ask the dialog's current question (or show the summary), with the reason the last answer was refused."""
+        assert card.dialog is not None
         q = card.dialog.question()
         if q.field is None:
-            if card.root_is_summary and card.question is None:
+            if card.question is None:
                 # Nothing was edited: the card itself (with its reactions) is the summary.
                 if reason:
-                    await self.thread_post(card, render.message(render.plain("⚠ " + reason + " " + q.hint),
-                                                                msgtype="m.text"))
+                    await self.thread_post(card, render.message(fit("⚠ " + reason + " " + q.hint, 4_000)))
                 return
             await self._post_summary(card, reason)
             return
         event_id = await self.thread_post(card, render.message(
-            render.question(q, reason), msgtype="m.text", mark={"interaction": card.interaction.id,
-                                                                 "part": "question", "field": q.field.name}))
+            render.question(q, reason), mark={"interaction": card.interaction.id, "part": "question",
+                                              "field": q.field.name}))
         card.question = event_id
         self.index.own(card, event_id)
 
@@ -54,15 +52,9 @@ class Asker:
         await self.pre_react(card.room_id, event_id)
 
     def _summary_content(self, card: Card, reason: str = "") -> dict[str, Any]:
-        return render.message(render.summary(card.dialog.summary_lines(), card.dialog.question(), reason=reason,
-                                             poll_note=bool(card.polls)),
-                              msgtype="m.text", mark={"interaction": card.interaction.id, "part": "summary"})
-
-    async def refresh_summary(self, card: Card) -> None:
-        """A vote changed an answer after the summary was shown: edit it, so what is accepted is what is shown."""
-        if card.summary is None or card.done:
-            return
-        await self.outbox.post(card.room_id, render.edit(card.summary, self._summary_content(card)))
+        assert card.dialog is not None
+        return render.message(render.summary(card.dialog.summary_lines(), card.dialog.question(), reason=reason),
+                              mark={"interaction": card.interaction.id, "part": "summary"})
 
     async def pre_react(self, room_id: str, event_id: str) -> None:
         # Our own reactions make the choices clickable pills in Element; they are ignored when they come back.
@@ -74,4 +66,5 @@ class Asker:
         content = {**content, "m.relates_to": render.thread_relation(card.thread, card.latest)}
         event_id = await self.outbox.post(card.room_id, content)
         card.latest = event_id
+        self.index.remember_thread(card.thread)
         return event_id

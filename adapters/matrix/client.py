@@ -219,11 +219,35 @@ class MatrixClient:
                                                                 ignore_unverified_devices=True))
         return str(response.event_id)
 
+    async def event(self, room_id: str, event_id: str) -> RoomEvent | None:
+        """One event of a room, decrypted where we can (None when it cannot be); a failed fetch raises
+        `PlatformAPIError`."""
+        response = await _call("room_get_event", self._nio.room_get_event(room_id, event_id))
+        event = response.event
+        if isinstance(event, nio.MegolmEvent):
+            if not self.e2ee:
+                return None
+            event.room_id = event.room_id or room_id
+            try:
+                event = self._nio.decrypt_event(event)
+            except _NIO_FAILURES:
+                return None
+        return _room_event(room_id, event)
+
     async def references(self, room_id: str, event_id: str) -> AsyncIterator[RoomEvent]:
         """The events that reference one (a poll's votes), decrypted where we can; one that cannot be decrypted
         is skipped (logged), a failed fetch raises `PlatformAPIError` (after those already yielded)."""
+        async for event in self._relations(room_id, event_id, RelationshipType.reference):
+            yield event
+
+    async def annotations(self, room_id: str, event_id: str) -> AsyncIterator[RoomEvent]:
+        """The reactions to an event that are still there (a redacted reaction no longer relates to anything)."""
+        async for event in self._relations(room_id, event_id, RelationshipType.annotation):
+            yield event
+
+    async def _relations(self, room_id: str, event_id: str, rel_type: RelationshipType) -> AsyncIterator[RoomEvent]:
         try:
-            async for event in self._nio.room_get_event_relations(room_id, event_id, RelationshipType.reference):
+            async for event in self._nio.room_get_event_relations(room_id, event_id, rel_type):
                 if isinstance(event, nio.MegolmEvent):
                     if not self.e2ee:
                         continue
@@ -244,7 +268,8 @@ class MatrixClient:
         async def collect(room: Any, event: Any) -> None:
             handle(_room_event(str(room.room_id), event))
         self._nio.add_event_callback(collect, (nio.RoomMessageText, nio.ReactionEvent, nio.UnknownEvent,
-                                               nio.MegolmEvent, nio.InviteMemberEvent, nio.RoomMemberEvent))
+                                               nio.RedactionEvent, nio.MegolmEvent, nio.InviteMemberEvent,
+                                               nio.RoomMemberEvent))
 
     def on_room_keys(self, handle: Callable[[RoomKey], None]) -> None:
         """Have `handle` called with every room key that arrives (nio has imported it when it calls this)."""

@@ -13,6 +13,8 @@ from typing import Any
 import anyio
 
 from adapters.matrix.client import PLATFORM, MatrixClient
+from adapters.matrix.markup import content_size
+from adapters.matrix.render import CONTENT_LIMIT
 from adapters.matrix.settings import MatrixSettings
 from bridge.errors import PlatformAPIError
 from bridge.ratelimit import RateLimiter
@@ -60,4 +62,8 @@ class Outbox:
                 raise PlatformAPIError(PLATFORM, "room_send", "not connected to the homeserver")
         if self.settings.e2ee == "required" and not plain_ok and self.client.room_encrypted(room_id) is False:
             raise PlatformAPIError(PLATFORM, "room_send", "the room is not encrypted and e2ee is required")
+        size = content_size(content)
+        if size > CONTENT_LIMIT:
+            # Rendering keeps every event under the limit; this is the last guard, clearer than the server's 413.
+            raise PlatformAPIError(PLATFORM, "room_send", f"the event is too large ({size} bytes of content)")
         return await self.client.send(room_id, event_type, content)

@@ -1,126 +1,114 @@
 """The chat port for Matrix (`bridge.ports.ChatPort`): cards, plain messages, notices and status lines.
 
-A card is a message naming the people it waits for, a poll per choice field and questions in its thread; its state
-(`cards.Card`) goes into the card index, so that answers find it, and everything needed to find it again after a
-restart goes into its `CardRef`.
+A form card is posted by `formflow`; an approval or link card is one message answered with reactions on itself.
+Either way its state (`cards.Card`) goes into the card index, so that answers find it, and everything needed to find
+it again after a restart goes into its `CardRef`. When a card ends it is remembered (`ended`) for a while, so that a
+late answer gets a notice instead of silence.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import anyio
 
 from adapters.matrix import render
 from adapters.matrix.asking import Asker
-from adapters.matrix.cards import Card, Poll, poll_fields, poll_map
+from adapters.matrix.cards import Card, is_form
 from adapters.matrix.client import PLATFORM
+from adapters.matrix.ended import Ended
+from adapters.matrix.formflow import FormFlow, waits_for
 from adapters.matrix.index import CardIndex
+from adapters.matrix.markup import Mention, fit
 from adapters.matrix.outbox import Outbox, notice_limiter
 from bridge.errors import AdapterError
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, Status, StatusView
-from bridge.ports import CLEANUP_TIMEOUT
+from bridge.ports import CLEANUP_TIMEOUT, Inbound
 
 logger = logging.getLogger(__name__)
-
-
-def waits_for(interaction: Interaction) -> list[render.Mention]:
-    """The people a card names: its requester, else its approvers on Matrix."""
-    if interaction.requester is not None and interaction.requester.platform == PLATFORM:
-        return [render.Mention(interaction.requester.user_id, interaction.requester.label())]
-    prefix = PLATFORM + ":"
-    return [render.Mention(a[len(prefix):], a[len(prefix):]) for a in sorted(interaction.approvers)
-            if a.startswith(prefix)]
 
 
 class MatrixPort:
     platform = PLATFORM
 
-    def __init__(self, outbox: Outbox, index: CardIndex, asker: Asker) -> None:
+    def __init__(self, inbound: Inbound, outbox: Outbox, index: CardIndex, asker: Asker) -> None:
         self.outbox = outbox
         self.cards = index
         self.asker = asker
         self.notices = notice_limiter()
+        self.ended = Ended()
+        self.forms = FormFlow(inbound, outbox, index, self.notify)
 
     async def post_card(self, interaction: Interaction) -> CardRef:
+        people = waits_for(interaction)
+        posted: list[Card] = []
+        try:
+            if is_form(interaction):
+                card = await self.forms.post(interaction, people, posted.append)
+            else:
+                card = await self._post_approval(interaction, people, posted.append)
+        except BaseException as exc:
+            # Half posted: the core will not finish a card it never got a ref for, so end it here (forgotten,
+            # polls ended, card edited), or it would stay open and first in its thread, taking later replies.
+            if posted:
+                reason = f"the card could not be posted: {exc}" if isinstance(exc, AdapterError) else \
+                    "the card could not be posted"
+                with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+                    try:
+                        await self.finish_card(CardRef(interaction.id, posted[0].ref_data()), interaction,
+                                               Outcome(Status.FAILED, reason=reason))
+                    except AdapterError as cleanup:
+                        logger.warning("could not end the half-posted card %s: %s", interaction.id, cleanup)
+            raise
+        self.ended.forget_thread(card.room_id, card.thread)
+        return CardRef(interaction.id, card.ref_data())
+
+    async def _post_approval(self, interaction: Interaction, people: list[Mention],
+                             on_root: Callable[[Card], None]) -> Card:
         conversation = interaction.conversation
         room_id = conversation.channel
         thread = conversation.thread or None
-        people = waits_for(interaction)
-        polls = poll_fields(interaction)
-        text = render.card(interaction, people, now=time.time(), polls=len(polls),
-                           questions=len(interaction.form.fields) - len(polls))
+        text = render.card(interaction, people, now=time.time())
         root = await self.outbox.post(room_id, render.message(
             text, msgtype="m.text", thread=thread, mentions=[p.user_id for p in people],
             mark={"interaction": interaction.id, "part": "card"}))
         card = Card.new(interaction, room_id, root, thread or root)
         self.cards.add(card)
-        try:
-            for f in polls:
-                event_id = await self.outbox.post(room_id, render.poll_start(
-                    f, thread=card.thread, latest=card.latest,
-                    mark={"interaction": interaction.id, "part": "poll", "field": f.name}),
-                    event_type=render.POLL_START)
-                card.polls[event_id] = Poll(event_id, f)
-                card.latest = event_id
-                self.cards.own(card, event_id)
-            if polls:
-                await self.asker.thread_post(card, render.message(render.poll_help(len(polls))))
-            await self.asker.start(card)
-        except BaseException as exc:
-            # Half posted: the core will not finish a card it never got a ref for, so end it here (forgotten,
-            # polls ended, root edited), or it would stay open and first in its thread, taking later replies.
-            reason = f"the card could not be posted: {exc}" if isinstance(exc, AdapterError) else \
-                "the card could not be posted"
-            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
-                try:
-                    await self.finish_card(CardRef(interaction.id, card.ref_data()), interaction,
-                                           Outcome(Status.FAILED, reason=reason))
-                except AdapterError as cleanup:
-                    logger.warning("could not end the half-posted card %s: %s", interaction.id, cleanup)
-            raise
-        return CardRef(interaction.id, card.ref_data())
+        on_root(card)
+        await self.asker.start(card)
+        return card
 
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
-        self.cards.pop(interaction.id)
+        card = self.cards.pop(interaction.id)
+        if card is not None:
+            self.ended.add(card, outcome)
+        if is_form(interaction):
+            await self.forms.finish(ref, interaction, outcome, card)
+            return
         room_id = ref.data.get("room", interaction.conversation.channel)
         root = ref.data.get("root")
-        failures: list[AdapterError] = []
-        content = dict(outcome.content) if outcome.content else None
         if root:
+            content = dict(outcome.content) if outcome.content else None
             finished = render.message(render.finished(interaction, outcome,
                                                       render.content_lines(interaction, content)), msgtype="m.text")
-            try:
-                await self.outbox.post(room_id, render.edit(root, finished), plain_ok=True)
-            except AdapterError as exc:
-                failures.append(exc)
-        for poll_id, name in poll_map(ref).items():
-            try:
-                f = interaction.form.field(name)
-            except KeyError:
-                continue
-            value = content.get(name) if content and outcome.status is Status.ACCEPTED else None
-            try:
-                await self.outbox.post(room_id, render.poll_end(poll_id, f, value), event_type=render.POLL_END,
-                                       plain_ok=True)
-            except AdapterError as exc:
-                failures.append(exc)
-        if failures:
-            raise failures[0]
+            await self.outbox.post(room_id, render.edit(root, finished), plain_ok=True)
 
     async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
         thread = conversation.thread or None
         if thread:
             self.cards.remember_thread(thread)
-        event_id = await self.outbox.post(conversation.channel, render.message(render.plain(text), thread=thread))
+        # A tool result or a command's answer from the core, cut to what one event holds.
+        event_id = await self.outbox.post(conversation.channel, render.message(fit(text, render.TEXT_BUDGET),
+                                                                               thread=thread))
         return MessageRef(conversation, {"room": conversation.channel, "event": event_id})
 
     async def notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
-        # Matrix has no ephemeral messages: a short notice naming the person, at most once a while per text.
+        # Matrix has no ephemeral messages: a short public notice naming the person, at most once a while per text.
         if not self.notices.allow(("notify", conversation.channel, actor.user_id, text)):
             return
-        person = render.Mention(actor.user_id, actor.label())
+        person = Mention(actor.user_id, actor.label())
         await self.outbox.post(conversation.channel, render.message(
             render.mentioned(person, text), thread=conversation.thread or None, mentions=[actor.user_id]))
 
@@ -132,3 +120,4 @@ class MatrixPort:
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         content = render.message(render.status_line(status))
         await self.outbox.post(ref.data["room"], render.edit(ref.data["event"], content))
+

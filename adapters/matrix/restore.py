@@ -1,8 +1,9 @@
 """After a restart: the cards of durable (2026-era) requests that outlived the last run, found and carried on.
 
 They are rebuilt from what the core stored with them (`cards.Card.ref_data`), so that votes, replies and reactions
-find them again. Poll votes are recounted from the server once synced; text answers given before the restart were
-not kept, so the questions are asked again once the core has picked the request up.
+find them again. Poll votes and reactions are counted again from the server once synced (a reaction taken back
+before the restart no longer relates to the card, so it is not counted); typed answers were not kept, so the person
+is asked to send them again once the core has picked the request up.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import anyio
 
 from adapters.matrix import render
 from adapters.matrix.asking import Asker
-from adapters.matrix.cards import Card, Poll, poll_map
+from adapters.matrix.cards import Card, FormParts, is_form, stored_events
 from adapters.matrix.client import PLATFORM, MatrixClient
+from adapters.matrix.formflow import FormFlow
+from adapters.matrix.formstate import FormState
 from adapters.matrix.index import CardIndex
+from adapters.matrix.layout import plan
+from adapters.matrix.markup import plain
 from adapters.matrix.outbox import Connection
 from adapters.matrix.settings import MatrixSettings
-from adapters.matrix.translate import vote_in
+from adapters.matrix.translate import reaction_in, vote_in
 from bridge.errors import AdapterError, BridgeError
 from bridge.model import Actor
 from bridge.ports import Inbound
@@ -29,17 +34,20 @@ RESTORE_WAIT = 60.0
 """How long a card restored after a restart waits for the core to pick its request up again."""
 RESTORED = ("The bridge restarted. This request is still open; answers typed before the restart were not kept, so "
             "here are the questions again (poll votes still count).")
+RESTORED_FORM = ("The bridge restarted. This form is still open: votes and reactions still count, but typed answers "
+                 "were not kept, so please reply again with the lines for the typed questions of the card.")
 
 
 class Restorer:
     def __init__(self, inbound: Inbound, client: MatrixClient, settings: MatrixSettings, connection: Connection,
-                 index: CardIndex, asker: Asker) -> None:
+                 index: CardIndex, asker: Asker, forms: FormFlow) -> None:
         self.inbound = inbound
         self.client = client
         self.settings = settings
         self.connection = connection
         self.index = index
         self.asker = asker
+        self.forms = forms
 
     def restore(self) -> list[Card]:
         """Rebuild and index the cards the last run left open; carry each on with `carry_on`."""
@@ -49,12 +57,18 @@ class Restorer:
             data = stored.card.data
             if "root" not in data or "room" not in data:
                 continue
-            card = Card.new(i, data["room"], data["root"], data.get("thread") or data["root"])
-            for poll_id, name in poll_map(stored.card).items():
-                try:
-                    card.polls[poll_id] = Poll(poll_id, i.form.field(name))
-                except KeyError:
-                    continue
+            thread = data.get("thread") or data["root"]
+            if is_form(i):
+                layout = plan(i.form)
+                parts = FormParts(layout, FormState(layout))
+                for key, where in (("polls", parts.polls), ("lists", parts.lists)):
+                    for event_id, name in stored_events(stored.card, key).items():
+                        slot = layout.named(name)
+                        if slot is not None:
+                            where[event_id] = slot
+                card = Card(i, data["room"], data["root"], thread, form=parts, latest=data["root"])
+            else:
+                card = Card.new(i, data["room"], data["root"], thread)
             self.index.add(card)
             restored.append(card)
         return restored
@@ -63,31 +77,52 @@ class Restorer:
         # The core picks a stored request up only after its server session is back; until then a decision would be
         # refused as "being restored". Nothing signals that moment to a chat port, so wait for it a while.
         await self.connection.ready.wait()  # nio knows the rooms (needed to send) only after the first sync
-        for poll in card.polls.values():
-            await self._recount(card, poll)
+        if card.form is not None:
+            await self._recount(card)
         with anyio.move_on_after(RESTORE_WAIT):
             await self.inbound.wait_open(card.interaction.id)
         if self.inbound.open_interaction(card.interaction.id) is None or card.done:
             return
         try:
-            await self.asker.thread_post(card, render.message(render.plain(RESTORED), mark={
-                "interaction": card.interaction.id, "part": "restored"}))
-            await self.asker.start(card, react=False)
+            if card.form is not None:
+                await self.asker.thread_post(card, render.message(plain(RESTORED_FORM), mark={
+                    "interaction": card.interaction.id, "part": "restored"}))
+                await self.forms.refresh(card)
+            else:
+                await self.asker.thread_post(card, render.message(plain(RESTORED), mark={
+                    "interaction": card.interaction.id, "part": "restored"}))
+                await self.asker.start(card, react=False)
         except BridgeError as exc:
             logger.warning("could not re-post card %s after the restart: %s", card.interaction.id, exc)
 
-    async def _recount(self, card: Card, poll: Poll) -> None:
+    async def _recount(self, card: Card) -> None:
+        """Votes and reactions from before the restart, counted silently: their refusals were told back then."""
+        form = card.form
+        assert form is not None
         try:
-            async for event in self.client.references(card.room_id, poll.event_id):
-                vote = vote_in(card.room_id, event.source)
-                # Counted silently: these votes were cast before the restart, their refusals told back then.
-                if vote is not None and self._counts(card, Actor(PLATFORM, vote.sender)):
-                    card.vote(poll, vote.sender, vote.timestamp, render.poll_value(poll.field, vote.answers))
+            for poll_id, slot in form.polls.items():
+                async for event in self.client.references(card.room_id, poll_id):
+                    vote = vote_in(card.room_id, event.source)
+                    if vote is not None and self._counts(card, vote.sender):
+                        form.state.vote(slot, vote.timestamp, vote.answers)
+            for target in (card.root, *form.lists):
+                place = card.place_of(target)
+                async for event in self.client.annotations(card.room_id, target):
+                    reaction = reaction_in(card.room_id, event.source)
+                    if reaction is None or place is None:
+                        continue
+                    if reaction.sender == self.client.user_id:
+                        form.pill = form.pill or (target == card.root and reaction.key == render.ACCEPT)
+                    elif self._counts(card, reaction.sender) and \
+                            form.state.react(reaction.event_id, reaction.sender, place, reaction.key,
+                                             event.timestamp) is not None:
+                        self.index.own(card, reaction.event_id)
         except AdapterError as exc:
-            # A failed recount is not fatal: later votes still count; earlier ones must be cast again.
-            logger.warning("could not recount the votes of poll %s: %s", poll.event_id, exc)
+            # A failed recount is not fatal: later answers still count; earlier ones must be given again.
+            logger.warning("could not recount the answers of card %s: %s", card.interaction.id, exc)
 
-    def _counts(self, card: Card, actor: Actor) -> bool:
-        """Whether a vote from before the restart counts. The core has not picked the request up yet (so it cannot
-        be asked, and must not send notices for old votes): the interaction's own rule, plus the allow-list."""
-        return self.settings.user_allowed(actor.user_id) and card.interaction.may_decide(actor)
+    def _counts(self, card: Card, sender: str) -> bool:
+        """Whether an answer from before the restart counts. The core has not picked the request up yet (so it
+        cannot be asked, and must not send notices for old answers): the interaction's own rule, plus the
+        allow-list."""
+        return self.settings.user_allowed(sender) and card.interaction.may_decide(Actor(PLATFORM, sender))

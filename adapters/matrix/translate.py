@@ -28,6 +28,8 @@ class Relation:
     target: str | None = None
     """For annotations, references and edits: the event they point at."""
     rel_type: str | None = None
+    fallback: str | None = None
+    """A thread message's reply fallback: the latest event in the thread when it was sent (Element sets it)."""
 
 
 def relation(content: Mapping[str, Any]) -> Relation:
@@ -40,7 +42,9 @@ def relation(content: Mapping[str, Any]) -> Relation:
     reply = in_reply.get("event_id") if isinstance(in_reply, Mapping) else None
     reply = reply if isinstance(reply, str) else None
     if rel_type == "m.thread":
-        return Relation(thread=event_id, reply_to=None if rel.get("is_falling_back") else reply, rel_type=rel_type)
+        falling_back = bool(rel.get("is_falling_back"))
+        return Relation(thread=event_id, reply_to=None if falling_back else reply, rel_type=rel_type,
+                        fallback=reply if falling_back else None)
     return Relation(reply_to=reply, target=event_id, rel_type=rel_type)
 
 
@@ -72,6 +76,17 @@ class ReactionIn:
     sender: str
     target: str
     key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionIn:
+    """An event taken back: how Element removes a reaction (a second tap on it)."""
+
+    room_id: str
+    event_id: str
+    sender: str
+    redacts: str
+    timestamp: int
 
 
 def strip_reply_fallback(body: str) -> str:
@@ -134,13 +149,31 @@ def reaction_in(room_id: str, source: Mapping[str, Any]) -> ReactionIn | None:
                       normalise_key(key))
 
 
+def redaction_in(room_id: str, source: Mapping[str, Any]) -> RedactionIn | None:
+    if source.get("type") != "m.room.redaction":
+        return None
+    content = source.get("content")
+    # Room versions 1-10 put `redacts` at the top level; 11 and later in the content (servers send both).
+    redacts = source.get("redacts") or (content.get("redacts") if isinstance(content, Mapping) else None)
+    if not isinstance(redacts, str):
+        return None
+    ts = source.get("origin_server_ts")
+    return RedactionIn(room_id, str(source.get("event_id", "")), str(source.get("sender", "")), redacts,
+                       ts if isinstance(ts, int) else 0)
+
+
+_KEYCAP = re.compile(r"^([0-9])\ufe0f?\u20e3$")
+_SKIN_TONES = re.compile("[\U0001f3fb-\U0001f3ff]")
+
+
 def normalise_key(key: str) -> str:
-    """Reaction keys as people send them: ✅ with or without the emoji variation selector, ✔️ for yes."""
-    key = key.replace("\ufe0f", "") if key not in _KEEP_VS16 else key
+    """Reaction keys as clients send them: with or without the emoji variation selector (Element X adds it to 👍),
+    keycaps with or without it, any skin tone, ✔️ for ✅."""
+    keycap = _KEYCAP.match(key)
+    if keycap:
+        return keycap.group(1) + "\ufe0f\u20e3"
+    key = _SKIN_TONES.sub("", key.replace("\ufe0f", ""))
     return {"✔": "✅", "☑": "✅", "✖": "❌", "❎": "❌", "⛔": "🚫"}.get(key, key)
-
-
-_KEEP_VS16 = frozenset({"1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣"})
 
 
 def command_text(body: str) -> str | None:

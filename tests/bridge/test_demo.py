@@ -9,7 +9,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
 
-from bridge import demo
+from bridge import demo, demo_state
 from bridge.demo_server import build
 from bridge.errors import ConfigError
 
@@ -17,23 +17,23 @@ pytestmark = pytest.mark.anyio
 
 
 def test_the_state_folder_follows_xdg(tmp_path: Path) -> None:
-    assert demo.state_dir({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "mcp-chat-bridge"
+    assert demo_state.state_dir({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "mcp-chat-bridge"
     default = Path.home() / ".local/state/mcp-chat-bridge"
-    assert demo.state_dir({}) == default
-    assert demo.state_dir({"XDG_STATE_HOME": "relative/path"}) == default  # the XDG spec says to ignore those
+    assert demo_state.state_dir({}) == default
+    assert demo_state.state_dir({"XDG_STATE_HOME": "relative/path"}) == default  # the XDG spec says to ignore those
 
 
 def test_the_key_is_made_once_private_and_kept(tmp_path: Path) -> None:
     folder = tmp_path / "state"
-    key = demo.request_state_key(folder, {})
-    path = folder / demo.KEY_FILE
+    key = demo_state.request_state_key(folder, {})
+    path = folder / demo_state.KEY_FILE
     assert len(key) == 64 and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    assert demo.request_state_key(folder, {}) == key
-    assert demo.request_state_key(folder, {demo.KEY_ENV: "ab" * 32}) == "ab" * 32
+    assert demo_state.request_state_key(folder, {}) == key
+    assert demo_state.request_state_key(folder, {demo_state.KEY_ENV: "ab" * 32}) == "ab" * 32
     path.chmod(0o644)
     with pytest.raises(ConfigError, match="readable by others"):
-        demo.request_state_key(folder, {})
+        demo_state.request_state_key(folder, {})
 
 
 def test_demo_config_names_its_store_and_offers_roots(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
 from nio import (
     AsyncClient,
@@ -21,6 +22,7 @@ from nio import (
     MatrixRoom,
     RoomCreateResponse,
     RoomMemberEvent,
+    RoomRedactResponse,
     RoomSendResponse,
 )
 
@@ -119,6 +121,27 @@ class Person:
     async def react(self, event_id: str, key: str) -> str:
         return await self.send("m.reaction", {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id,
                                                                "key": key}})
+
+    async def unreact(self, reaction_id: str) -> None:
+        """What Element does on a second tap of one's own reaction pill: redact the reaction event."""
+        response = await self.client.room_redact(self.room_id, reaction_id)
+        assert isinstance(response, RoomRedactResponse), response
+
+    async def notifications(self) -> list[dict[str, Any]]:
+        """The person's notifications as the homeserver's push rules made them (`GET /notifications`), newest
+        first."""
+        out: list[dict[str, Any]] = []
+        url = f"{self.client.homeserver}/_matrix/client/v3/notifications"
+        headers = {"Authorization": f"Bearer {self.client.access_token}"}
+        async with aiohttp.ClientSession(headers=headers) as http:
+            params: dict[str, Any] = {"limit": 100}
+            while True:
+                async with http.get(url, params=params, raise_for_status=True) as response:
+                    data = await response.json()
+                out.extend(data.get("notifications", []))
+                if not data.get("next_token"):
+                    return out
+                params["from"] = str(data["next_token"])
 
     async def create_room(self, invite: list[str], *, encrypted: bool) -> str:
         state = [{"type": "m.room.encryption", "state_key": "", "content": {"algorithm": MEGOLM}}] if encrypted \

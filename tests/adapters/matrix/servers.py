@@ -63,3 +63,24 @@ def bookings() -> MCPServer:
         return f"[{ctx.protocol_version}] " + _describe(booking)
 
     return server
+
+
+PETS: dict[str, object] = {"type": "object", "properties": {
+    "pets": {"type": "array", "title": "Pets", "default": ["cat"],
+             "items": {"type": "string", "enum": ["cat", "dog", "fish"]}},
+    "vaccinated": {"type": "boolean", "title": "Vaccinated?"}}}
+
+
+def pets() -> MCPServer:
+    """A legacy server with a raw schema: a multi-select with a default and an optional yes/no (no default)."""
+    server = MCPServer("pets")
+
+    @server.tool()
+    async def adopt(ctx: Context) -> str:
+        result = await ctx.session.elicit_form("Which pets?", PETS, related_request_id=ctx.request_id)
+        if result.action != "accept" or result.content is None:
+            return str(result.action)
+        answer = {"pets": result.content.get("pets"), "vaccinated": result.content.get("vaccinated")}
+        return f"accepted: {answer!r}"
+
+    return server

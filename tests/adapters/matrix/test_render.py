@@ -1,13 +1,13 @@
-"""Rendering without a network: escaping, mentions, poll shapes, edits and relations."""
+"""Rendering without a network: escaping, mentions, edits, relations, clean text and sizes."""
 
 from __future__ import annotations
 
 import time
 
 from adapters.matrix import render
-from adapters.matrix.cards import Card, poll_fields
-from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
-from bridge.model import Actor, ConversationKey, Interaction, Kind, ServerLabel
+from adapters.matrix.markup import Mention, code, content_size, defang, fit, plain
+from bridge.forms import Form
+from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, ServerLabel
 
 ADA = Actor("matrix", "@ada:example.org", "Ada")
 ROOM = ConversationKey("matrix", "example.org", "!room", "$thread")
@@ -22,8 +22,8 @@ def interaction(form: Form, **extra: object) -> Interaction:
 
 
 def test_card_escapes_server_text_and_mentions_only_the_person() -> None:
-    i = interaction(Form())
-    text = render.card(i, [render.Mention(ADA.user_id, "Ada")], now=time.time())
+    i = interaction(Form(), kind=Kind.TOOL, quick_accept=True)
+    text = render.card(i, [Mention(ADA.user_id, "Ada")], now=time.time())
     content = render.message(text, msgtype="m.text", mentions=[ADA.user_id])
     assert "<script>" not in content["formatted_body"] and "&lt;script&gt;" in content["formatted_body"]
     assert "<b>Evil</b>" not in content["formatted_body"]
@@ -35,52 +35,25 @@ def test_card_escapes_server_text_and_mentions_only_the_person() -> None:
 
 
 def test_plain_messages_carry_empty_mentions_and_a_thread_relation() -> None:
-    content = render.message(render.plain("done"), thread="$root", latest="$q")
+    content = render.message(plain("done"), thread="$root", latest="$q")
     assert content["m.mentions"] == {}
     assert content["m.relates_to"] == {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": True,
                                        "m.in_reply_to": {"event_id": "$q"}}
 
 
-def test_url_card_shows_the_full_url_and_its_host() -> None:
-    url = "https://xn--80ak6aa92e.com/login?next=/a&b=<c>"
+def test_url_card_shows_the_url_and_flags_a_look_alike_host() -> None:
+    url = "https://аpple.com/login?next=/a&b=<c>"  # a Cyrillic а
     i = interaction(Form(), kind=Kind.URL, url=url, quick_accept=True)
     content = render.message(render.card(i, [], now=time.time()))
     assert url in content["body"]
-    assert "xn--80ak6aa92e.com (internationalised name" in content["body"]
+    assert "аpple.com (really xn--pple-43d.com: " in content["body"]
     assert "&lt;c&gt;" in content["formatted_body"] and "<code>" in content["formatted_body"]
-
-
-def test_poll_shapes_for_boolean_choice_and_multi() -> None:
-    form = form_from_schema({"type": "object", "properties": {
-        "ok": {"type": "boolean", "title": "OK?"},
-        "pet": {"type": "string", "oneOf": [{"const": "c", "title": "Cat"}, {"const": "d", "title": "Dog"}]},
-        "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["a", "b", "c"]}}}})
-    ok, pet, tags = form.fields
-    start = render.poll_start(ok, thread="$t", latest="$l", mark={"interaction": "i1"})
-    poll = start[render.POLL_START]
-    assert poll["kind"] == "org.matrix.msc3381.poll.disclosed" and poll["max_selections"] == 1
-    assert [a["id"] for a in poll["answers"]] == ["yes", "no"]
-    assert start[render.TEXT].startswith("OK?") and "1. Yes" in start["body"]
-    assert start["m.relates_to"]["rel_type"] == "m.thread"
-    assert render.poll_start(tags, thread=None, latest=None, mark={})[render.POLL_START]["max_selections"] == 2
-    assert render.poll_value(ok, ["no"]) is False
-    assert render.poll_value(pet, ["2"]) == "d"
-    assert render.poll_value(tags, ["3", "1", "2"]) == ["c", "a"]  # truncated to max_selections
-    assert render.poll_value(pet, ["9"]) is None  # an unknown answer spoils the vote
-    end = render.poll_end("$start", pet, "d")
-    assert end["m.relates_to"] == {"rel_type": "m.reference", "event_id": "$start"}
-    assert "Dog" in end[render.TEXT] and "org.matrix.msc3381.poll.end" in end
-
-
-def test_more_than_twenty_options_is_a_question_not_a_poll() -> None:
-    many = Field("n", FieldKind.CHOICE, "N", options=tuple(Option(str(i), str(i)) for i in range(21)))
-    twenty = Field("t", FieldKind.CHOICE, "T", options=tuple(Option(str(i), str(i)) for i in range(20)))
-    assert not render.pollable(many) and render.pollable(twenty)
-    assert [f.name for f in poll_fields(interaction(Form(fields=(many, twenty))))] == ["t"]
+    hidden = interaction(Form(), kind=Kind.URL, url="https://example.org/\u202egnp.exe", quick_accept=True)
+    assert "/[U+202E]gnp.exe" in render.message(render.card(hidden, [], now=time.time()))["body"]
 
 
 def test_edit_replaces_without_pinging_again() -> None:
-    new = render.message(render.plain("Accepted"), msgtype="m.text", mentions=["@ada:example.org"],
+    new = render.message(plain("Accepted"), msgtype="m.text", mentions=["@ada:example.org"],
                          thread="$t", mark={"part": "card"})
     edit = render.edit("$card", new)
     assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$card"}
@@ -89,58 +62,41 @@ def test_edit_replaces_without_pinging_again() -> None:
     assert edit["body"].startswith("* ")
 
 
-def test_card_dialog_takes_poll_votes_and_skip() -> None:
-    form = form_from_schema({"type": "object", "required": ["name"], "properties": {
-        "name": {"type": "string"}, "colour": {"type": "string", "enum": ["red", "blue"], "default": "red"},
-        "note": {"type": "string"}}})
-    card = Card.new(interaction(form), "!room", "$card", "$thread")
-    assert card.dialog.answers["colour"] == "red"
-    from adapters.matrix.cards import Poll
-
-    poll = Poll("$poll", form.field("colour"))
-    card.polls["$poll"] = poll
-    assert card.vote(poll, "@ada:example.org", 10, "blue")
-    assert not card.vote(poll, "@ada:example.org", 5, "red")  # an older response does not count
-    assert card.reply("Ada").question is not None
-    step = card.reply("skip")
-    assert card.confirming and step.question is not None
-    done = card.reply("accept")
-    assert done.action == "accept" and done.content == {"name": "Ada", "colour": "blue"}
-
-
-def test_polls_and_their_ends_carry_empty_mentions() -> None:
-    ok = Field("ok", FieldKind.BOOLEAN, "Tell @room and @Ada")
-    assert render.poll_start(ok, thread=None, latest=None, mark={})["m.mentions"] == {}
-    assert render.poll_end("$start", ok, True)["m.mentions"] == {}
-
-
-def test_defang_ignores_case() -> None:
+def test_defang_ignores_case_and_adds_nothing_invisible() -> None:
     for text in ("@room", "@Room", "@ROOM", "@rOoM", "matrix.to", "Matrix.To", "MATRIX.TO"):
-        defanged = render.defang(f"hi {text}!")
+        defanged = defang(f"hi {text}!")
         assert text not in defanged and text.lower() not in defanged.lower()
-        assert defanged.replace("\u2060", "") == f"hi {text}!"  # only an invisible joiner is added
+        assert defanged.isprintable()
+    assert defang("@room matrix.to") == "@ room matrix[.]to"
 
 
 def test_links_in_code_stay_intact_in_html() -> None:
     url = "https://matrix.to/#/@bob:example.org?via=a&b=<c>"
-    text = render.code(url)
+    text = code(url)
     assert text.html == "<code>https://matrix.to/#/@bob:example.org?via=a&amp;b=&lt;c&gt;</code>"
-    assert "matrix.to" not in text.body and text.body.replace("\u2060", "") == url
+    assert "matrix.to" not in text.body and text.body == url.replace("matrix.to", "matrix[.]to")
     i = interaction(Form(), kind=Kind.URL, url=url, quick_accept=True)
     content = render.message(render.card(i, [], now=time.time()))
     assert "<code>https://matrix.to/#/@bob:example.org" in content["formatted_body"]
 
 
-def test_skip_on_a_poll_withdraws_the_vote() -> None:
-    form = form_from_schema({"type": "object", "properties": {
-        "colour": {"type": "string", "enum": ["red", "blue"], "default": "red"}}})
-    card = Card.new(interaction(form), "!room", "$card", "$thread")
-    from adapters.matrix.cards import Poll
+def test_server_text_loses_control_bidi_and_invisible_characters() -> None:
+    hostile = "a\x1b[2Jb\u202ec\u200bd\ufeffe\u00adf\u061cg\u2060h\x07\x9bi"
+    text = plain(hostile)
+    assert text.body == "a[2Jbcdefghi" and text.html == "a[2Jbcdefghi"
+    assert plain("👩\u200d💻").body == "👩\u200d💻"  # the joiner of emoji sequences stays
 
-    poll = Poll("$poll", form.field("colour"))
-    assert card.poll_reply(poll, "@ada:example.org", 10, "2") == "" and card.dialog.answers["colour"] == "blue"
-    assert card.poll_reply(poll, "@ada:example.org", 20, "skip") == ""
-    assert card.dialog.answers["colour"] == "red"  # back to the default
+
+def test_every_part_is_cut_to_its_budget_in_bytes_after_escaping() -> None:
+    for raw in ("<" * 50_000, "é" * 50_000, "\U0001f600" * 50_000, "x" * 50_000):
+        cut = fit(raw, 4_000)
+        assert cut.cost <= 4_000 and "more characters]" in cut.body
+    i = interaction(Form(), kind=Kind.TOOL, quick_accept=True, message="<&>\"" * 30_000,
+                    details=tuple(Detail(f"d{n}", "<" * 30_000) for n in range(50)))
+    content = render.message(render.card(i, [Mention(ADA.user_id, "Ada")], now=time.time()), msgtype="m.text")
+    assert content_size(render.edit("$x", content)) <= render.CONTENT_LIMIT
+    long = render.message(plain("<" * 100_000))
+    assert content_size(render.edit("$x", long)) <= render.CONTENT_LIMIT
 
 
 def test_kept_login_matches_the_configured_user_in_any_case() -> None:
