@@ -83,6 +83,7 @@ async def call(args: argparse.Namespace) -> int:
     result: CallToolResult | None = None
     failed = False
     async with Host(config, store) as host:
+        host.calls.restart_hint = False  # one call, then the process ends: nothing is started again
         console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
                                                 accept_commands=False)
         host.attach(console)

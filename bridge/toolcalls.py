@@ -83,6 +83,8 @@ class ToolCalls:
         self._calls: dict[str, ToolCall] = {}
         self.results = KeptResults(Limits())
         """Long results kept for `show <id>` (the host sets one bounded by the config's limits)."""
+        self.restart_hint = True
+        """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
 
     # -- the registry --------------------------------------------------------------------------------------------
 
@@ -139,7 +141,7 @@ class ToolCalls:
             await self._out.say(conversation, f"{server}.{tool} was not continued: {shorten(exc.error.message, 500)}")
             return None
         except SessionError as exc:
-            await self._out.say(conversation, session_error_text(exc))
+            await self._out.say(conversation, session_error_text(exc, again=self.restart_hint))
             return None
         finally:
             self._calls.pop(call.id, None)
