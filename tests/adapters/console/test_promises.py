@@ -23,6 +23,7 @@ from bridge.demo_server import server as demo
 from bridge.host import Host
 from bridge.store import Store
 from bridge.testing import config_for
+from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
 
@@ -156,3 +157,21 @@ async def test_call_exits_after_the_result_while_its_input_stays_open() -> None:
         await process.aclose()
     assert code == 0
     assert "Link flow: accept." in out
+
+
+async def test_cards_are_printed_through_the_one_cleaner() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "string", "title": "Na\u2060me\u00ad\ufeff\u061c\u202e!",
+                                                     "description": "d\u200be\u2066s\u2069c"}}}
+    config = config_for({"forms": form_server()})
+    screen = Screen()
+    host = Host(config, Store(":memory:"))
+    script = [f"!mcp call forms fill {json.dumps({'schema': json.dumps(schema)})}", "Ada", "accept"]
+    async with host:
+        adapter = ConsoleAdapter(host, typed(screen, script), screen)
+        host.attach(adapter)
+        with anyio.fail_after(20):
+            await adapter.serve()
+    out = screen.getvalue()
+    assert "(1/1) Name! (desc) [text, optional]" in out
+    for hidden in "\u2060\u00ad\ufeff\u061c\u202e\u200b\u2066\u2069":
+        assert hidden not in out, f"U+{ord(hidden):04X}"
