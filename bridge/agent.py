@@ -14,11 +14,13 @@ from typing import Any, Protocol
 
 from mcp.types import CallToolResult
 
+from bridge.budgets import Budgets
 from bridge.config import Config
 from bridge.errors import SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.outbound import Say
+from bridge.policy import channel_policy, server_allowed
 from bridge.store import Store
 from bridge.text import result_text
 
@@ -55,8 +57,9 @@ class CallRunner(Protocol):
 
 class Agent:
     def __init__(self, llm: LLMProvider, config: Config, store: Store, tools: ToolLister, calls: CallRunner,
-                 say: Say) -> None:
+                 say: Say, budgets: Budgets) -> None:
         self._llm = llm
+        self._budgets = budgets
         self._config = config
         self._store = store
         self._tools_of = tools
@@ -72,6 +75,9 @@ class Agent:
         if not self.available:
             await self._say(conversation, "No model is configured, so I only answer commands; type `help`.")
             return
+        if not channel_policy(self._config, conversation).agent:
+            await self._say(conversation, "The agent is off in this channel; commands still work (type `help`).")
+            return
         tools, names = await self._tools(message)
         history = [load_message(m) for m in self._store.history(conversation)]
         new: list[LLMMessage] = [*opening]
@@ -80,7 +86,12 @@ class Agent:
         system = self._config.agent_system_prompt or DEFAULT_SYSTEM
         try:
             for _ in range(self._config.agent_max_rounds):
+                over = self._budgets.refusal(conversation, message.actor)
+                if over is not None:
+                    await self._say(conversation, f"The model was not asked: {over}")
+                    return
                 response = await self._llm.complete(LLMRequest(messages=[*history, *new], system=system, tools=tools))
+                self._budgets.record(conversation, message.actor, response.usage)
                 new.append(LLMMessage("assistant", response.text, tool_calls=response.tool_calls))
                 if not response.tool_calls:
                     await self._say(conversation, response.text or "(the model gave no answer)")
@@ -98,7 +109,7 @@ class Agent:
         specs: list[ToolSpec] = []
         names: dict[str, tuple[str, str]] = {}
         for server, cfg in self._config.servers.items():
-            if cfg.disabled:
+            if cfg.disabled or not server_allowed(self._config, message.conversation, server):
                 continue
             try:
                 tools = await self._tools_of.list_tools(message.conversation, server)

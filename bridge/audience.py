@@ -41,12 +41,13 @@ class Audience:
         return ServerLabel(server, (cfg.title if cfg and cfg.title else reported))
 
     def approvers(self, server: str, *requesters: Actor | None) -> frozenset[str]:
+        """The requester(s) and the people of the server's own rule (who may also stop its calls)."""
         cfg = self._config.servers.get(server)
-        configured = frozenset(cfg.approvers) if cfg else frozenset()
+        configured = frozenset(cfg.approvers.people) if cfg else frozenset()
         return configured | {r.key for r in requesters if r is not None}
 
     def context(self, server: str, session: Session | None, conversation: ConversationKey, requester: Actor | None,
                 tool: str = "", *, pending_call: str | None = None, input_key: str | None = None,
                 url_elicitations: dict[str, str] | None = None) -> RequestContext:
         return RequestContext(conversation, self.label(server, session), requester, self.approvers(server, requester),
-                              tool, pending_call, input_key, url_elicitations)
+                              tool, pending_call, input_key, url_elicitations, self._config.servers.get(server))

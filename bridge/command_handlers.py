@@ -23,14 +23,17 @@ from bridge import catalog, commands
 from bridge.agent import Agent
 from bridge.audience import Audience
 from bridge.broker import Broker
+from bridge.budgets import Budgets
 from bridge.config import Config
 from bridge.content_text import block_text
 from bridge.durations import time_left
 from bridge.errors import CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
+from bridge.grants import Grants
 from bridge.llm import LLMMessage
 from bridge.model import ConversationKey, Kind, MessageIn, Status, Verdict
 from bridge.outbound import Say
+from bridge.policy import approver_rule, server_allowed
 from bridge.request_context import new_interaction
 from bridge.roots import RootsKeeper, check_uri
 from bridge.sessions import SessionPool
@@ -56,6 +59,8 @@ class CommandHandlers:
     roots: RootsKeeper
     audience: Audience
     say: Say
+    grants: Grants
+    budgets: Budgets
 
     async def run(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
@@ -82,6 +87,8 @@ class CommandHandlers:
             return
         lines = []
         for name, cfg in self.config.servers.items():
+            if not server_allowed(self.config, message.conversation, name):
+                continue
             session = self.pool.find(message.conversation, name)
             title = f" ({cfg.title})" if cfg.title else ""
             if cfg.disabled:
@@ -96,7 +103,7 @@ class CommandHandlers:
         await self.say(message.conversation, "Servers:\n" + "\n".join(lines))
 
     async def _cmd_tools(self, message: MessageIn, command: commands.Command) -> None:
-        names = list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
+        names = self._server_names(command, message.conversation)
         out: list[str] = []
         for name in names:
             try:
@@ -211,7 +218,7 @@ class CommandHandlers:
                        line: Callable[[T], str]) -> None:
         """`prompts` and `resources`: every page from each server asked for, or a note that it has none."""
         out: list[str] = []
-        for name in self._server_names(command):
+        for name in self._server_names(command, message.conversation):
             async with self.pool.borrow(message.conversation, name) as client:
                 items = await fetch(client) if offered(client) else None
             if items is None:
@@ -264,6 +271,32 @@ class CommandHandlers:
             result = await client.read_resource(uri)
         await self.say(message.conversation, catalog.contents_text(list(result.contents)))
 
-    def _server_names(self, command: commands.Command) -> list[str]:
-        return list(command.args) or [n for n, c in self.config.servers.items() if not c.disabled]
+    def _server_names(self, command: commands.Command, conversation: ConversationKey) -> list[str]:
+        """The servers a command names, or every one this channel may use."""
+        return list(command.args) or [n for n, c in self.config.servers.items()
+                                      if not c.disabled and server_allowed(self.config, conversation, n)]
+
+    # -- grants and budgets --------------------------------------------------------------------------------------
+
+    async def _cmd_grants(self, message: MessageIn, command: commands.Command) -> None:
+        now = self.grants.clock()
+        here = self.grants.here(message.conversation)
+        await self.say(message.conversation, "Grants here:\n" + "\n".join(f"• {g.describe(now)}" for g in here)
+                       if here else "No grants hold here. An approver can give one with Allow … on an approval.")
+
+    async def _cmd_revoke(self, message: MessageIn, command: commands.Command) -> None:
+        grant = next((g for g in self.grants.here(message.conversation) if g.id == command.args[0]), None)
+        if grant is None:
+            raise CommandError(f"No grant {command.args[0]!r} holds here; see `grants`.")
+        cfg = self.config.servers.get(grant.server)
+        kind = Kind.TOOL if grant.kind == "tool" else Kind.SAMPLING
+        allowed = {grant.given_by.key, *(approver_rule(cfg, kind, grant.tool).people if cfg else ())}
+        if message.actor.key not in allowed:
+            raise CommandError(f"Only {grant.given_by.label()} (who gave it) or {grant.server}'s approvers can "
+                               f"revoke {grant.id}.")
+        self.grants.revoke(grant, message.actor)
+        await self.say(message.conversation, f"Revoked {grant.id}: {grant.what()} asks again.")
+
+    async def _cmd_usage(self, message: MessageIn, command: commands.Command) -> None:
+        await self.say(message.conversation, self.budgets.report(message.conversation, message.actor))
 

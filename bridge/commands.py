@@ -26,10 +26,13 @@ HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   roots | roots add <uri> [name] | roots remove <uri>
                                      the folders servers may see in this conversation
   show <id>                          everything a waiting request shows, in full
-  reset                              forget this conversation's agent history"""
+  reset                              forget this conversation's agent history
+  grants                             approvals that hold here beyond one call (Allow for …)
+  revoke <grant id>                  end a grant
+  usage                              your and this conversation's model tokens today, against the budgets"""
 
 NAMES = ("help", "servers", "tools", "call", "pending", "cancel", "prompts", "prompt", "resources", "read", "roots",
-         "reset", "show")
+         "reset", "show", "grants", "revoke", "usage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,8 @@ def parse(text: str) -> Command:
         return Command(name, error=f"Could not read the arguments: {exc}.")
     if name in ("read",) and len(args) != 2:
         return Command(name, error="Usage: read <server> <uri>")
+    if name == "revoke" and len(args) != 1:
+        return Command(name, error="Usage: revoke <grant id> (see `grants`)")
     if name == "roots" and args and args[0] not in ("add", "remove"):
         return Command(name, error="Usage: roots | roots add <uri> [name] | roots remove <uri>")
     if name == "roots" and args and len(args) < 2:

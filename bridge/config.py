@@ -24,6 +24,7 @@ from bridge.limits import Limits
 from bridge.model import ConversationScope
 from bridge.redaction import Redactor
 from bridge.secret_names import looks_secret
+from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -58,6 +59,8 @@ class SamplingPolicy:
     rate_per_minute: int | None = None
     models: tuple[str, ...] = ()
     timeout: float = 600.0
+    approvers: ApproverRule | None = None
+    grants: tuple[GrantScope, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class RootsPolicy:
     approval: Literal["ask", "auto", "deny"] = "ask"
     defaults: tuple[tuple[str, str], ...] = ()
     timeout: float = 600.0
+    approvers: ApproverRule | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +83,26 @@ class ServerConfig:
     protocol: Protocol = "auto"
     scope: Literal["conversation", "shared"] = "conversation"
     title: str = ""
-    approvers: tuple[str, ...] = ()
+    approvers: ApproverRule = field(default_factory=ApproverRule)
     disabled: bool = False
     elicitation_enabled: bool = True
     elicitation_timeout: float = 600.0
+    elicitation_approvers: ApproverRule | None = None
     sampling: SamplingPolicy = SamplingPolicy()
     roots: RootsPolicy = RootsPolicy()
     tool_rules: tuple[tuple[str, Literal["always", "never"]], ...] = ()
     tool_timeout: float = 600.0
+    tool_approvers: tuple[tuple[str, ApproverRule], ...] = ()
+    """Tool-name globs whose calls always ask these approvers (the first match wins, before `tools_approvers`)."""
+    tools_approvers: ApproverRule | None = None
+    tool_grants: tuple[GrantScope, ...] = ()
     log_level: str = "warning"
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.approvers, ApproverRule):  # a plain list, as code written before rules passes it
+            object.__setattr__(self, "approvers", ApproverRule(tuple(self.approvers)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,10 @@ class Config:
     """Bounds that keep a shared host alive (`bridge.limits`)."""
     redactor: Redactor = field(default_factory=Redactor, repr=False, compare=False)
     """Replaces every configured secret (`${VAR}` values, headers, server env, tokens) in logs and chat."""
+    groups: Mapping[str, Group] = field(default_factory=dict)
+    channels: Mapping[str, ChannelPolicy] = field(default_factory=dict)
+    """Per-channel policy by `<platform>:<channel id>` (globs allowed: `slack:D*` is every Slack DM)."""
+    budgets: BudgetLimits = field(default_factory=BudgetLimits)
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -194,6 +211,9 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
     problems.extend(approver_entries.problems(data))
+    for key in (data.get("channels") or {}):
+        if ":" not in str(key):
+            problems.append(f"channels.{key}: name a channel as <platform>:<channel id>, e.g. slack:C0123")
     slack = (data.get("chat") or {}).get("slack")
     if isinstance(slack, dict):
         if slack.get("mode", "socket") == "socket" and not slack.get("app_token"):
@@ -205,7 +225,39 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
         problems.append("chat.matrix: needs password (first login) or access_token")
     if problems:
         raise ConfigError(problems)
-    return replace(_build(data), redactor=Redactor([*from_env, *secret_values(data)]))
+    config = _build(data)
+    problems.extend(_team_problems(config))
+    if problems:
+        raise ConfigError(problems)
+    return replace(config, redactor=Redactor([*from_env, *secret_values(data)]))
+
+
+def _team_problems(config: Config) -> list[str]:
+    """Approver rules that can never be met, unknown groups and servers, and quorums the console cannot hold."""
+    problems: list[str] = []
+    for name, server in config.servers.items():
+        rules: list[tuple[str, ApproverRule | None, bool]] = [
+            ("approvers", server.approvers, True), ("tools.approvers", server.tools_approvers, True),
+            ("sampling.approvers", server.sampling.approvers, True), ("roots.approvers", server.roots.approvers, False),
+            ("elicitation.approvers", server.elicitation_approvers, False),
+            *((f"tools.approve.{glob}.approvers", rule, True) for glob, rule in server.tool_approvers)]
+        for where, rule, quorum_ok in rules:
+            if rule is None:
+                continue
+            at = f"servers.{name}.{where}"
+            problems.extend(f"{at}: there is no group {g!r} under groups" for g in rule.groups
+                            if g not in config.groups)
+            if rule.required > 1 and not quorum_ok:
+                problems.append(f"{at}: one answer decides forms, links and roots; required must be 1")
+            elif rule.required > len(rule.people) + (1 if rule.requester else 0) and not rule.groups:
+                problems.append(f"{at}: required is {rule.required} but only {len(rule.people)} people are named")
+            elif rule.required > 1 and "console" in config.chat:
+                problems.append(f"{at}: the console has one person, so required {rule.required} can never be met "
+                                "(chat.console is configured)")
+    for key, channel in config.channels.items():
+        problems.extend(f"channels.{key}.servers: there is no server {s!r}" for s in channel.servers or ()
+                        if s not in config.servers)
+    return problems
 
 
 def secret_values(data: Any) -> list[str]:
@@ -248,6 +300,11 @@ def _build(data: dict[str, Any]) -> Config:
         http=_http(data.get("http") or {}),
         chat=dict(data.get("chat") or {}),
         limits=limits.from_mapping(data.get("limits") or {}),
+        groups={name: _group(g) for name, g in (data.get("groups") or {}).items()},
+        channels={key: _channel(c) for key, c in (data.get("channels") or {}).items()},
+        budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
+                             per_conversation=((data.get("budgets") or {}).get("per_conversation") or {}).get(
+                                 "tokens_per_day")),
     )
 
 
@@ -257,28 +314,68 @@ def _http(h: dict[str, Any]) -> HttpConfig:
                       form_link_secret=str(h.get("form_link_secret", "")))
 
 
+def _rule(raw: Any) -> ApproverRule | None:
+    """`approvers:` as a plain list (the requester decides too) or as `{people, groups, required, notify}`."""
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        return ApproverRule(tuple(map(str, raw)))
+    return ApproverRule(tuple(map(str, raw.get("people", ()))), tuple(map(str, raw.get("groups", ()))),
+                        int(raw.get("required", 1)), raw.get("notify", "thread"), bool(raw.get("requester", False)))
+
+
+def _grants(raw: Any) -> tuple[GrantScope, ...]:
+    scopes: list[GrantScope] = []
+    for scope in ("conversation", "channel"):
+        if scope in (raw or {}):
+            ttl = raw[scope]
+            scopes.append(GrantScope(scope, None if ttl == "until revoked" else parse_duration(ttl)))
+    return tuple(scopes)
+
+
+def _group(raw: Any) -> Group:
+    if isinstance(raw, list):
+        return Group(tuple(map(str, raw)))
+    return Group(tuple(map(str, raw.get("people", ()))), str(raw.get("slack_usergroup", "")))
+
+
+def _channel(raw: dict[str, Any]) -> ChannelPolicy:
+    servers = raw.get("servers")
+    rules = (raw.get("tools") or {}).get("approve") or {}
+    return ChannelPolicy(tool_rules=tuple((str(k), v) for k, v in rules.items()),
+                         servers=tuple(map(str, servers)) if servers is not None else None,
+                         agent=raw.get("agent", "on") in ("on", True))
+
+
 def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     elicitation = s.get("elicitation") or {}
     sampling = s.get("sampling") or {}
     roots = s.get("roots") or {}
     tools = s.get("tools") or {}
+    approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
         cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}), protocol=s.get("protocol", "auto"),
-        scope=s.get("scope", "conversation"), title=s.get("title", ""), approvers=tuple(s.get("approvers", ())),
-        disabled=bool(s.get("disabled", False)),
+        scope=s.get("scope", "conversation"), title=s.get("title", ""),
+        approvers=_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),
         elicitation_timeout=parse_duration(elicitation.get("timeout", "10m")),
+        elicitation_approvers=_rule(elicitation.get("approvers")),
         sampling=SamplingPolicy(
             approval=sampling.get("approval", "ask"), review=bool(sampling.get("review", True)),
             max_tokens=sampling.get("max_tokens"), rate_per_minute=sampling.get("rate_per_minute"),
-            models=tuple(sampling.get("models", ())), timeout=parse_duration(sampling.get("timeout", "10m"))),
+            models=tuple(sampling.get("models", ())), timeout=parse_duration(sampling.get("timeout", "10m")),
+            approvers=_rule(sampling.get("approvers")), grants=_grants(sampling.get("grants"))),
         roots=RootsPolicy(
             approval=roots.get("approval", "ask"),
             defaults=tuple((r["uri"], r.get("name", "")) for r in roots.get("defaults", ())),
-            timeout=parse_duration(roots.get("timeout", "10m"))),
-        tool_rules=tuple((str(k), v) for k, v in (tools.get("approve") or {}).items()),
+            timeout=parse_duration(roots.get("timeout", "10m")), approvers=_rule(roots.get("approvers"))),
+        # A rule with approvers always asks, those people.
+        tool_rules=tuple((str(k), "never" if v == "never" else "always") for k, v in approve.items()),
         tool_timeout=parse_duration(tools.get("timeout", "10m")),
+        tool_approvers=tuple((str(k), rule) for k, v in approve.items()
+                             if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
+        tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"),
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from bridge.config import Config, RootsPolicy, ServerConfig
 from bridge.demo_server import build
 from bridge.demo_state import request_state_key, state_dir
+from bridge.team_config import ApproverRule
 
 STORE_FILE = "demo.db"
 
@@ -23,5 +24,5 @@ def config(protocol: str = "auto", env: Mapping[str, str] | None = None) -> Conf
     server = build([request_state_key(folder, env)])
     roots = RootsPolicy(defaults=((folder.as_uri(), "the demo's own folder"), (Path.cwd().as_uri(), "where you are")))
     demo = ServerConfig(name="demo", title="Demo server", inprocess=server, protocol=protocol,  # type: ignore[arg-type]
-                        approvers=("console:you",), roots=roots)
+                        approvers=ApproverRule(("console:you",)), roots=roots)
     return Config(servers={"demo": demo}, store=str(folder / STORE_FILE), chat={"console": {}})

@@ -1,7 +1,8 @@
 """A card answered by text, one question at a time: the console and Matrix threads both run this.
 
 Pure state machine, no I/O. Each field is asked with its type hint; a wrong answer is re-asked with the reason; an
-empty answer takes the default (or skips an optional field); then a summary asks to accept, decline or cancel.
+empty answer takes the default (or skips an optional field); then a summary asks to accept, decline or cancel (or, where
+the card offers wider grants, `allow conversation` / `allow channel`).
 Fields answered elsewhere (a Matrix poll) are passed in as `preset` and not asked. At any question `!decline` and
 `!cancel` end the card at once; at the summary `edit` starts over.
 """
@@ -49,6 +50,8 @@ class Step:
     message: str = ""
     action: Action | None = None
     content: Mapping[str, Any] | None = None
+    grant: str = ""
+    """With an accept: the wider scope the person allowed (`allow channel`), or ''."""
 
 
 @dataclass
@@ -91,9 +94,10 @@ class Dialog:
         if i.kind is Kind.URL:
             return Question("Open the link yourself in your browser if you agree.",
                             f"answer {i.accept_label.lower()}, decline or cancel")
-        edit = ", edit" if self._fields() else ""
-        return Question(f"{i.accept_label}?", f"answer {i.accept_label.lower()}, {i.decline_label.lower()}{edit} or "
-                                               "cancel")
+        edit = ", edit" if self._fields() and i.required < 2 else ""
+        allow = "".join(f", allow {g.scope} ({g.label[len('Allow '):]})" for g in i.grants)
+        return Question(f"{i.accept_label}?", f"answer {i.accept_label.lower()}, {i.decline_label.lower()}{edit}"
+                                               f"{allow} or cancel")
 
     def summary_lines(self) -> list[str]:
         """The answers so far as `title: value` lines (for the summary before accepting)."""
@@ -125,14 +129,15 @@ class Dialog:
 
     def _confirm(self, text: str) -> Step:
         word = text.lower().rstrip(".!")
-        if word in ACCEPT_WORDS or word == self.interaction.accept_label.lower():
+        grant = next((g.scope for g in self.interaction.grants if word == f"allow {g.scope}"), "")
+        if word in ACCEPT_WORDS or word == self.interaction.accept_label.lower() or grant:
             content = dict(self.answers) if not self.interaction.form.empty else None
-            return self._done("accept", content)
+            return Step(StepKind.DONE, action="accept", content=content, grant=grant)
         if word in DECLINE_WORDS or word == self.interaction.decline_label.lower():
             return self._done("decline")
         if word in CANCEL_WORDS:
             return self._done("cancel")
-        if word in EDIT_WORDS and self._fields():
+        if word in EDIT_WORDS and self._fields() and self.interaction.required < 2:
             self._index = 0
             self._confirming = False
             return Step(StepKind.ASK, self.question())

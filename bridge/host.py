@@ -20,10 +20,12 @@ from bridge.agent import Agent
 from bridge.audience import Audience
 from bridge.bounds import Bounds
 from bridge.broker import Broker
+from bridge.budgets import Budgets
 from bridge.command_handlers import CommandHandlers
 from bridge.config import Config
 from bridge.elicitation import Elicitation
 from bridge.errors import ConfigError
+from bridge.grants import Grants
 from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn
 from bridge.outbound import Outbound
@@ -31,6 +33,7 @@ from bridge.ports import AdapterState, ChatPort, RestorableCard
 from bridge.results import KeptResults
 from bridge.resume import Resumer
 from bridge.roots import RootsKeeper
+from bridge.routing import Routing
 from bridge.sampling import Sampler
 from bridge.server_notices import ServerNotices
 from bridge.server_requests import HandlerTable
@@ -55,7 +58,9 @@ class Host:
         self.config, self.store, self.llm = config, store, llm
         form_schema.set_cache_size(config.limits.form_cache_size)
         self.outbound = Outbound(config.redactor)
-        self.broker = Broker(store, self.outbound.port_for)
+        self.broker = Broker(store, self.outbound.port_for, Routing(config.groups, self.outbound))
+        self.grants = Grants(store, self.outbound.say)
+        self.budgets = Budgets(config.budgets, store)
         self.pool = SessionPool(config)
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
@@ -64,17 +69,17 @@ class Host:
         asker = self.bounds.asker(self.broker)
         self.handlers = HandlerTable(
             elicitation=(elicitation := Elicitation(audience, asker, config, self.outbound.say)),
-            sampling=Sampler(audience, asker, config, self.outbound.say, llm),
+            sampling=Sampler(audience, asker, config, self.outbound.say, llm, self.grants, self.budgets),
             roots=(roots := RootsKeeper(audience, asker, config, store)),
-            tool_approval=(approval := ToolApproval(audience, asker, config, self.pool)),
+            tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants)),
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds)
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation)
         self.calls.results = KeptResults(config.limits)
         self.resumer = Resumer(store, self.broker, self.calls, self.outbound.say)
-        self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say)
+        self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
-                                        audience, self.outbound.say)
+                                        audience, self.outbound.say, self.grants, self.budgets)
         self._links: LinkIssuer | None = None
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None

@@ -141,6 +141,10 @@ class Outcome:
     content: Mapping[str, JSONValue] | None = None
     by: Actor | None = None
     reason: str = ""
+    approvals: tuple[Actor, ...] = ()
+    """On a card that needed several approvers: everyone who approved, in order (`by` decided last)."""
+    grant: str = ""
+    """The scope the approver allowed beyond this one call (a `GrantOption.scope`), or ''."""
 
     @property
     def action(self) -> Action:
@@ -150,6 +154,20 @@ class Outcome:
         if self.status is Status.DECLINED:
             return "decline"
         return "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class GrantOption:
+    """A wider "Allow for …" an approval card offers: the same tool (or sampling) approved for later too."""
+
+    scope: str
+    """`conversation` or `channel`: where the grant holds."""
+    label: str
+    """What the button or reply says, e.g. "Allow in this channel until revoked"."""
+
+
+Notify = Literal["thread", "dm"]
+"""Where approvers are asked: in the conversation (and privately if they are not in it), or always privately."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +197,27 @@ class Interaction:
     quick_accept: bool = False
     tool: str = ""
     """For tool approvals and tool-caused requests: the tool being run."""
+    required: int = 1
+    """Distinct approvers needed before an accept counts (a quorum); one decline or cancel ends it at once."""
+    approvals: tuple[Actor, ...] = ()
+    """Approvals counted so far on a quorum card, in order."""
+    groups: tuple[str, ...] = ()
+    """Configured groups whose members may decide too (their members join `approvers` when the card is posted)."""
+    notify: Notify = "thread"
+    asked: tuple[str, ...] = ()
+    """Actor keys the card was also sent to privately (approvers outside the conversation, or `notify: dm`)."""
+    origin: ConversationKey | None = None
+    """On a private copy of a card: the conversation the request was made in (the copy lives in a direct message)."""
+    grants: tuple[GrantOption, ...] = ()
+    """Wider scopes an approver may allow with the accept (tool and sampling approvals)."""
 
     def may_decide(self, actor: Actor) -> bool:
         return not self.approvers or actor.key in self.approvers
+
+    def still_may(self) -> list[str]:
+        """Actor keys of the approvers who have not approved yet (quorum cards)."""
+        done = {a.key for a in self.approvals}
+        return sorted(k for k in self.approvers if k not in done)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,12 +276,16 @@ class DecisionIn:
     actor: Actor
     action: Action
     content: Mapping[str, JSONValue] | None = None
+    grant: str = ""
+    """With an accept: the wider scope chosen from the card's `grants` ("Allow in this channel…"), or ''."""
 
 
 class Verdict(enum.StrEnum):
     """What became of a decision, for the adapter to show (Slack modal errors, a reaction, nothing)."""
 
     CLAIMED = "claimed"
+    COUNTED = "counted"
+    """An approval on a quorum card counted; the card stays open for the others."""
     REFUSED = "refused"
     INVALID = "invalid"
     LATE = "late"

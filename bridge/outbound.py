@@ -30,6 +30,10 @@ class Outbound:
         # Configured secrets never reach chat, whatever part of the core (or server) the text came from.
         self._ports[port.platform] = RedactingPort(port, self._redactor) if self._redactor else port
 
+    def port(self, platform: str) -> ChatPort | None:
+        """The attached port of a platform, or None (an approver on a platform this bridge does not serve)."""
+        return self._ports.get(platform)
+
     def port_for(self, conversation: ConversationKey) -> ChatPort:
         try:
             return self._ports[conversation.platform]

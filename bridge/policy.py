@@ -1,4 +1,5 @@
-"""Pure decisions: which tool calls need a person's approval, and how arguments are shown on a card."""
+"""Pure decisions: which tool calls need a person's approval, who decides a request, what a channel may use, and how
+arguments are shown on a card."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Any, Literal
 
 from mcp.types import ToolAnnotations
 
+from bridge.config import Config, ServerConfig
+from bridge.model import ConversationKey, Kind
 from bridge.secret_names import looks_secret
+from bridge.team_config import ApproverRule, ChannelPolicy
 from bridge.text import shorten
 
 MASK = "••••••"
@@ -26,6 +30,52 @@ def needs_approval(rules: Sequence[tuple[str, Literal["always", "never"]]], tool
     if annotations is None:
         return False
     return annotations.destructive_hint is True and annotations.read_only_hint is not True
+
+
+QUORUM_KINDS = frozenset({Kind.TOOL, Kind.SAMPLING})
+"""Where `required` counts: tool approvals and sampling approvals. Other requests go to the same people and one answer
+decides (a form is someone's data, a review someone's edit)."""
+NO_CHANNEL = ChannelPolicy()
+
+
+def approver_rule(server: ServerConfig, kind: Kind, tool: str = "") -> ApproverRule:
+    """The rule for one request: a tool's own rule (first matching glob), else the kind's, else the server's."""
+    if kind is Kind.TOOL:
+        for pattern, rule in server.tool_approvers:
+            if fnmatch.fnmatchcase(tool, pattern):
+                return rule
+    by_kind = {Kind.TOOL: server.tools_approvers, Kind.SAMPLING: server.sampling.approvers,
+               Kind.SAMPLING_REVIEW: server.sampling.approvers, Kind.ROOTS: server.roots.approvers,
+               Kind.FORM: server.elicitation_approvers, Kind.URL: server.elicitation_approvers}[kind]
+    return by_kind or server.approvers
+
+
+def channel_policy(config: Config, conversation: ConversationKey) -> ChannelPolicy:
+    """The policy of the conversation's channel: its exact `<platform>:<channel>` entry, else the first glob that
+    matches, else none (everything the servers allow)."""
+    key = f"{conversation.platform}:{conversation.channel}"
+    exact = config.channels.get(key)
+    if exact is not None:
+        return exact
+    return next((p for pattern, p in config.channels.items() if fnmatch.fnmatchcase(key, pattern)), NO_CHANNEL)
+
+
+def server_allowed(config: Config, conversation: ConversationKey, server: str) -> bool:
+    allowed = channel_policy(config, conversation).servers
+    return allowed is None or server in allowed
+
+
+def tool_needs_approval(config: Config, conversation: ConversationKey, server: ServerConfig, tool: str,
+                        annotations: ToolAnnotations | None) -> bool:
+    """The channel's rules (on `tool` or `server.tool`) first, then the server's, then the annotations. A tool with
+    approvers of its own, or whose rule needs several approvers, always asks: no channel rule widens those."""
+    if approver_rule(server, Kind.TOOL, tool).required > 1 or any(
+            fnmatch.fnmatchcase(tool, pattern) for pattern, _ in server.tool_approvers):
+        return True
+    for pattern, verdict in channel_policy(config, conversation).tool_rules:
+        if fnmatch.fnmatchcase(tool, pattern) or fnmatch.fnmatchcase(f"{server.name}.{tool}", pattern):
+            return verdict == "always"
+    return needs_approval(server.tool_rules, tool, annotations)
 
 
 def mask_arguments(arguments: Mapping[str, Any]) -> str:

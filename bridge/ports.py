@@ -55,6 +55,24 @@ class ChatPort(Protocol):
         """Edit a status line in place (progress, done, stopped)."""
         ...
 
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        """Show an open card's progress: the approvals so far (`interaction.approvals`) and who still may."""
+        ...
+
+    async def direct(self, user_id: str) -> ConversationKey | None:
+        """The direct-message conversation between the bot and one person of this platform, opened if needed (a
+        private copy of a card is posted there); None where the platform has none."""
+        ...
+
+    async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
+        """The user ids who can read a conversation (its channel's members), or None when the platform cannot say."""
+        ...
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        """The user ids in a platform's own group of people (a Slack user group), cached by the adapter; empty where
+        the platform has no such groups."""
+        ...
+
 CLEANUP_TIMEOUT = 10.0
 """How long finishing a card may take at the end of an interaction (also during shutdown); adapters that finish
 cards in their own tasks keep to the same bound."""

@@ -45,6 +45,18 @@ class RedactingPort:
         outcome = outcome if reason == outcome.reason else replace(outcome, reason=reason)
         await self.inner.finish_card(ref, self._card(interaction), outcome)
 
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        await self.inner.update_card(ref, self._card(interaction))
+
+    async def direct(self, user_id: str) -> ConversationKey | None:
+        return await self.inner.direct(user_id)
+
+    async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
+        return await self.inner.members(conversation)
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        return await self.inner.group_members(group)
+
     async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
         return await self.inner.send(conversation, self._redactor.redact(text))
 

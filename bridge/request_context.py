@@ -17,9 +17,11 @@ from typing import Generic, Protocol, TypeVar
 from mcp.client import ClientRequestContext
 from mcp.types import ErrorData
 
+from bridge.config import ServerConfig
 from bridge.errors import INVALID_REQUEST
 from bridge.form_model import Form
-from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel
+from bridge.model import Actor, ConversationKey, Detail, GrantOption, Interaction, Kind, Outcome, ServerLabel
+from bridge.policy import QUORUM_KINDS, approver_rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +32,15 @@ class RequestContext:
     server: ServerLabel
     requester: Actor | None
     approvers: frozenset[str]
-    """Actor keys allowed to decide: the requester(s) plus the server's configured approvers."""
+    """Actor keys allowed to decide when no rule of `config` says otherwise: the requester plus the server's people."""
     tool: str = ""
     pending_call: str | None = None
     """The stored 2026 call this request is part of (durable), or None for a legacy callback."""
     input_key: str | None = None
     url_elicitations: dict[str, str] | None = None
     """Where a legacy session records the server's URL-elicitation ids (for notifications/elicitation/complete)."""
+    config: ServerConfig | None = None
+    """The server's config, whose approver rules say who decides each kind of request (and how many)."""
 
     def deadline(self, timeout: float) -> float:
         return time.time() + timeout
@@ -45,7 +49,22 @@ class RequestContext:
         """The context of one step of a multi-card request (sampling's approval and review), durable separately."""
         key = f"{self.input_key}#{name}" if self.input_key is not None else None
         return RequestContext(self.conversation, self.server, self.requester, self.approvers, self.tool,
-                              self.pending_call, key, self.url_elicitations)
+                              self.pending_call, key, self.url_elicitations, self.config)
+
+    def deciders(self, kind: Kind) -> tuple[frozenset[str], tuple[str, ...], int, str]:
+        """Who decides a request of this kind: people, groups, approvals required, and where they are asked.
+
+        The plain-list form keeps the requester among the deciders; the rule form names them exactly (with
+        `requester: true` adding the requester). Forms and links are the requester's own to answer whatever the rule.
+        """
+        if self.config is None:
+            return self.approvers, (), 1, "thread"
+        rule = approver_rule(self.config, kind, self.tool)
+        people = set(rule.people)
+        if self.requester is not None and (rule.requester or kind in (Kind.FORM, Kind.URL)):
+            people.add(self.requester.key)
+        required = rule.required if kind in QUORUM_KINDS else 1
+        return frozenset(people), rule.groups, required, rule.notify
 
 
 CURRENT: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("bridge_request", default=None)
@@ -106,10 +125,14 @@ def new_id() -> str:
 
 def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: float, form: Form | None = None,
                     details: tuple[Detail, ...] = (), url: str = "", accept_label: str = "Accept",
-                    decline_label: str = "Decline", quick_accept: bool = False) -> Interaction:
-    """The one factory of interactions: id, people, server and deadline always come from the request's context."""
+                    decline_label: str = "Decline", quick_accept: bool = False,
+                    grants: tuple[GrantOption, ...] = ()) -> Interaction:
+    """The one factory of interactions: id, people, server and deadline always come from the request's context.
+    Wider grants are offered only where one approval decides."""
+    people, groups, required, notify = ctx.deciders(kind)
     return Interaction(
         id=new_id(), kind=kind, server=ctx.server, conversation=ctx.conversation, requester=ctx.requester,
-        approvers=ctx.approvers, message=message, form=form or Form(), expires_at=ctx.deadline(timeout),
+        approvers=people, message=message, form=form or Form(), expires_at=ctx.deadline(timeout),
         details=details, url=url, accept_label=accept_label, decline_label=decline_label, quick_accept=quick_accept,
-        tool=ctx.tool)
+        tool=ctx.tool, required=required, groups=groups, notify="dm" if notify == "dm" else "thread",
+        grants=grants if required == 1 else ())

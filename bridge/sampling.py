@@ -6,7 +6,9 @@ for review (send, edit, deny) before anything goes back. With the `human` provid
 Caps hold even under `approval: auto`; "deny" is checked once, where the handler table leaves sampling unregistered
 (the capability is not declared, and the SDK refuses for both eras). A refusal is `ErrorData(-1, ...)`, the code the
 2025-11-25 spec names; on 2026 servers the call is then not retried and the conversation is told instead. What the
-approver reads of the messages is what the model gets (`bridge.content_text`).
+approver reads of the messages is what the model gets (`bridge.content_text`). Token budgets are checked before
+anyone is asked and charged with what the provider reports; a grant ("this server may use the model here for 1 h")
+skips the approval card, never the review, and never where the approval needs several people.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from mcp.types import (
     SamplingMessage,
 )
 
+from bridge.budgets import Budgets
 from bridge.config import Config
 from bridge.content_text import block_text
 from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, USER_REJECTED
 from bridge.forms import Field, FieldKind, Form, approval_form
+from bridge.grants import Grants, offers
 from bridge.llm import (
     HumanAnswerRequired,
     InvalidSamplingRequest,
@@ -40,8 +44,9 @@ from bridge.llm import (
 )
 from bridge.model import Detail, Interaction, Kind, Status
 from bridge.outbound import Say
+from bridge.policy import approver_rule
 from bridge.ratelimit import RateLimiter
-from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
+from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_id, new_interaction
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +55,13 @@ SamplingAnswer = CreateMessageResult | CreateMessageResultWithTools | ErrorData
 
 class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | CreateMessageResultWithTools]):
     def __init__(self, contexts: ContextSource, asker: Asker, config: Config, say: Say,
-                 provider: LLMProvider) -> None:
+                 provider: LLMProvider, grants: Grants, budgets: Budgets) -> None:
         super().__init__(contexts, asker)
         self._config = config
         self._say = say
         self._provider = provider
+        self._grants = grants
+        self._budgets = budgets
         self._rates: dict[str, RateLimiter] = {}
 
     @property
@@ -62,13 +69,18 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
         return self._provider.supports_tools
 
     async def answer(self, ctx: RequestContext, params: CreateMessageRequestParams) -> SamplingAnswer:
-        policy = self._config.servers[ctx.server.name].sampling
+        cfg = self._config.servers[ctx.server.name]
+        policy = cfg.sampling
         if policy.rate_per_minute is not None:
             limiter = self._rates.setdefault(ctx.server.name, RateLimiter(policy.rate_per_minute))
             if not limiter.allow(ctx.conversation.id()):
                 await self._say(ctx.conversation, f"{ctx.server.text()} asked for the model more than "
                                                            f"{policy.rate_per_minute} times a minute; refused.")
                 return ErrorData(code=USER_REJECTED, message="Sampling rate limit exceeded; try again later")
+        over = self._budgets.refusal(ctx.conversation, ctx.requester)
+        if over is not None:
+            await self._say(ctx.conversation, f"{ctx.server.text()} asked for the model; refused: {over}")
+            return ErrorData(code=USER_REJECTED, message=f"Token budget exhausted: {over}")
         model = pick_model(model_hints(params), policy.models, self._provider.default_model)
         if policy.models and model not in policy.models:
             model = policy.models[0]
@@ -77,11 +89,16 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
         except InvalidSamplingRequest as exc:
             return ErrorData(code=INVALID_PARAMS, message=str(exc))
 
-        if policy.approval == "ask":
+        quorum = approver_rule(cfg, Kind.SAMPLING).required > 1
+        grant = None if quorum else self._grants.find("sampling", ctx.server.name, "", ctx.conversation)
+        if policy.approval == "ask" and grant is not None:
+            self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
+        elif policy.approval == "ask":
             interaction = self._approval(ctx, params, request.max_tokens, model, policy.timeout)
             outcome = await self.ask(ctx.step("approve"), interaction)
             if outcome.status is not Status.ACCEPTED:
                 return _rejected(outcome.status)
+            await self._grants.remember(ctx, outcome, policy.grants, "sampling", "")
             edited = outcome.content or {}
             system = str(edited.get("system_prompt", request.system or "")) or None
             prompt = edited.get("prompt")
@@ -98,6 +115,8 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
         except LLMError as exc:
             await self._say(ctx.conversation, f"The model failed to answer {ctx.server.text()}: {exc}")
             return ErrorData(code=INTERNAL_ERROR, message=f"The host's model failed: {exc}")
+        if response is not None:
+            self._budgets.record(ctx.conversation, ctx.requester, response.usage)
 
         if response is None or policy.review:
             review = self._review(ctx, response, policy.timeout)
@@ -132,7 +151,8 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
         return new_interaction(
             ctx, Kind.SAMPLING, f"{ctx.server.text()} wants the model to answer {len(params.messages)} message(s).",
             form=approval_form(fields), timeout=timeout, details=tuple(details), accept_label="Approve",
-            decline_label="Deny", quick_accept=True)
+            decline_label="Deny", quick_accept=True,
+            grants=offers(self._config.servers[ctx.server.name].sampling.grants))
 
     def _review(self, ctx: RequestContext, response: LLMResponse | None, timeout: float) -> Interaction:
         form = Form()

@@ -34,6 +34,7 @@ from bridge import __version__, catalog
 from bridge.config import Config, ServerConfig
 from bridge.errors import ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
+from bridge.policy import server_allowed
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +216,8 @@ class SessionPool:
             raise ServerUnavailable(f"There is no server named {server!r}. Try `servers`.")
         if cfg.disabled:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
+        if not server_allowed(self._config, conversation, server):
+            raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
         key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
         async with self._locks.setdefault(key, anyio.Lock()):
             session = self._sessions.get(key)

@@ -8,6 +8,7 @@ after.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -18,19 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge import audit as chain
-from bridge.forms import Form, form_from_schema
-from bridge.model import (
-    Actor,
-    CardRef,
-    ConversationKey,
-    Detail,
-    Interaction,
-    Kind,
-    Outcome,
-    ServerLabel,
-    Status,
-)
+from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.ports import AdapterState, RestorableCard
+from bridge.store_codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -87,6 +78,12 @@ CREATE TABLE IF NOT EXISTS adapter_state (
     key TEXT NOT NULL,
     value TEXT NOT NULL,
     PRIMARY KEY (namespace, key)
+);
+CREATE TABLE IF NOT EXISTS grants (
+    id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at REAL, revoked TEXT, body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS usage (
+    day TEXT NOT NULL, subject TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (day, subject)
 );
 CREATE TABLE IF NOT EXISTS history (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -171,10 +168,15 @@ class Store:
     # -- audit ---------------------------------------------------------------------------------------------------
 
     def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
-        values = (time.time(), interaction.id, interaction.kind.value, interaction.server.name,
-                  interaction.conversation.id(), outcome.status.value,
-                  outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
-                  interaction.requester.key if interaction.requester else None, detail or outcome.reason)
+        self.record(AuditRow(time.time(), interaction.id, interaction.kind.value, interaction.server.name,
+                             interaction.conversation.id(), outcome.status.value,
+                             outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
+                             interaction.requester.key if interaction.requester else None, detail or outcome.reason))
+
+    def record(self, row: AuditRow) -> None:
+        """One audit row as given: also what is not an interaction's end (one approval of several, a grant used).
+        It is linked to the previous row in the hash chain (`bridge.audit`)."""
+        values = dataclasses.astuple(row)[:len(chain.FIELDS)]
         if self._db.in_transaction:
             self._append_audit(values)
         else:
@@ -217,7 +219,7 @@ class Store:
         self._db.execute(
             "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at)"
             " VALUES (?,?,?,?,?,?,?)",
-            (interaction.id, interaction.conversation.id(), Status.OPEN.value, _dump_interaction(interaction),
+            (interaction.id, interaction.conversation.id(), Status.OPEN.value, dump_interaction(interaction),
              pending_call, input_key, time.time()),
         )
 
@@ -228,7 +230,7 @@ class Store:
         """Record the outcome and its audit row in one transaction, so the two never disagree."""
         with self._tx() as db:
             db.execute("UPDATE interactions SET status = ?, outcome = ? WHERE id = ?",
-                       (outcome.status.value, _dump_outcome(outcome), interaction.id))
+                       (outcome.status.value, dump_outcome(outcome), interaction.id))
             self.audit(interaction, outcome, detail)
 
     def forget_cards(self, platform: str) -> int:
@@ -263,7 +265,7 @@ class Store:
             "INSERT OR REPLACE INTO pending_calls (id, conversation, server, tool, arguments, request_state,"
             " input_requests, requester, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
             (call.id, call.conversation.id(), call.server, call.tool, json.dumps(dict(call.arguments)),
-             call.request_state, json.dumps(dict(call.input_requests)), _dump_actor(call.requester), time.time()),
+             call.request_state, json.dumps(dict(call.input_requests)), dump_actor(call.requester), time.time()),
         )
 
     def delete_pending_call(self, call_id: str) -> None:
@@ -274,7 +276,7 @@ class Store:
             "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
             " FROM pending_calls ORDER BY created_at").fetchall()
         return [PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3], json.loads(r[4]), r[5],
-                            json.loads(r[6]), _load_actor(r[7]), r[8]) for r in rows]
+                            json.loads(r[6]), load_actor(r[7]), r[8]) for r in rows]
 
     # -- per-conversation data -----------------------------------------------------------------------------------
 
@@ -320,6 +322,32 @@ class Store:
         self._db.execute("INSERT OR REPLACE INTO adapter_state (namespace, key, value) VALUES (?,?,?)",
                          (namespace, key, value))
 
+    # -- grants and token usage ----------------------------------------------------------------------------------
+
+    def save_grant(self, grant_id: str, place: str, expires_at: float | None, body: str) -> None:
+        self._db.execute("INSERT INTO grants (id, place, expires_at, body) VALUES (?,?,?,?)",
+                         (grant_id, place, expires_at, body))
+
+    def grants(self, places: Sequence[str], now: float) -> list[str]:
+        """Bodies of the grants in these places that are neither revoked nor expired at `now`, oldest first."""
+        marks = ",".join("?" * len(places))
+        return [r[0] for r in self._db.execute(
+            f"SELECT body FROM grants WHERE place IN ({marks}) AND revoked IS NULL AND (expires_at IS NULL OR "
+            "expires_at > ?) ORDER BY rowid", (*places, now))]
+
+    def revoke_grant(self, grant_id: str, by: str) -> bool:
+        return self._db.execute("UPDATE grants SET revoked = ? WHERE id = ? AND revoked IS NULL",
+                                (by, grant_id)).rowcount > 0
+
+    def add_usage(self, day: str, subjects: Sequence[str], tokens: int) -> None:
+        with self._tx() as db:
+            db.executemany("INSERT INTO usage (day, subject, tokens) VALUES (?,?,?) ON CONFLICT (day, subject) DO"
+                           " UPDATE SET tokens = tokens + excluded.tokens", [(day, s, tokens) for s in subjects])
+
+    def usage(self, day: str, subject: str) -> int:
+        row = self._db.execute("SELECT tokens FROM usage WHERE day = ? AND subject = ?", (day, subject)).fetchone()
+        return int(row[0]) if row else 0
+
     def history(self, conversation: ConversationKey) -> list[dict[str, Any]]:
         rows = self._db.execute("SELECT message FROM history WHERE conversation = ? ORDER BY id",
                                 (conversation.id(),))
@@ -334,62 +362,12 @@ class Store:
         self._db.execute("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
 
 
-def _like_prefix(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _dump_actor(actor: Actor | None) -> str | None:
-    return json.dumps([actor.platform, actor.user_id, actor.display_name]) if actor else None
-
-
-def _load_actor(text: str | None) -> Actor | None:
-    if not text:
-        return None
-    platform, user_id, name = json.loads(text)
-    return Actor(platform, user_id, name)
-
-
-def _dump_outcome(outcome: Outcome) -> str:
-    return json.dumps({"status": outcome.status.value, "content": dict(outcome.content) if outcome.content else None,
-                       "by": _dump_actor(outcome.by), "reason": outcome.reason})
-
-
-def _load_outcome(text: str | None) -> Outcome | None:
-    if not text:
-        return None
-    data = json.loads(text)
-    return Outcome(Status(data["status"]), data["content"], _load_actor(data["by"]), data["reason"])
-
-
-def _dump_interaction(i: Interaction) -> str:
-    return json.dumps({
-        "id": i.id, "kind": i.kind.value, "server": [i.server.name, i.server.title],
-        "conversation": i.conversation.id(), "requester": _dump_actor(i.requester), "approvers": sorted(i.approvers),
-        "message": i.message, "schema": dict(i.form.schema), "expires_at": i.expires_at,
-        "details": [[d.label, d.text, d.full_length] for d in i.details], "url": i.url,
-        "accept_label": i.accept_label, "decline_label": i.decline_label, "quick_accept": i.quick_accept,
-        "tool": i.tool,
-    })
-
-
-def _load_interaction(text: str) -> Interaction:
-    d = json.loads(text)
-    form = form_from_schema(d["schema"]) if d["schema"] else Form()
-    return Interaction(
-        id=d["id"], kind=Kind(d["kind"]), server=ServerLabel(*d["server"]),
-        conversation=ConversationKey.from_id(d["conversation"]), requester=_load_actor(d["requester"]),
-        approvers=frozenset(d["approvers"]), message=d["message"], form=form, expires_at=d["expires_at"],
-        details=tuple(Detail(*x) for x in d["details"]), url=d["url"], accept_label=d["accept_label"],
-        decline_label=d["decline_label"], quick_accept=d["quick_accept"], tool=d["tool"],
-    )
-
-
 def _stored(row: Any) -> StoredInteraction:
     body, status, card, pending_call, input_key, outcome, interaction_id = row
     return StoredInteraction(
-        interaction=_load_interaction(body), status=Status(status),
+        interaction=load_interaction(body), status=Status(status),
         card=CardRef(interaction_id, json.loads(card)) if card else None,
-        pending_call=pending_call, input_key=input_key, outcome=_load_outcome(outcome),
+        pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome),
     )
 
 
@@ -405,3 +383,8 @@ class _AdapterState:
 
     def set(self, key: str, value: str) -> None:
         self.store.set_adapter_value(self.namespace, key, value)
+
+
+def _like_prefix(text: str) -> str:
+    """A LIKE pattern matching everything that starts with `text` (its own %, _ and \\ taken literally)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

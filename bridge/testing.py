@@ -50,6 +50,11 @@ class FakeChatPort:
         self.messages: list[Posted] = []
         self.notices: list[tuple[Actor, str]] = []
         self.statuses: dict[str, list[StatusView]] = {}
+        self.updates: list[Interaction] = []
+        """Every progress update of an open card (`update_card`), in order."""
+        self.present: frozenset[str] | None = None
+        """User ids `members` reports for every conversation (None: the platform cannot say)."""
+        self.groups: dict[str, frozenset[str]] = {}
         self.fail_posts = False
         self._changed = anyio.Event()
         self._ids = itertools.count(1)
@@ -114,6 +119,19 @@ class FakeChatPort:
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         self.statuses.setdefault(ref.data["call"], []).append(status)
         self._notify_change()
+
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        self.updates.append(interaction)
+        self._notify_change()
+
+    async def direct(self, user_id: str) -> ConversationKey | None:
+        return ConversationKey(self.platform, "", f"DM-{user_id}")
+
+    async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
+        return self.present
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        return self.groups.get(group, frozenset())
 
 
 def config_for(servers: Mapping[str, Any], **overrides: Any) -> Config:

@@ -1,7 +1,9 @@
-"""Tool approval: a risky tool call waits for a person before it runs.
+"""Tool approval: a risky tool call waits for a person (or several) before it runs.
 
 The fourth handler of the table, asked by the tool-call owner before it sends `tools/call` (rather than by a
 server). `answer` returns None to go ahead, or the tool error the caller (a person, or the agent) reads instead.
+The channel's rules come first, then the server's; a grant given earlier ("Allow in this channel until revoked")
+lets the call through without a card, with an audit row naming it, except where the rule needs several approvers.
 """
 
 from __future__ import annotations
@@ -9,19 +11,22 @@ from __future__ import annotations
 from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextContent
 
 from bridge.config import Config
+from bridge.grants import Grants, offers
 from bridge.model import Detail, Kind, Status
-from bridge.policy import mask_arguments, needs_approval
+from bridge.policy import approver_rule, mask_arguments, tool_needs_approval
 from bridge.presentation import describe_outcome
-from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
+from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_id, new_interaction
 from bridge.sessions import SessionPool
 from bridge.text import shorten
 
 
 class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None]):
-    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, pool: SessionPool) -> None:
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, pool: SessionPool,
+                 grants: Grants) -> None:
         super().__init__(contexts, asker)
         self._config = config
         self._pool = pool
+        self._grants = grants
 
     async def answer(self, ctx: RequestContext, params: CallToolRequestParams) -> CallToolResult | ErrorData | None:
         server, tool_name = ctx.server.name, params.name
@@ -33,7 +38,12 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
             # A tool added since the list was fetched must not slip past the rules because we know nothing of it.
             tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, fresh=True)}
         tool = tools.get(tool_name)
-        if not needs_approval(cfg.tool_rules, tool_name, tool.annotations if tool else None):
+        if not tool_needs_approval(self._config, ctx.conversation, cfg, tool_name, tool.annotations if tool else None):
+            return None
+        quorum = approver_rule(cfg, Kind.TOOL, tool_name).required > 1
+        grant = None if quorum else self._grants.find("tool", server, tool_name, ctx.conversation)
+        if grant is not None:
+            self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
             return None
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""
@@ -41,9 +51,11 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
             ctx, Kind.TOOL, f"{who} wants to run {server}.{tool_name}.", timeout=cfg.tool_timeout,
             details=(Detail("Tool", f"{server}.{tool_name}{about}"),
                      Detail("Arguments", mask_arguments(params.arguments or {})), Detail("Asked by", who)),
-            accept_label="Run", decline_label="Deny", quick_accept=True)
+            accept_label="Run", decline_label="Deny", quick_accept=True, grants=offers(cfg.tool_grants))
         outcome = await self.ask(ctx, interaction)
         if outcome.status is Status.ACCEPTED:
+            await self._grants.remember(ctx, outcome, cfg.tool_grants, "tool", tool_name)
             return None
         text = f"The call to {tool_name} was not run: {describe_outcome(outcome)}."
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+

@@ -155,6 +155,18 @@ class ConsoleAdapter:
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         self._print(render.status(status))
 
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        self._print(*render.progress(interaction))
+
+    async def direct(self, user_id: str) -> ConversationKey | None:
+        return None  # one terminal: the person it has is already in the conversation
+
+    async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
+        return frozenset({self.actor.user_id})
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        return frozenset()
+
     # -- input ---------------------------------------------------------------------------------------------------
 
     async def serve(self) -> None:
@@ -229,12 +241,13 @@ class ConsoleAdapter:
         step = card.dialog.answer(line)
         if step.kind is StepKind.DONE:
             assert step.action is not None
-            await self._decide(card, step.action, step.content)
+            await self._decide(card, step.action, step.content, step.grant)
             return
         self._show(card, step)
 
-    async def _decide(self, card: _Card, action: Action, content: Mapping[str, Any] | None = None) -> None:
-        result = await self._host.decide(DecisionIn(card.interaction.id, self.actor, action, content))
+    async def _decide(self, card: _Card, action: Action, content: Mapping[str, Any] | None = None,
+                      grant: str = "") -> None:
+        result = await self._host.decide(DecisionIn(card.interaction.id, self.actor, action, content, grant))
         if result.verdict is Verdict.INVALID:
             self._show(card, card.dialog.rejected(result.errors))
         else:

@@ -9,7 +9,7 @@ import time
 from bridge.dialog import Dialog, Question, option_lines
 from bridge.durations import time_left
 from bridge.model import Interaction, Kind, Outcome, StatusView
-from bridge.presentation import describe_outcome
+from bridge.presentation import describe_outcome, describe_progress
 from bridge.sanitize import clean, visible
 from bridge.text import card_title, secret_warning
 
@@ -33,9 +33,15 @@ def card_header(interaction: Interaction, now: float | None = None) -> list[str]
     warning = secret_warning(interaction)
     if warning:
         lines.append(f"│ ⚠ {clean(warning)}")
+    lines.extend(progress(interaction))
     if interaction.kind is Kind.URL:
         lines.append("│ The bridge does not open links: copy it into your browser only if you trust it.")
     return lines
+
+
+def progress(interaction: Interaction) -> list[str]:
+    """Who has approved and who still may, who else was asked (server text is not in it, names are)."""
+    return [f"│ {clean(line)}" for line in describe_progress(interaction)]
 
 
 def question(q: Question) -> list[str]:

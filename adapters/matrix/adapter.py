@@ -31,7 +31,7 @@ from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from bridge.config import Config
 from bridge.errors import AdapterError
-from bridge.model import Actor
+from bridge.model import Actor, ConversationKey
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,8 @@ class MatrixAdapter(MatrixPort):
         self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
         self.intake = Intake(self.client, settings, self.connection, self._handle)
         self._warned_plain: set[str] = set()
+        self._directs: set[str] = set()
+        """Direct-message rooms the bot opened to reach approvers: answers there count even outside allowed_rooms."""
 
     @property
     def ready(self) -> anyio.Event:
@@ -85,6 +87,24 @@ class MatrixAdapter(MatrixPort):
             with anyio.CancelScope(shield=True):
                 await self.client.close()
 
+    # -- reaching people -----------------------------------------------------------------------------------------
+
+    async def direct(self, user_id: str) -> ConversationKey | None:
+        """A direct-message room with one person: the one opened before (kept in the adapter's state), else new."""
+        state = self.inbound.adapter_state(PLATFORM)
+        room_id = state.get(f"direct:{user_id}")
+        if room_id is None or not self.client.joined(room_id):
+            room_id = await self.client.create_direct(user_id, encrypted=self.settings.e2ee == "required")
+            state.set(f"direct:{user_id}", room_id)
+        self._directs.add(room_id)
+        return ConversationKey(PLATFORM, self.settings.server_name, room_id)
+
+    async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
+        return self.client.members(conversation.channel)
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        return frozenset()  # Matrix has no groups of people to look up: groups are config lists
+
     # -- new events ----------------------------------------------------------------------------------------------
 
     async def _handle(self, event: RoomEvent) -> None:
@@ -92,7 +112,7 @@ class MatrixAdapter(MatrixPort):
         if event.kind == "invite":
             await self._on_invite(event)
             return
-        if not self.settings.room_allowed(room_id):
+        if not self.settings.room_allowed(room_id) and room_id not in self._directs:
             return  # joined before allowed_rooms was set (or changed)
         if event.sender == self.client.user_id:
             return

@@ -199,12 +199,13 @@ class Answers:
         """Carry out one step of an approval's dialog: ask, re-ask, or send the decision to the core."""
         if step.kind is StepKind.DONE:
             assert step.action is not None
-            await self._decide(card, actor, step.action, step.content)
+            await self._decide(card, actor, step.action, step.content, step.grant)
             return
         await self.asker.ask(card, step.message if step.kind is StepKind.REASK else "")
 
-    async def _decide(self, card: Card, actor: Actor, action: Action, content: Mapping[str, Any] | None) -> None:
-        result = await self.inbound.decide(DecisionIn(card.interaction.id, actor, action, content))
+    async def _decide(self, card: Card, actor: Actor, action: Action, content: Mapping[str, Any] | None,
+                      grant: str = "") -> None:
+        result = await self.inbound.decide(DecisionIn(card.interaction.id, actor, action, content, grant))
         if result.verdict is Verdict.CLAIMED:
             card.done = True
         elif result.verdict is Verdict.INVALID and card.dialog is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
+import anyio
 import nio
 from nio import exceptions as nio_exceptions
 from nio.api import RelationshipType
@@ -146,6 +147,8 @@ class MatrixClient:
                 max_limit_exceeded=settings.max_rate_limited,  # nio sleeps retry_after_ms between tries
                 max_timeouts=3,
             ))
+        self._synced = anyio.Event()
+        """Set (and replaced) after each sync: what waits for a room to appear waits for this."""
 
     # -- who we are ----------------------------------------------------------------------------------------------
 
@@ -204,6 +207,24 @@ class MatrixClient:
         room = self._nio.rooms.get(room_id)
         name = room.user_name(user_id) if room is not None else None
         return str(name) if name else None
+
+    def members(self, room_id: str) -> frozenset[str] | None:
+        """The joined members of a room, or None for a room nio does not know."""
+        room = self._nio.rooms.get(room_id)
+        return None if room is None else frozenset(str(u) for u in room.users)
+
+    async def create_direct(self, user_id: str, *, encrypted: bool) -> str:
+        """A new direct-message room with one person (invited); returns once a sync has brought it (nio sends only
+        into rooms it knows)."""
+        state = [{"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}] \
+            if encrypted else []
+        response = await _call("room_create", self._nio.room_create(
+            is_direct=True, invite=[user_id], preset=nio.RoomPreset.trusted_private_chat, initial_state=state))
+        room_id = str(response.room_id)
+        while room_id not in self._nio.rooms:
+            synced = self._synced
+            await synced.wait()
+        return room_id
 
     async def join(self, room_id: str) -> None:
         await _call("join", self._nio.join(room_id))
@@ -282,6 +303,8 @@ class MatrixClient:
         await _call("sync", self._nio.sync(timeout=0 if state_only else timeout_ms,
                                            sync_filter=_STATE_ONLY if state_only else None,
                                            full_state=True if state_only else None))
+        synced, self._synced = self._synced, anyio.Event()
+        synced.set()
 
     @property
     def next_batch(self) -> str:

@@ -251,9 +251,12 @@ class FormFlow:
 
 
 def waits_for(interaction: Interaction) -> list[Mention]:
-    """The people a card names: its requester, else its approvers on Matrix."""
-    if interaction.requester is not None and interaction.requester.platform == PLATFORM:
-        return [Mention(interaction.requester.user_id, interaction.requester.label())]
+    """The people a card names: its requester when they decide alone, else its approvers on Matrix (on a private
+    copy, the person it was sent to)."""
+    requester = interaction.requester
+    if requester is not None and requester.platform == PLATFORM and interaction.required < 2 and (
+            not interaction.approvers or requester.key in interaction.approvers) and interaction.origin is None:
+        return [Mention(requester.user_id, requester.label())]
     prefix = PLATFORM + ":"
     return [Mention(a[len(prefix):], a[len(prefix):]) for a in sorted(interaction.approvers)
             if a.startswith(prefix)]

@@ -80,6 +80,15 @@ class MatrixPort:
         await self.asker.start(card)
         return card
 
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        """The card's first message edited to show its progress (approvals so far, who still may). Only approvals
+        gather several decisions, and they are answered on the card itself."""
+        if is_form(interaction) or "root" not in ref.data:
+            return
+        text = render.card(interaction, waits_for(interaction), now=time.time())
+        room_id = ref.data.get("room", interaction.conversation.channel)
+        await self.outbox.post(room_id, render.edit(ref.data["root"], render.message(text, msgtype="m.text")))
+
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
         card = self.cards.pop(interaction.id)
         if card is not None:

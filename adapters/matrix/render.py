@@ -22,7 +22,7 @@ from adapters.matrix.markup import GAP, Mention, Text, bold, code, concat, fit, 
 from bridge.dialog import Question
 from bridge.forms import FieldKind
 from bridge.model import Interaction, Kind, Outcome, Status, StatusView
-from bridge.presentation import describe_outcome
+from bridge.presentation import describe_outcome, describe_progress
 from bridge.sanitize import check_host
 from bridge.text import card_title, secret_warning
 
@@ -133,6 +133,9 @@ def header(interaction: Interaction) -> list[Text]:
     warning = secret_warning(i)
     if warning:
         parts.append(fit("⚠ " + warning, 1_500, bold))
+    parts.extend(fit(line, 2_000) for line in describe_progress(i))
+    if i.origin is not None:
+        parts.append(plain("Asked in another conversation: your answer here is the answer there."))
     return parts
 
 
@@ -159,9 +162,10 @@ def how_to_answer(interaction: Interaction) -> Text:
     if i.kind is Kind.URL:
         return plain(f"Open the link yourself if you trust it. React {ACCEPT} when you are done or {DECLINE} to "
                      f"decline ({CANCEL} cancels), or reply done / decline / cancel.")
-    edit_hint = ", or reply edit to change it first" if not i.form.empty else ""
+    edit_hint = ", or reply edit to change it first" if not i.form.empty and i.required < 2 else ""
+    allow = "".join(f" Reply allow {g.scope} to {g.label[0].lower()}{g.label[1:]}." for g in i.grants)
     return plain(f"React {ACCEPT} to {i.accept_label.lower()}, {DECLINE} to {i.decline_label.lower()} or "
-                 f"{CANCEL} to cancel{edit_hint}. Replies accept / decline / cancel work too.")
+                 f"{CANCEL} to cancel{edit_hint}. Replies accept / decline / cancel work too.{allow}")
 
 
 def question(q: Question, reason: str = "") -> Text:

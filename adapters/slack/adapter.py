@@ -20,6 +20,7 @@ from adapters.slack import listeners, translate
 from adapters.slack.background import Background
 from adapters.slack.clicks import Clicks
 from adapters.slack.client import clients
+from adapters.slack.directory import Directory
 from adapters.slack.gate import AllowList
 from adapters.slack.home import HomeTab
 from adapters.slack.intake import Intake
@@ -46,6 +47,7 @@ class SlackAdapter:
         self._background = Background()
         threads = BotThreads(inbound.adapter_state(translate.PLATFORM))
         people = People(self.clients.bot)
+        self.directory = Directory(self.clients.bot)
         self.home = HomeTab(inbound, self.clients.bot, self._background)
         self.modals = Modals(inbound, self.clients, people)
         self.port = SlackPort(self.clients, threads, self._background, self.modals.close_all, self.home.refresh)
@@ -78,6 +80,18 @@ class SlackAdapter:
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         await self.port.update_status(ref, status)
+
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        await self.port.update_card(ref, interaction)
+
+    async def direct(self, user_id: str) -> ConversationKey | None:
+        return await self.directory.direct(user_id)
+
+    async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
+        return await self.directory.members(conversation)
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        return await self.directory.group_members(group)
 
     # -- serving -------------------------------------------------------------------------------------------------
 

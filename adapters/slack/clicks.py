@@ -38,6 +38,13 @@ class Clicks:
         who = await self._people.of(body["user"])
         await self._inbound.decide(DecisionIn(str(action["value"]), who, DECISIONS[action["action_id"]]))
 
+    async def on_grant(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
+        """Accept, and allow the same again in the scope the button names (the core checks it is offered)."""
+        await ack()
+        who = await self._people.of(body["user"])
+        await self._inbound.decide(DecisionIn(str(action["value"]), who, "accept",
+                                              grant=ids.grant_scope(str(action["action_id"]))))
+
     async def on_choice(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
         await ack()
         who = await self._people.of(body["user"])

@@ -19,6 +19,8 @@ OPEN_URL = "mcp.open_url"
 CHOICE_PREFIX = "mcp.choice."
 """Inline answer buttons (`mcp.choice.0`, `mcp.choice.1`…): action ids must be unique within a block."""
 STOP = "mcp.stop"
+GRANT_PREFIX = "mcp.grant."
+"""Accept and allow wider (`mcp.grant.conversation`, `mcp.grant.channel`): the scope travels in the action id."""
 HOME_LINK = "mcp.home_link"
 
 FORM_CALLBACK = "mcp.form"
@@ -42,6 +44,14 @@ def field_index(block_id: str) -> int | None:
 
 def choice_action(index: int) -> str:
     return f"{CHOICE_PREFIX}{index}"
+
+
+def grant_action(scope: str) -> str:
+    return f"{GRANT_PREFIX}{scope}"
+
+
+def grant_scope(action_id: str) -> str:
+    return action_id.removeprefix(GRANT_PREFIX)
 
 
 def choice_index(action_id: str) -> int | None:

@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 DECISION_ACTIONS = re.compile(rf"^({re.escape(ids.ACCEPT)}|{re.escape(ids.DECLINE)}|{re.escape(ids.CANCEL)})$")
 CHOICE_ACTIONS = re.compile(rf"^{re.escape(ids.CHOICE_PREFIX)}\d+$")
+GRANT_ACTIONS = re.compile(rf"^{re.escape(ids.GRANT_PREFIX)}[a-z]+$")
 
 
 def register(app: AsyncApp, slash_command: str, allow: AllowList, intake: Intake, clicks: Clicks, modals: Modals,
@@ -32,6 +33,7 @@ def register(app: AsyncApp, slash_command: str, allow: AllowList, intake: Intake
     app.command(slash_command)(intake.on_command)
     app.action(DECISION_ACTIONS)(clicks.on_decision)
     app.action(CHOICE_ACTIONS)(clicks.on_choice)
+    app.action(GRANT_ACTIONS)(clicks.on_grant)
     app.action(ids.OPEN_FORM)(clicks.on_open_form)
     app.action(ids.OPEN_URL)(clicks.on_link)
     app.action(ids.STOP)(clicks.on_stop)

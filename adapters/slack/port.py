@@ -87,6 +87,13 @@ class SlackPort:
         if failure:
             raise failure[0]
 
+    async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
+        """An open card shown again with its progress (approvals so far, who still may)."""
+        async with api_errors("chat.update"):
+            await self._clients.bot.chat_update(channel=ref.data["channel"], ts=ref.data["ts"],
+                                                text=render.fallback(interaction), blocks=render.card(interaction))
+        self._card_changed(interaction)
+
     async def _update_later(self, interaction_id: str, update: JSON, delay: float) -> None:
         """A final card update that was rate-limited or slow, tried again after `delay` (Retry-After)."""
         for _ in range(RESCHEDULE_ATTEMPTS):

@@ -12,6 +12,7 @@ actions block. `tests/adapters/slack/limits.py` checks them for every card the t
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn
 from bridge.durations import time_left
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
-from bridge.presentation import describe_outcome
+from bridge.presentation import Person, describe_outcome, describe_progress
 from bridge.text import card_title, secret_warning
 
 JSON = dict[str, Any]
@@ -55,6 +56,32 @@ def mention(actor: Actor | None) -> str:
     return mrkdwn(actor.label())
 
 
+_SLACK_ID = re.compile(r"^[A-Z0-9]+$")
+
+
+def _mention_key(key: str, label: str) -> str:
+    """A person named by actor key: a mention for a well-formed Slack id (ours, or a config's), else their name."""
+    platform, _, user = key.partition(":")
+    return f"<@{user}>" if platform == "slack" and _SLACK_ID.match(user) else mrkdwn(label)
+
+
+def with_people(make: Callable[[Person], str]) -> str:
+    """Render core text that names people (through its `person` hook), escaped, each name a mention where it can be.
+
+    Like `_with_person`, random markers stand in for the names while the rest (untrusted) is escaped."""
+    marks: dict[str, str] = {}
+
+    def person(key: str, label: str) -> str:
+        marker = "\ue000" + secrets.token_hex(8)
+        marks[marker] = _mention_key(key, label)
+        return marker
+
+    text = mrkdwn(make(person))
+    for marker, mention_text in marks.items():
+        text = text.replace(mrkdwn(marker), mention_text)
+    return text
+
+
 def _with_person(make: Callable[[str], str], actor: Actor | None) -> str:
     """Render core text that names `actor`, escaped, with the name replaced by a mention.
 
@@ -75,11 +102,7 @@ def title(interaction: Interaction) -> str:
 
 
 def outcome_text(outcome: Outcome) -> str:
-    by = outcome.by
-    if by is None:
-        text = mrkdwn(describe_outcome(outcome))
-    else:
-        text = _with_person(lambda marker: describe_outcome(replace(outcome, by=replace(by, display_name=marker))), by)
+    text = with_people(lambda person: describe_outcome(outcome, person))
     text = text[:1].upper() + text[1:]
     return f"{_STATUS_ICON[outcome.status]} {text}"
 
@@ -122,6 +145,13 @@ def _body(interaction: Interaction) -> list[JSON]:
         blocks.append(section(f"*{label}:* {cap(mrkdwn(detail.text), TEXT - len(label) - 80)}{note}"))
     if len(interaction.details) > MAX_DETAILS:
         blocks.append(context(f"{len(interaction.details) - MAX_DETAILS} more details are not shown."))
+    origin = interaction.origin
+    if origin is not None and _SLACK_ID.match(origin.channel) and origin.platform == "slack":
+        blocks.append(context(f":speech_balloon: Asked in <#{origin.channel}>; your decision here is the decision "
+                              "there."))
+    elif origin is not None:
+        blocks.append(context(f":speech_balloon: Asked on {mrkdwn(origin.platform)}; your decision here is the "
+                              "decision there."))
     return blocks
 
 
@@ -138,6 +168,8 @@ def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
     if inline is not None:
         f = interaction.form.fields[0]
         blocks.append(section(f"*{mrkdwn(f.title)}*" + (f"\n{mrkdwn(f.description)}" if f.description else "")))
+    if describe_progress(interaction):
+        blocks.append(context(with_people(lambda person: "\n".join(describe_progress(interaction, person)))))
     blocks.append(context(_waiting_line(interaction, time.time() if now is None else now)))
     blocks.append({"type": "actions", "block_id": f"{interaction.id}.act", "elements": _buttons(interaction)})
     return blocks
@@ -149,7 +181,11 @@ def finished_card(interaction: Interaction, outcome: Outcome) -> list[JSON]:
 
 
 def _waiting_line(interaction: Interaction, now: float) -> str:
-    who = mention(interaction.requester) if interaction.requester else "an approver"
+    requester = interaction.requester
+    who = mention(requester) if requester else "an approver"
+    if interaction.required > 1 or (requester is not None and interaction.approvers
+                                    and requester.key not in interaction.approvers):
+        who = "the approvers"
     deadline = int(interaction.expires_at)
     fallback_time = time.strftime("%H:%M UTC", time.gmtime(deadline))
     left = time_left(interaction.expires_at - now)
@@ -213,10 +249,11 @@ def _buttons(interaction: Interaction) -> list[JSON]:
         out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
         return out
-    # Approvals: sampling, sampling review, roots, tool calls.
+    # Approvals: sampling, sampling review, roots, tool calls. A quorum approves what everyone sees: no editing.
     if form.empty or interaction.quick_accept:
         out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
-        if not form.empty:
+        out.extend(button(g.label, ids.grant_action(g.scope), iid) for g in interaction.grants)
+        if not form.empty and interaction.required < 2:
             out.append(button("Edit…", ids.OPEN_FORM, iid))
     else:
         out.append(button(f"{interaction.accept_label}…", ids.OPEN_FORM, iid, "primary"))

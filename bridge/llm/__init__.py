@@ -28,6 +28,7 @@ from bridge.llm.types import (
     ToolChoiceMode,
     ToolResult,
     ToolSpec,
+    Usage,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "ToolChoiceMode",
     "ToolResult",
     "ToolSpec",
+    "Usage",
     "make_provider",
     "model_hints",
     "pick_model",

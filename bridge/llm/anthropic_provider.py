@@ -19,7 +19,7 @@ from bridge.llm.errors import (
     scrub,
     status_error,
 )
-from bridge.llm.types import LLMMessage, LLMRequest, LLMResponse, StopReason, ToolCall, ToolChoiceMode
+from bridge.llm.types import LLMMessage, LLMRequest, LLMResponse, StopReason, ToolCall, ToolChoiceMode, Usage
 
 if TYPE_CHECKING:
     import anthropic
@@ -178,4 +178,12 @@ def from_anthropic_message(message: Message) -> LLMResponse:
         model=message.model,
         stop_reason=_STOP_REASONS.get(reason, reason),
         tool_calls=tuple(calls),
+        usage=_usage(message),
     )
+
+
+def _usage(message: Message) -> Usage:
+    """Input counts cached prompt tokens too: they are tokens the model read (and the account paid for)."""
+    u = message.usage
+    cached = (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
+    return Usage(u.input_tokens + cached, u.output_tokens)

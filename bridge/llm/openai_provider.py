@@ -24,7 +24,7 @@ from bridge.llm.errors import (
     scrub,
     status_error,
 )
-from bridge.llm.types import LLMMessage, LLMRequest, LLMResponse, StopReason, ToolCall
+from bridge.llm.types import LLMMessage, LLMRequest, LLMResponse, StopReason, ToolCall, Usage
 
 if TYPE_CHECKING:
     import openai
@@ -204,6 +204,7 @@ def from_openai_completion(completion: ChatCompletion) -> LLMResponse:
         model=completion.model,
         stop_reason=stop_reason,
         tool_calls=tuple(calls),
+        usage=Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens) if completion.usage else None,
     )
 
 

@@ -78,6 +78,18 @@ class LLMRequest:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Tokens one completion used, as the provider reported them (what budgets count)."""
+
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
 class LLMResponse:
     """The model's answer."""
 
@@ -86,6 +98,8 @@ class LLMResponse:
     """The model that actually answered, as the endpoint reported it."""
     stop_reason: StopReason
     tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    """None when the endpoint reported none (some compatible servers omit it)."""
 
 
 class LLMProvider(Protocol):

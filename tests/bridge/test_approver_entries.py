@@ -25,3 +25,14 @@ def test_approver_entries_that_can_never_match_are_config_errors_naming_their_pa
         "@mention)",
         "servers.gh.approvers[8]: 'matrix:ada' can never match: Matrix user ids look like @ada:example.org",
         "servers.gh.approvers[9]: 'irc:bob' can never match: the platform must be one of console, slack, matrix"]
+
+
+def test_rules_groups_and_tool_rules_are_checked_too() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({
+            "groups": {"ops": ["slack:U1", "Slack:U2"], "dev": {"people": ["U3"], "slack_usergroup": "S1"}},
+            "servers": {"gh": {"url": "https://x", "approvers": {"people": ["slack:*"], "required": 1},
+                               "tools": {"approve": {"delete_*": {"approvers": ["matrix:ada"]}}}}}})
+    assert [p.split(":", 1)[0] for p in caught.value.problems if "can never match" in p] == [
+        "groups.ops[1]", "groups.dev.people[0]", "servers.gh.approvers.people[0]",
+        "servers.gh.tools.approve.delete_*.approvers[0]"]

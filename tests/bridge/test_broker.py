@@ -15,7 +15,10 @@ import trio.testing
 
 from bridge.broker import Broker
 from bridge.forms import form_from_schema
-from bridge.model import DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
+from bridge.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
+from bridge.outbound import Outbound
+from bridge.presentation import describe_outcome
+from bridge.routing import Routing
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
 
@@ -122,3 +125,94 @@ async def test_quick_accept_sends_the_prefilled_defaults() -> None:
         await b.wait_open(item.id)
         b.decide_nowait(DecisionIn(item.id, ALICE, "accept"))
     assert results[0].content == {"n": 4}
+
+
+# -- several approvers ---------------------------------------------------------------------------------------------
+
+CAROL = Actor("test", "U-carol", "Carol")
+QUORUM: dict[str, Any] = dict(kind=Kind.TOOL, form=form_from_schema({"type": "object", "properties": {}}),
+                              quick_accept=True, required=2, approvers=frozenset({ALICE.key, BOB.key, CAROL.key}))
+
+
+async def test_a_quorum_short_of_approvals_expires_naming_who_approved() -> None:
+    b, chat, store = broker()
+    item = interaction(3600, **QUORUM)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await b.wait_open(item.id)
+        assert b.decide_nowait(DecisionIn(item.id, BOB, "accept")).verdict is Verdict.COUNTED
+        assert b.decide_nowait(DecisionIn(item.id, BOB, "accept")).verdict is Verdict.REFUSED
+        await chat.wait_for(lambda: chat.updates or None)
+    assert results[0].status is Status.EXPIRED and results[0].approvals == (BOB,)
+    assert describe_outcome(results[0]) == "expired (after approvals by Bob)"
+    assert [(r.outcome, r.actor, r.detail) for r in store.audit_rows(item.id)] == [
+        ("approved", BOB.key, "approval 1 of 2"), ("expired", None, "nobody answered in time; approvals 1 of 2: Bob")]
+    assert [u.approvals for u in chat.updates] == [(BOB,)]
+
+
+async def test_private_copies_are_posted_updated_and_finished_with_the_card() -> None:
+    chat, store = FakeChatPort(), Store(":memory:")
+    outbound = Outbound()
+    outbound.attach(chat)
+    b = Broker(store, lambda _: chat, Routing({}, outbound))
+    item = interaction(600, **(QUORUM | {"notify": "dm"}))
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await b.wait_open(item.id)
+        await chat.wait_for(lambda: len(chat.cards) == 3 or None)  # the card, and a copy for Bob and for Carol
+        assert b.decide_nowait(DecisionIn(f"{item.id}~1", BOB, "accept")).verdict is Verdict.COUNTED
+        await chat.wait_for(lambda: len(chat.updates) == 3 or None)
+        assert b.interaction(f"{item.id}~2") is not None and b.card_of(f"{item.id}~2") is not None
+        await anyio.sleep(700)
+    assert results[0].status is Status.EXPIRED
+    assert sorted(chat.finished) == sorted([item.id, f"{item.id}~1", f"{item.id}~2"])
+    assert {c.conversation.channel for i, c in chat.cards.items() if "~" in i} == {"DM-U-bob", "DM-U-carol"}
+
+
+async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restart() -> None:
+    b, chat, store = broker()
+    item = interaction(600, **QUORUM)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: b.ask(item, pending_call="call-1", input_key="k"))
+        await b.wait_open(item.id)
+        b.decide_nowait(DecisionIn(item.id, CAROL, "accept"))
+        b.close()
+        tg.cancel_scope.cancel()
+    again = Broker(store, lambda _: chat)  # the same store, a new broker: as after a restart
+    results: list[Outcome] = []
+
+    async def resume() -> None:
+        results.append(await again.resume(item, None))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(resume)
+        opened = await again.wait_open(item.id)
+        assert opened.approvals == (CAROL,)
+        assert again.decide_nowait(DecisionIn(item.id, CAROL, "accept")).verdict is Verdict.REFUSED
+        assert again.decide_nowait(DecisionIn(item.id, ALICE, "accept")).verdict is Verdict.CLAIMED
+    assert results[0].approvals == (CAROL, ALICE)
+
+
+async def test_a_card_anyone_may_answer_is_posted_and_one_person_decides() -> None:
+    b, chat, _store = broker()
+    item = interaction(600, approvers=frozenset(), requester=None)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await chat.wait_card()
+        assert b.decide_nowait(DecisionIn(item.id, CAROL, "accept", {"n": 2})).verdict is Verdict.CLAIMED
+    assert results[0].by == CAROL

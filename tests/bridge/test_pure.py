@@ -11,10 +11,22 @@ from bridge import commands
 from bridge.dialog import Dialog, StepKind, option_lines
 from bridge.form_schema import form_from_schema
 from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.model import ConversationKey, Interaction, Kind, ServerLabel, conversation_key
+from bridge.model import (
+    Actor,
+    ConversationKey,
+    GrantOption,
+    Interaction,
+    Kind,
+    Outcome,
+    ServerLabel,
+    Status,
+    conversation_key,
+)
 from bridge.policy import MASK, mask_arguments, needs_approval
+from bridge.presentation import describe_outcome, describe_progress
 from bridge.ratelimit import RateLimiter
 from bridge.secret_names import looks_secret
+from bridge.team_config import duration_text
 from bridge.testing import ALICE, ROOM
 
 # -- commands ------------------------------------------------------------------------------------------------------
@@ -178,3 +190,40 @@ def test_dialog_goes_back_to_the_field_the_core_rejected() -> None:
     dialog.answer("3")
     step = dialog.rejected({"n": "must be at most 2"})
     assert step.kind is StepKind.REASK and step.question.field == COUNT and "n: must be at most 2" in step.message  # type: ignore[union-attr]
+
+
+# -- team decisions ------------------------------------------------------------------------------------------------
+
+
+def test_outcomes_and_progress_name_everyone_who_decided() -> None:
+    bob, cy = Actor("test", "U-bob", "Bob"), Actor("test", "U-cy", "Cy")
+    assert describe_outcome(Outcome(Status.ACCEPTED, by=bob, approvals=(ALICE, bob))) == "accepted by Alice and Bob"
+    assert describe_outcome(Outcome(Status.DECLINED, by=cy, approvals=(ALICE, bob))) == \
+        "declined by Cy (after approvals by Alice and Bob)"
+    assert describe_outcome(Outcome(Status.ACCEPTED, by=bob)) == "accepted by Bob"
+    card = Interaction("i", Kind.TOOL, ServerLabel("s"), ROOM, ALICE, frozenset({ALICE.key, bob.key, cy.key}), "?",
+                       approval_form([]), 0, required=2, approvals=(bob,), asked=(cy.key,))
+    assert describe_progress(card) == ["Needs 2 approvals from different people; 1 so far (Bob).",
+                                       "May approve: U-alice and U-cy. One decline ends it.",
+                                       "Also asked privately: U-cy."]
+    assert describe_progress(card, lambda key, label: f"<{key}>")[1] == \
+        "May approve: <test:U-alice> and <test:U-cy>. One decline ends it."
+
+
+def test_dialog_offers_and_takes_the_wider_grants() -> None:
+    grants = (GrantOption("conversation", "Allow in this conversation for 1 h"),
+              GrantOption("channel", "Allow in this channel until revoked"))
+    card = Interaction("i", Kind.TOOL, ServerLabel("s"), ROOM, ALICE, frozenset(), "?", approval_form([]), 0,
+                       accept_label="Run", decline_label="Deny", quick_accept=True, grants=grants)
+    dialog = Dialog(card)
+    assert dialog.question().hint == ("answer run, deny, allow conversation (in this conversation for 1 h), allow "
+                                      "channel (in this channel until revoked) or cancel")
+    step = dialog.answer("Allow channel")
+    assert (step.kind, step.action, step.grant) == (StepKind.DONE, "accept", "channel")
+    assert Dialog(card).answer("run").grant == ""
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(3600, "1 h"), (1800, "30 min"), (172800, "2 d"), (45, "45 s"),
+                                               (5400, "90 min"), (5430, "1.5 h")])
+def test_durations_read_as_people_say_them(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text

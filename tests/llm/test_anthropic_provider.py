@@ -50,6 +50,7 @@ async def test_text_answer_sends_the_request_and_maps_the_reply(
     assert response.model == "claude-test-2026-01-01"
     assert response.stop_reason == "endTurn"
     assert response.tool_calls == ()
+    assert response.usage is not None and (response.usage.input_tokens, response.usage.output_tokens) == (5, 2)
     [sent] = fake.requests
     assert sent.path == ANTHROPIC_PATH
     # SDK 2.x sends the key as a bearer token (1.x used `x-api-key`).

@@ -51,6 +51,7 @@ async def test_plain_answer_sends_the_request_and_maps_the_reply(fake: FakeLLMSe
     assert response.model == "gpt-test-2026-01-01"
     assert response.stop_reason == "endTurn"
     assert response.tool_calls == ()
+    assert response.usage is not None and (response.usage.input_tokens, response.usage.total) == (5, 7)
     [sent] = fake.requests
     assert sent.path == OPENAI_PATH
     assert sent.headers["authorization"] == f"Bearer {KEY}"

@@ -52,6 +52,9 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "conversations.info": ("channel",),
     "users.info": ("user",),
     "reactions.add": ("channel", "timestamp", "name"),
+    "conversations.open": ("users",),
+    "conversations.members": ("channel",),
+    "usergroups.users.list": ("usergroup",),
 }
 
 
@@ -133,6 +136,10 @@ class FakeSlack:
         """User id → real name, served by ``users.info``; unknown ids get ``user_not_found``."""
         self.acks: list[JSON] = []
         """Every message the app sent over the websocket (Socket Mode acks)."""
+        self.members: dict[str, list[str]] = {}
+        """Channel id → member user ids, served by ``conversations.members`` (paged, 2 per page)."""
+        self.usergroups: dict[str, list[str]] = {}
+        """User group id → member user ids, served by ``usergroups.users.list``."""
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
         self._drops: defaultdict[str, int] = defaultdict(int)
         self._ts_counter = itertools.count(1)
@@ -159,6 +166,9 @@ class FakeSlack:
             "conversations.info": self._conversations_info,
             "users.info": self._users_info,
             "reactions.add": self._reactions_add,
+            "conversations.open": self._conversations_open,
+            "conversations.members": self._conversations_members,
+            "usergroups.users.list": self._usergroups_users_list,
         }
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -479,6 +489,30 @@ class FakeSlack:
             raise _ApiError("already_reacted")
         message.reactions.append(name)
         return {"ok": True}
+
+    def _conversations_open(self, args: JSON) -> JSON:
+        """A DM with one person: the same ``D…`` channel every time (Slack returns the existing one)."""
+        users = str(args["users"])
+        if "," in users:
+            raise _ApiError("not_implemented", "[ERROR] the fake opens DMs with one person only")
+        if users not in self.users:
+            raise _ApiError("user_not_found")
+        return {"ok": True, "channel": {"id": f"D{users}", "is_im": True, "user": users}}
+
+    def _conversations_members(self, args: JSON) -> JSON:
+        channel = str(args["channel"])
+        if channel not in self.members:
+            raise _ApiError("channel_not_found")
+        start = int(str(args.get("cursor") or 0))
+        page = self.members[channel][start:start + 2]
+        more = start + 2 < len(self.members[channel])
+        return {"ok": True, "members": page, "response_metadata": {"next_cursor": str(start + 2) if more else ""}}
+
+    def _usergroups_users_list(self, args: JSON) -> JSON:
+        group = str(args["usergroup"])
+        if group not in self.usergroups:
+            raise _ApiError("no_such_subteam")
+        return {"ok": True, "users": list(self.usergroups[group])}
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

@@ -11,9 +11,12 @@ import pytest
 
 from adapters.slack.background import Background
 from adapters.slack.client import web_client
+from adapters.slack.directory import Directory
 from adapters.slack.intake import SeenMessages
 from adapters.slack.people import People
 from adapters.slack.threads import BotThreads
+from bridge.errors import PlatformAPIError
+from bridge.model import ConversationKey
 from tests.slackfake import FakeSlack, event_app_mention
 
 pytestmark = pytest.mark.anyio
@@ -94,3 +97,20 @@ def _set(event: anyio.Event) -> Callable[[], Awaitable[None]]:
     async def work() -> None:
         event.set()
     return work
+
+
+async def test_the_directory_pages_members_caches_groups_and_reuses_a_dm(slack: FakeSlack) -> None:
+    directory = Directory(web_client("xoxb-test", slack.api_url))
+    slack.members["C1"] = ["U1", "U2", "U3", "U4", "U5"]  # three pages of two
+    slack.usergroups["S0ONCALL"] = ["U2", "U3"]
+    here = ConversationKey("slack", "T111", "C1", "1.2")
+    assert await directory.members(here) == frozenset({"U1", "U2", "U3", "U4", "U5"})
+    assert await directory.group_members("S0ONCALL") == {"U2", "U3"}
+    slack.usergroups["S0ONCALL"] = ["U9"]
+    assert await directory.group_members("S0ONCALL") == {"U2", "U3"}  # cached for a while
+    assert await directory.direct("U1") == ConversationKey("slack", "", "DU1")
+    assert await directory.direct("U1") == ConversationKey("slack", "", "DU1")
+    counts = [len(slack.calls_to(m)) for m in ("conversations.members", "usergroups.users.list", "conversations.open")]
+    assert counts == [3, 1, 1]
+    with pytest.raises(PlatformAPIError, match="no_such_subteam"):
+        await directory.group_members("S0NOPE")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,11 +11,23 @@ import pytest
 from adapters.slack import ids, modal, render
 from adapters.slack.elements import element, matching_options
 from adapters.slack.escape import mrkdwn, plain
-from bridge.model import Actor, Detail, Interaction, Kind, Outcome, ServerLabel, Status, StatusView
+from bridge.model import (
+    Actor,
+    ConversationKey,
+    Detail,
+    GrantOption,
+    Interaction,
+    Kind,
+    Outcome,
+    ServerLabel,
+    Status,
+    StatusView,
+)
 from tests.adapters.slack import limits
 from tests.adapters.slack.interactions import (
     ADA,
     EVERY_FIELD,
+    ROOM,
     form,
     interaction,
     one_field,
@@ -318,3 +331,27 @@ def test_each_status_update_gets_fresh_block_ids() -> None:
     first, second = render.status_blocks(running), render.status_blocks(running)
     assert first[1]["block_id"] != second[1]["block_id"]
     assert all(b["block_id"].startswith("call1.") for b in (first[1], second[1]))
+
+
+def test_a_quorum_card_shows_progress_with_mentions_only_for_well_formed_ids() -> None:
+    card = replace(tool_approval(), required=2, approvals=(ADA,), asked=("slack:U3",),
+                   approvers=frozenset({ADA.key, "slack:U3", "slack:U4> <!channel"}),
+                   grants=(GrantOption("channel", "Allow in this channel until revoked"),))
+    blocks = render.card(card)
+    limits.check_message(blocks)
+    text = json.dumps(blocks)
+    assert "1 so far (<@U1>)" in text and "<@U3>" in text
+    assert "<!channel" not in text and "U4&gt; &lt;!channel" in text  # a bad id in the config is text, not markup
+    assert ids.OPEN_FORM not in [a for a, _ in buttons(blocks)]
+    assert render.outcome_text(Outcome(Status.ACCEPTED, by=ADA, approvals=(ADA, Actor("slack", "U3", "Grace")))) \
+        == ":white_check_mark: Accepted by <@U1> and <@U3>"
+
+
+def test_grant_choices_are_buttons_and_a_private_copy_says_where_it_was_asked() -> None:
+    options = (GrantOption("conversation", "Allow in this conversation for 1 h"),)
+    card = replace(tool_approval(), grants=options, id="abc12345~1", origin=ROOM,
+                   conversation=ConversationKey("slack", "", "DU3"))
+    blocks = render.card(card)
+    assert buttons(blocks) == [(ids.ACCEPT, "Approve"), (ids.grant_action("conversation"),
+                                                         "Allow in this conversation for 1 h"), (ids.DECLINE, "Deny")]
+    assert "Asked in <#C1>; your decision here is the decision there." in json.dumps(blocks)
