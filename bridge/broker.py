@@ -37,6 +37,7 @@ from bridge.model import (
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
 from bridge.routing import Copy, Routing, base_id
+from bridge.secret_answers import for_the_record
 from bridge.store import AuditRow, Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,8 @@ class Broker:
             if not outcome.approvals and waiter.interaction.approvals:
                 outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
             waiter.outcome = outcome
-            self._store.finish_interaction(waiter.interaction, outcome, _detail(waiter.interaction, outcome))
+            self._store.finish_interaction(waiter.interaction, for_the_record(waiter.interaction, outcome),
+                                           _detail(waiter.interaction, outcome))
             waiter.done.set()
             waiter.wake.set()
         return waiter.outcome

@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TextIO
 
 import anyio
 
-from bridge import __version__, audit_report, demo, importing, oneshot, preflight
+from bridge import __version__, audit_report, demo, importing, oneshot, preflight, redaction
 from bridge.config import DEFAULT_STORE, Config, load, store_path
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
@@ -59,6 +59,7 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None, de
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    redaction.quiet_payload_loggers(root.level)
     # The SDK and HTTP libraries are chatty at INFO; their warnings still show.
     for name in ("mcp", "httpx2", "httpcore2", "aiohttp.access", "nio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
@@ -222,6 +223,7 @@ async def _run(config: Config) -> int:
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
+    redaction.install(config.redactor)
     store = open_store(config.store)
     if "console" in config.chat:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.

@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -18,8 +18,12 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
+from bridge import approver_entries, limits
 from bridge.errors import ConfigError
+from bridge.limits import Limits
 from bridge.model import ConversationScope
+from bridge.redaction import Redactor
+from bridge.secret_names import looks_secret
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -136,6 +140,10 @@ class Config:
     http: HttpConfig = HttpConfig()
     chat: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """One raw block per adapter (`console`, `slack`, `matrix`), validated by the schema; adapters read their own."""
+    limits: Limits = field(default_factory=Limits)
+    """Bounds that keep a shared host alive (`bridge.limits`)."""
+    redactor: Redactor = field(default_factory=Redactor, repr=False, compare=False)
+    """Replaces every configured secret (`${VAR}` values, headers, server env, tokens) in logs and chat."""
     groups: Mapping[str, Group] = field(default_factory=dict)
     channels: Mapping[str, ChannelPolicy] = field(default_factory=dict)
     """Per-channel policy by `<platform>:<channel id>` (globs allowed: `slack:D*` is every Slack DM)."""
@@ -183,7 +191,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
     unset: set[str] = set()
-    data = _substitute(raw, os.environ if env is None else env, "", problems, unset)
+    from_env: list[str] = []
+    data = _substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
@@ -201,6 +210,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
+    problems.extend(approver_entries.problems(data))
     for key in (data.get("channels") or {}):
         if ":" not in str(key):
             problems.append(f"channels.{key}: name a channel as <platform>:<channel id>, e.g. slack:C0123")
@@ -219,7 +229,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems.extend(_team_problems(config))
     if problems:
         raise ConfigError(problems)
-    return config
+    return replace(config, redactor=Redactor([*from_env, *secret_values(data)]))
 
 
 def _team_problems(config: Config) -> list[str]:
@@ -250,6 +260,28 @@ def _team_problems(config: Config) -> list[str]:
     return problems
 
 
+def secret_values(data: Any) -> list[str]:
+    """Values that are secrets by their place, wherever they came from: every header and server env value (and the
+    credential after a header's scheme, `Bearer <token>`), and any value whose key names a secret (`bot_token`,
+    `api_key`, `password`, `signing_secret`, ...; `bridge.secret_names` decides)."""
+    out: list[str] = []
+
+    def walk(node: Any, key: str, parent: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k), key)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, parent)
+        elif isinstance(node, str) and (parent in ("env", "headers") or looks_secret(key)):
+            out.append(node)
+            if parent == "headers" and " " in node.strip():
+                out.append(node.strip().rsplit(" ", 1)[1])
+
+    walk(data, "", "")
+    return out
+
+
 def _build(data: dict[str, Any]) -> Config:
     servers = {name: _server(name, s) for name, s in (data.get("servers") or {}).items()}
     sessions = data.get("sessions") or {}
@@ -267,6 +299,7 @@ def _build(data: dict[str, Any]) -> Config:
         agent_system_prompt=str(agent.get("system_prompt", "")),
         http=_http(data.get("http") or {}),
         chat=dict(data.get("chat") or {}),
+        limits=limits.from_mapping(data.get("limits") or {}),
         groups={name: _group(g) for name, g in (data.get("groups") or {}).items()},
         channels={key: _channel(c) for key, c in (data.get("channels") or {}).items()},
         budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
@@ -347,13 +380,17 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     )
 
 
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str]) -> Any:
+def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str],
+                found: list[str] | None = None) -> Any:
     """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
-    only need the value to be present do not complain too) and its path goes into `unset`."""
+    only need the value to be present do not complain too) and its path goes into `unset`. Each value taken from
+    the environment is added to `found`: they are treated as secrets, which is what the environment is for here."""
     if isinstance(value, str):
         def repl(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             if name in env:
+                if found is not None:
+                    found.append(env[name])
                 return env[name]
             if default is not None:
                 return default
@@ -362,9 +399,10 @@ def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[st
             return match.group(0)
         return _ENV.sub(repl, value)
     if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset) for k, v in value.items()}
+        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset, found)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems, unset) for i, v in enumerate(value)]
+        return [_substitute(v, env, f"{path}[{i}]", problems, unset, found) for i, v in enumerate(value)]
     return value
 
 
@@ -383,6 +421,8 @@ def _message(error: Any) -> str:
         return f"must be one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
         return "must be a duration: a number of seconds above 0, or like 30s, 10m, 2h"
+    if error.validator == "oneOf" and "Bytes" in str(error.schema.get("description", "")):
+        return "must be a size like 64KB or 1MB"
     if error.validator == "required":
         return str(error.message).replace("is a required property", "is required")
     # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.

@@ -6,6 +6,7 @@
     ├── CommandError             a chat command that cannot run as typed (shown to the person, not logged as a fault)
     ├── ServerUnavailable        no such server, it is disabled, or the pool is full (the command layer words it)
     ├── InputRefused             a 2026 input request was refused, so the call is not retried; carries the ErrorData
+    │   └── LimitExceeded        a bound of the `limits:` block was reached (too many open cards, requests)
     ├── SessionError             an MCP server could not be reached or used
     │   ├── ServerStartError     it failed to start or to negotiate; carries the stderr tail
     │   └── ServerGoneError      it crashed or closed while in use; carries the stderr tail
@@ -41,8 +42,8 @@ USER_REJECTED = -1
 __all__ = [
     "CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
     "URL_ELICITATION_REQUIRED", "USER_REJECTED", "AdapterError", "BridgeError", "CommandError", "ConfigError",
-    "InputRefused", "PlatformAPIError", "RateLimited", "ServerGoneError", "ServerStartError", "ServerUnavailable",
-    "SessionError", "UnsupportedSchema",
+    "InputRefused", "LimitExceeded", "PlatformAPIError", "RateLimited", "ServerGoneError", "ServerStartError",
+    "ServerUnavailable", "SessionError", "UnsupportedSchema",
 ]
 
 
@@ -75,6 +76,11 @@ class InputRefused(BridgeError):
     def __init__(self, error: ErrorData) -> None:
         self.error = error
         super().__init__(error.message)
+
+
+class LimitExceeded(InputRefused):
+    """A bound of the `limits:` block was reached: the request is refused with `error` (the server gets it, on either
+    era), and the call it belongs to does not go on."""
 
 
 class SessionError(BridgeError):

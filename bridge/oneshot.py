@@ -11,15 +11,18 @@ import importlib
 import json
 import shlex
 import sys
+import unicodedata
 from dataclasses import replace
 from typing import Any
 
 import anyio
 from mcp.types import CallToolResult
 
+from bridge import redaction
 from bridge.config import Config, ServerConfig, load, parse_duration
 from bridge.errors import ConfigError
 from bridge.host import Host
+from bridge.sanitize import clean
 from bridge.store import Store
 from bridge.text import result_text
 
@@ -76,11 +79,13 @@ async def call(args: argparse.Namespace) -> int:
     console_module = importlib.import_module("adapters.console")
     config, server_name, tool, arguments, timeout = plan(args)
     config = replace(config, servers={n: adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
+    redaction.install(config.redactor)
 
     store = Store(":memory:")
     result: CallToolResult | None = None
     failed = False
     async with Host(config, store) as host:
+        host.calls.restart_hint = False  # one call, then the process ends: nothing is started again
         console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
                                                 accept_commands=False)
         host.attach(console)
@@ -98,10 +103,24 @@ async def call(args: argparse.Namespace) -> int:
     if result is None:
         return EXIT_USAGE if failed else EXIT_TOOL_ERROR
     if args.json:
-        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
+        print(escaped_json(result.model_dump_json(by_alias=True, exclude_none=True, indent=2)))
     else:
-        print(result_text(result, limit=1_000_000))
+        # Server text on a terminal: no escape sequences, bidi controls or invisible characters (the one cleaner).
+        print(clean(result_text(result, limit=config.limits.tool_result_size)))
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def escaped_json(text: str) -> str:
+    """JSON for a terminal: the data unchanged, but bidi controls and invisible characters written as `\\uXXXX`
+    escapes, so they cannot reorder or hide what is printed. Only non-ASCII ones: ASCII controls are already escaped
+    inside strings, and outside them are the layout's own newlines."""
+    if text.isascii():
+        return text
+    return "".join(f"\\u{ord(c):04x}" if ord(c) > 0x7e and unicodedata.category(c) in _ESCAPED
+                   and ord(c) < 0x10000 else c for c in text)
+
+
+_ESCAPED = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 def adjusted(server: ServerConfig, protocol: str | None, timeout: float | None) -> ServerConfig:

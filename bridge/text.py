@@ -83,12 +83,13 @@ def secret_warning(interaction: Interaction) -> str:
             "for those in a form; don't enter a real secret here.")
 
 
-def session_error_text(exc: SessionError) -> str:
-    """A server that failed to start or died: what happened, its last stderr lines, and what happens next."""
+def session_error_text(exc: SessionError, again: bool = True) -> str:
+    """A server that failed to start or died: what happened, its last stderr lines, and (in chat, where there is a
+    next use; not for a one-shot `call`) what happens next."""
     text = str(exc)
     if exc.stderr_tail:
         text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
-    return text + "\nIt will be started again on next use."
+    return text + ("\nIt will be started again on next use." if again else "")
 
 
 __all__ = ["MAX_TEXT", "block_text", "card_title", "result_text", "secret_warning", "session_error_text", "shorten",

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from adapters.slack import ids
 from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn, visible_url
+from bridge.durations import time_left
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
 from bridge.presentation import Person, describe_outcome, describe_progress
@@ -219,9 +220,9 @@ def _waiting_line(interaction: Interaction, now: float) -> str:
         who = "the approvers"
     deadline = int(interaction.expires_at)
     fallback_time = time.strftime("%H:%M UTC", time.gmtime(deadline))
-    minutes = max(0, round((interaction.expires_at - now) / 60))
+    left = time_left(interaction.expires_at - now)
     # <!date^…> renders the time in each reader's own time zone; the text after | is for old clients.
-    return (f"Waiting for {who} · expires <!date^{deadline}^{{time}}|{fallback_time}> (in about {minutes} min) "
+    return (f"Waiting for {who} · expires <!date^{deadline}^{{time}}|{fallback_time}> (in {left}) "
             f"· request `{interaction.id}`")
 
 
