@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, SamplingCapability
 
-from bridge import __version__, catalog
+from bridge import __version__, catalog, observe
 from bridge.config import Config, ServerConfig
 from bridge.errors import ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
@@ -296,6 +296,7 @@ class SessionPool:
                 await session._closed.wait()
         except Exception as exc:
             if not started:
+                observe.server_start_failed(session.server.name)
                 raise ServerStartError(session.server.name,
                                        f"{session.server.name} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
