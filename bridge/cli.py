@@ -14,11 +14,12 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any, NoReturn, TextIO
 
 import anyio
 
-from bridge import __version__, audit_report, demo, importing, oneshot, preflight
+from bridge import __version__, audit_report, demo, importing, oneshot, preflight, tracing
 from bridge.config import DEFAULT_STORE, Config, load, store_path
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
@@ -84,6 +85,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", parents=[common], help="serve every adapter configured under chat: until SIGTERM")
     run.add_argument("-c", "--config", required=True)
+    run.add_argument("--worker-id", default=None,
+                     help="this worker's name on a shared (Postgres) store; default: hostname:pid")
     demo_cmd = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
     demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
     call = sub.add_parser("call", parents=[common],
@@ -154,7 +157,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "audit":
         return _audit(args)
     if args.command == "run":
-        return anyio.run(_run, load(args.config))
+        return anyio.run(_run, load(args.config), args.worker_id)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command == "call":
@@ -217,7 +220,7 @@ def open_store(path: str) -> Store:
         raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
 
 
-async def _run(config: Config) -> int:
+async def _run(config: Config, worker_id: str | None = None) -> int:
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
@@ -226,31 +229,37 @@ async def _run(config: Config) -> int:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
         store.forget_cards("console")
     try:
-        async with Host(config, store) as host, anyio.create_task_group() as tg:
-            adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
-            for adapter in adapters:
-                host.attach(adapter)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
-            if config.http.listen:
-                # Only when configured: starlette, uvicorn and the form templates cost start time.
-                from bridge.http_server import HttpServer
-                from bridge.webform import web_forms
+        with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
+            watching.enter_context(tracing.traces(config.telemetry))
+            async with Host(config, store) as host, anyio.create_task_group() as tg:
+                adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
+                for adapter in adapters:
+                    host.attach(adapter)
+                tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
+                if config.http.listen:
+                    # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start
+                    # time.
+                    from bridge import monitoring
+                    from bridge.http_server import HttpServer
+                    from bridge.webform import web_forms
 
-                http = HttpServer(config.http.listen, config.http.public_url)
-                forms = web_forms(config.http, http, host)
-                if forms is not None:
-                    host.offer_web_forms(forms)
-                await tg.start(http.serve)
-            if "console" in config.chat and len(adapters) == 1:
-                print(_banner(config), file=sys.stdout, flush=True)
+                    http = HttpServer(config.http.listen, config.http.public_url)
+                    watching.enter_context(monitoring.install(http, host, adapters,
+                                                              worker_id or monitoring.default_worker_id()))
+                    forms = web_forms(config.http, http, host)
+                    if forms is not None:
+                        host.offer_web_forms(forms)
+                    await tg.start(http.serve)
+                if "console" in config.chat and len(adapters) == 1:
+                    print(_banner(config), file=sys.stdout, flush=True)
 
-            async def serve(adapter: Adapter) -> None:
-                await adapter.serve()
-                if adapter.platform == "console":
-                    tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
+                async def serve(adapter: Adapter) -> None:
+                    await adapter.serve()
+                    if adapter.platform == "console":
+                        tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
 
-            for adapter in adapters:
-                tg.start_soon(serve, adapter)
+                for adapter in adapters:
+                    tg.start_soon(serve, adapter)
     finally:
         store.close()
     return EXIT_OK

@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 from bridge.errors import ConfigError
 from bridge.model import ConversationScope
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
+from bridge.tracing import TelemetryConfig, telemetry_config
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -140,6 +141,7 @@ class Config:
     channels: Mapping[str, ChannelPolicy] = field(default_factory=dict)
     """Per-channel policy by `<platform>:<channel id>` (globs allowed: `slack:D*` is every Slack DM)."""
     budgets: BudgetLimits = field(default_factory=BudgetLimits)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -272,6 +274,7 @@ def _build(data: dict[str, Any]) -> Config:
         budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
                              per_conversation=((data.get("budgets") or {}).get("per_conversation") or {}).get(
                                  "tokens_per_day")),
+        telemetry=telemetry_config(data.get("telemetry") or {}),
     )
 
 
@@ -315,10 +318,8 @@ def _channel(raw: dict[str, Any]) -> ChannelPolicy:
 
 
 def _server(name: str, s: dict[str, Any]) -> ServerConfig:
-    elicitation = s.get("elicitation") or {}
-    sampling = s.get("sampling") or {}
-    roots = s.get("roots") or {}
-    tools = s.get("tools") or {}
+    elicitation, sampling = s.get("elicitation") or {}, s.get("sampling") or {}
+    roots, tools = s.get("roots") or {}, s.get("tools") or {}
     approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
