@@ -28,9 +28,10 @@ from bridge.tracing import TelemetryConfig, Tracing, traces, wanted
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
-ANSWER: dict[str, JSONValue] = {"name": "Ada", "email": "ada@example.com", "homepage": "https://example.org", "start": "2026-12-01",
-          "pickup": "2026-12-01T09:30:00Z", "travellers": "3", "budget": "9", "window": True, "climate": "cold",
-          "city": "osl", "room": "x", "activities": ["hiking"], "extras": ["pk"]}
+ANSWER: dict[str, JSONValue] = {
+    "name": "Ada", "email": "ada@example.com", "homepage": "https://example.org", "start": "2026-12-01",
+    "pickup": "2026-12-01T09:30:00Z", "travellers": "3", "budget": "9", "window": True, "climate": "cold",
+    "city": "osl", "room": "x", "activities": ["hiking"], "extras": ["pk"]}
 
 
 @pytest.fixture
