@@ -2,6 +2,10 @@
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
+
+Each command imports what it needs when it runs, not before: `--version` loads nothing of the bridge's, and
+`check-config` neither the MCP SDK nor anyio (tests/cli/test_start.py keeps it so). Start time is the first thing
+a person meets.
 """
 
 from __future__ import annotations
@@ -10,22 +14,22 @@ import argparse
 import importlib
 import json
 import logging
-import signal
-import sqlite3
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-import anyio
-
-from bridge import __version__, audit_report, demo, importing, oneshot, preflight, tracing
-from bridge.config import DEFAULT_STORE, Config, load, store_path
+from bridge import DEFAULT_STORE, __version__
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
-from bridge.host import Host
-from bridge.ports import Adapter
-from bridge.store import Store
+
+if TYPE_CHECKING:
+    import anyio
+
+    from bridge.config import Config
+    from bridge.host import Host
+    from bridge.ports import Adapter
+    from bridge.store import Store
 
 logger = logging.getLogger("bridge")
 
@@ -141,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "check-config":
+        from bridge import preflight
+        from bridge.config import load
+
         config = load(args.file)
         problems = preflight.problems(config)
         if problems:
@@ -156,16 +163,25 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "audit":
         return _audit(args)
+    import anyio
+
     if args.command == "run":
+        from bridge.config import load
+
         return anyio.run(_run, load(args.config), args.worker_id)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command == "call":
+        from bridge import oneshot
+
         return anyio.run(oneshot.call, args)
     return EXIT_USAGE
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from bridge import audit_report
+    from bridge.config import store_path
+
     filters = audit_report.Filters(
         since=audit_report.since(args.since) if args.since else None, server=args.server,
         kind=audit_report.kind(args.kind) if args.kind else None, who=args.who)
@@ -185,6 +201,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _import_servers(path: str) -> int:
+    from bridge import importing
+
     imported = importing.convert(importing.read(path), path)
     print(imported.yaml(), end="")
     for warning in imported.warnings:
@@ -199,12 +217,16 @@ def _import_servers(path: str) -> int:
 
 
 def demo_config(protocol: str = "auto") -> Config:
+    from bridge import demo
+
     config = demo.config(protocol)
     print(f"The demo keeps its store in {config.store} (delete the folder to start afresh).", file=sys.stderr)
     return config
 
 
 def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapter:
+    from bridge import preflight
+
     problem = preflight.adapter_import_problem(name)
     if problem:
         raise ConfigError([problem])
@@ -214,6 +236,10 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
 
 
 def open_store(path: str) -> Store:
+    import sqlite3
+
+    from bridge.store import Store
+
     try:
         return Store(path)
     except (sqlite3.Error, OSError) as exc:
@@ -221,6 +247,11 @@ def open_store(path: str) -> Store:
 
 
 async def _run(config: Config, worker_id: str | None = None) -> int:
+    import anyio
+
+    from bridge import preflight, tracing
+    from bridge.host import Host
+
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
@@ -274,6 +305,10 @@ def _banner(config: Config) -> str:
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
+    import signal
+
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             logger.info("received %s, shutting down", signal.Signals(signum).name)

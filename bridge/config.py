@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
+from bridge import DEFAULT_STORE
 from bridge.errors import ConfigError
 from bridge.model import ConversationScope
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
@@ -29,7 +30,6 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 Protocol = Literal["auto", "legacy", "2026-07-28"]
 
-DEFAULT_STORE = "./mcp-chat-bridge.db"
 
 
 def schema() -> dict[str, Any]:
