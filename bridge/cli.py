@@ -11,6 +11,7 @@ a person meets.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import logging
@@ -289,6 +290,9 @@ async def _run(config: Config, worker_id: str | None = None) -> int:
                     if adapter.platform == "console":
                         tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
 
+                # Everything made at start-up lives as long as the process: keep it out of the garbage collector's
+                # full collections, which otherwise stall every ack under load (measured in bench/slack_ack.py).
+                gc.freeze()
                 for adapter in adapters:
                     tg.start_soon(serve, adapter)
     finally:

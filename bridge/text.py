@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from bridge.content_text import block_text
 from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
+from bridge.sanitize import check_host
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -30,16 +30,9 @@ def shorten(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def url_host(url: str) -> str:
-    """The host a URL points at, as a person should check it. Punycode (xn--) hosts are flagged."""
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return "(not a valid URL)"
-    if not host:
-        return "(no host)"
-    if any(label.startswith("xn--") for label in host.split(".")):
-        return f"{host} (internationalised name: check it carefully)"
-    return host
+    """The host a URL points at, as a person should check it: look-alike and internationalised names are flagged
+    with the punycode form the browser really contacts (`bridge.sanitize.check_host`)."""
+    return check_host(url).text()
 
 
 def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
