@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from bridge.config import Config
     from bridge.host import Host
     from bridge.ports import Adapter
+    from bridge.prestart import Prestarts
     from bridge.store import Store
 
 logger = logging.getLogger("bridge")
@@ -248,14 +249,27 @@ def open_store(path: str) -> Store:
 
 
 async def _run(config: Config, worker_id: str | None = None) -> int:
-    import anyio
-
-    from bridge import preflight, tracing
-    from bridge.host import Host
+    from bridge import preflight
+    from bridge.prestart import Prestarts
 
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
+    prestarts = Prestarts()
+    try:
+        # First, before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
+        await prestarts.start(config.servers.values())
+        return await _serve(config, worker_id, prestarts)
+    finally:
+        await prestarts.aclose()
+
+
+async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) -> int:
+    import anyio
+
+    from bridge import tracing
+    from bridge.host import Host
+
     store = open_store(config.store)
     if "console" in config.chat:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
@@ -263,7 +277,9 @@ async def _run(config: Config, worker_id: str | None = None) -> int:
     try:
         with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
             watching.enter_context(tracing.traces(config.telemetry))
-            async with Host(config, store) as host, anyio.create_task_group() as tg:
+            host = Host(config, store)
+            host.pool.prestarts = prestarts
+            async with host, anyio.create_task_group() as tg:
                 adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
                 for adapter in adapters:
                     host.attach(adapter)

@@ -94,6 +94,7 @@ class ServerConfig:
     tools_approvers: ApproverRule | None = None
     tool_grants: tuple[GrantScope, ...] = ()
     log_level: str = "warning"
+    prestart: bool = False  # spawned as `run` starts, for the first session to adopt (bridge.prestart)
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -271,9 +272,8 @@ def _build(data: dict[str, Any]) -> Config:
         chat=dict(data.get("chat") or {}),
         groups={name: _group(g) for name, g in (data.get("groups") or {}).items()},
         channels={key: _channel(c) for key, c in (data.get("channels") or {}).items()},
-        budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
-                             per_conversation=((data.get("budgets") or {}).get("per_conversation") or {}).get(
-                                 "tokens_per_day")),
+        budgets=BudgetLimits(*(((data.get("budgets") or {}).get(who) or {}).get("tokens_per_day")
+                               for who in ("per_user", "per_conversation"))),
         telemetry=telemetry_config(data.get("telemetry") or {}),
     )
 
@@ -344,7 +344,7 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tool_approvers=tuple((str(k), rule) for k, v in approve.items()
                              if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
-        log_level=(s.get("logging") or {}).get("level", "warning"),
+        log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
     )
 
 
