@@ -9,14 +9,15 @@ untrusted, so it is shortened here to a bound and never interpreted.
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from mcp.types import CallToolResult
+from typing import TYPE_CHECKING, Any
 
 from bridge.content_text import block_text
 from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
 from bridge.sanitize import check_host
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 MAX_TEXT = 3500
 """Longest tool output shown in chat; the rest is cut with a note (chat messages are not a file viewer)."""

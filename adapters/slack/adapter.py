@@ -72,6 +72,7 @@ class SlackAdapter:
         self.ready = anyio.Event()
         """Set once the adapter receives events (socket connected or HTTP server listening)."""
         self.http_url = ""
+        self._socket: AsyncSocketModeHandler | None = None
 
     # -- ChatPort (the port's) -----------------------------------------------------------------------------------
 
@@ -107,6 +108,13 @@ class SlackAdapter:
 
     # -- serving -------------------------------------------------------------------------------------------------
 
+    async def readiness(self) -> str | None:
+        if not self.ready.is_set():
+            return "not connected to Slack yet" if self.settings.mode == "socket" else "not listening yet"
+        if self._socket is not None and not await self._socket.client.is_connected():
+            return "the Socket Mode connection is down (reconnecting)"
+        return None
+
     async def serve(self) -> None:
         """Receive Slack's events until cancelled: over Socket Mode (default) or on the HTTP path."""
         async with self.clients.shared_session(), self.background.running():
@@ -125,6 +133,7 @@ class SlackAdapter:
         handler = AsyncSocketModeHandler(self.app, app_token=self.settings.app_token,
                                          web_client=self.clients.socket_mode())
         await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+        self._socket = handler
         self.ready.set()
         try:
             await anyio.sleep_forever()

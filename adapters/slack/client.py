@@ -32,6 +32,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack.inflight import SharedLookups
 from adapters.slack.settings import SlackSettings
+from bridge import observe
 from bridge.errors import PlatformAPIError, RateLimited
 
 PLATFORM = "slack"
@@ -69,6 +70,14 @@ class RateLimitRetry(AsyncRateLimitErrorRetryHandler):
             return True
         headers = {k.lower(): v for k, v in response.headers.items()}
         return _seconds(headers.get("retry-after", "1")) <= self.max_wait
+
+    async def prepare_for_next_attempt_async(self, *, state: RetryState, request: HttpRequest,
+                                             response: HttpResponse | None = None,
+                                             error: Exception | None = None) -> None:
+        if response is not None:  # slack_sdk sleeps Retry-After (plus up to a second) before the next attempt
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            observe.rate_limit_wait(PLATFORM, api_method(request.url), _seconds(headers.get("retry-after", "1")))
+        await super().prepare_for_next_attempt_async(state=state, request=request, response=response, error=error)
 
 
 def web_client(token: str | None, api_url: str, *, max_rate_limit_wait: float | None = None) -> AsyncWebClient:
@@ -182,17 +191,19 @@ def api_method(url: str) -> str:
 @asynccontextmanager
 async def api_errors(method: str) -> AsyncIterator[None]:
     """Translate a failed Web API call into `RateLimited` (still limited after the retries) or `PlatformAPIError`
-    (Slack's error code, e.g. `channel_not_found`, or the transport's failure)."""
-    try:
-        yield
-    except SlackApiError as exc:
-        response = exc.response
-        if response.status_code == 429:
-            retry_after = response.headers.get("Retry-After", response.headers.get("retry-after", "1"))
-            raise RateLimited(PLATFORM, _seconds(retry_after)) from exc
-        raise PlatformAPIError(PLATFORM, method, str(response.get("error") or "unknown_error")) from exc
-    except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-        raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
+    (Slack's error code, e.g. `channel_not_found`, or the transport's failure). The call is reported to the core's
+    observers (metrics, traces), failed if one of these leaves it."""
+    with observe.chat_call(PLATFORM, method):
+        try:
+            yield
+        except SlackApiError as exc:
+            response = exc.response
+            if response.status_code == 429:
+                retry_after = response.headers.get("Retry-After", response.headers.get("retry-after", "1"))
+                raise RateLimited(PLATFORM, _seconds(retry_after)) from exc
+            raise PlatformAPIError(PLATFORM, method, str(response.get("error") or "unknown_error")) from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
 
 
 def _seconds(value: object) -> float:
