@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
-from bridge import DEFAULT_STORE, approver_entries, limits
+from bridge import DEFAULT_STORE, approver_entries, config_problems, limits
 from bridge.errors import ConfigError
 from bridge.limits import Limits
 from bridge.model import ConversationScope
@@ -161,7 +161,7 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
+        raise ConfigError([f"{path}: not valid YAML: {config_problems.yaml_problem(exc)}"]) from None
     return from_mapping(raw if raw is not None else {}, env)
 
 
@@ -172,22 +172,13 @@ def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
+        raise ConfigError([f"{path}: not valid YAML: {config_problems.yaml_problem(exc)}"]) from None
     problems: list[str] = []
     value = _substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
                         os.environ if env is None else env, "store", problems, set())
     if problems or not isinstance(value, str):
         raise ConfigError(problems or ["store: must be a string"])
     return value
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """Where and what, in one line; never the offending line itself (it may hold a secret)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or "cannot parse"
-    context = getattr(exc, "context", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + problem + (f" ({context})" if context else "")
 
 
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
@@ -199,9 +190,9 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        where = _path(error.absolute_path)
+        where = config_problems.where(error.absolute_path)
         if where not in unset:  # an unset variable is named as such, not again as a bad value
-            problems.append(f"{where}: {_message(error)}")
+            problems.append(f"{where}: {config_problems.message(error)}")
     for name, server in (data.get("servers") or {}).items():
         if not isinstance(server, dict):
             continue
@@ -404,35 +395,3 @@ def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[st
     if isinstance(value, list):
         return [_substitute(v, env, f"{path}[{i}]", problems, unset, found) for i, v in enumerate(value)]
     return value
-
-
-def _path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top)"
-
-
-def _message(error: Any) -> str:
-    if error.validator == "additionalProperties":
-        extra = re.findall(r"'([^']+)'", error.message.split("(")[-1])
-        return f"unknown key {', '.join(extra) or error.message}" if extra else error.message
-    if error.validator == "enum":
-        return f"must be one of {', '.join(map(str, error.validator_value))}"
-    if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
-        return "must be a duration: a number of seconds above 0, or like 30s, 10m, 2h"
-    if error.validator == "oneOf" and "Bytes" in str(error.schema.get("description", "")):
-        return "must be a size like 64KB or 1MB"
-    if error.validator == "required":
-        return str(error.message).replace("is a required property", "is required")
-    # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.
-    if error.validator == "type":
-        expected = error.validator_value
-        return f"must be of type {' or '.join(expected) if isinstance(expected, list) else expected}"
-    if error.validator == "pattern":
-        return f"does not match the pattern {error.validator_value}"
-    if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
-        return f"is out of range ({error.validator} {error.validator_value})"
-    if error.validator == "oneOf":
-        return "is not a valid value here"
-    return f"is not valid ({error.validator})"
