@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from bridge import observe
 from bridge.errors import AdapterError
 from bridge.model import (
     Actor,
@@ -99,6 +100,7 @@ class Broker:
                 self._settle(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
             raise
         self._store.set_card(interaction.id, waiter.card)
+        observe.card_posted(interaction)
         return await self._wait(waiter, post_copies=True)
 
     async def retire(self, stored: StoredInteraction, reason: str) -> None:
@@ -160,6 +162,7 @@ class Broker:
             if not outcome.approvals and waiter.interaction.approvals:
                 outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
             waiter.outcome = outcome
+            observe.interaction_ended(waiter.interaction, outcome)
             self._store.finish_interaction(waiter.interaction, for_the_record(waiter.interaction, outcome),
                                            _detail(waiter.interaction, outcome))
             waiter.done.set()

@@ -18,13 +18,14 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
-from bridge import approver_entries, limits
+from bridge import DEFAULT_STORE, approver_entries, limits
 from bridge.errors import ConfigError
 from bridge.limits import Limits
 from bridge.model import ConversationScope
 from bridge.redaction import Redactor
 from bridge.secret_names import looks_secret
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
+from bridge.tracing import TelemetryConfig, telemetry_config
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -32,7 +33,6 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 Protocol = Literal["auto", "legacy", "2026-07-28"]
 
-DEFAULT_STORE = "./mcp-chat-bridge.db"
 
 
 def schema() -> dict[str, Any]:
@@ -97,6 +97,7 @@ class ServerConfig:
     tools_approvers: ApproverRule | None = None
     tool_grants: tuple[GrantScope, ...] = ()
     log_level: str = "warning"
+    prestart: bool = False  # spawned as `run` starts, for the first session to adopt (bridge.prestart)
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -148,6 +149,7 @@ class Config:
     channels: Mapping[str, ChannelPolicy] = field(default_factory=dict)
     """Per-channel policy by `<platform>:<channel id>` (globs allowed: `slack:D*` is every Slack DM)."""
     budgets: BudgetLimits = field(default_factory=BudgetLimits)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -302,9 +304,9 @@ def _build(data: dict[str, Any]) -> Config:
         limits=limits.from_mapping(data.get("limits") or {}),
         groups={name: _group(g) for name, g in (data.get("groups") or {}).items()},
         channels={key: _channel(c) for key, c in (data.get("channels") or {}).items()},
-        budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
-                             per_conversation=((data.get("budgets") or {}).get("per_conversation") or {}).get(
-                                 "tokens_per_day")),
+        budgets=BudgetLimits(*(((data.get("budgets") or {}).get(who) or {}).get("tokens_per_day")
+                               for who in ("per_user", "per_conversation"))),
+        telemetry=telemetry_config(data.get("telemetry") or {}),
     )
 
 
@@ -348,10 +350,8 @@ def _channel(raw: dict[str, Any]) -> ChannelPolicy:
 
 
 def _server(name: str, s: dict[str, Any]) -> ServerConfig:
-    elicitation = s.get("elicitation") or {}
-    sampling = s.get("sampling") or {}
-    roots = s.get("roots") or {}
-    tools = s.get("tools") or {}
+    elicitation, sampling = s.get("elicitation") or {}, s.get("sampling") or {}
+    roots, tools = s.get("roots") or {}, s.get("tools") or {}
     approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
@@ -376,7 +376,7 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tool_approvers=tuple((str(k), rule) for k, v in approve.items()
                              if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
-        log_level=(s.get("logging") or {}).get("level", "warning"),
+        log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
     )
 
 

@@ -26,16 +26,19 @@ A person's refusal (decline, cancel, expiry) is never an exception: it is an `Ou
 
 from __future__ import annotations
 
-from mcp.types import (
-    CONNECTION_CLOSED,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    URL_ELICITATION_REQUIRED,
-    ErrorData,
-)
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from mcp.types import ErrorData
+
+# JSON-RPC and MCP error codes, as numbers rather than imported from the SDK: `import bridge.errors` must stay cheap
+# (the CLI's quick commands never load the SDK). tests/cli/test_start.py checks them against `mcp.types`.
+CONNECTION_CLOSED = -32000
+INTERNAL_ERROR = -32603
+INVALID_PARAMS = -32602
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+URL_ELICITATION_REQUIRED = -32042
 USER_REJECTED = -1
 """The code the 2025-11-25 spec gives for a person's rejection of a sampling request."""
 

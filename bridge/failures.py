@@ -6,7 +6,6 @@ this module unwraps them and turns each leaf into a sentence. The traceback is f
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import traceback
@@ -22,6 +21,8 @@ EXIT_INTERNAL = 3
 
 def leaves(exc: BaseException) -> Iterator[BaseException]:
     """The exceptions inside `exc`, groups flattened, cancellations left out (they are a consequence)."""
+    import asyncio  # here: the quick commands (--version, check-config) never load asyncio
+
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
             yield from leaves(inner)

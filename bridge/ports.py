@@ -169,3 +169,8 @@ class Adapter(ChatPort, Protocol):
     """
 
     async def serve(self) -> None: ...
+
+    async def readiness(self) -> str | None:
+        """None while the adapter is connected to its platform and receives its events, else a short reason why not
+        (shown on /readyz; never a secret). Answers at once: it reads state the adapter keeps."""
+        ...

@@ -30,11 +30,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, SamplingCapability
 
-from bridge import __version__, catalog
+from bridge import __version__, catalog, observe, prestart
 from bridge.config import Config, ServerConfig
 from bridge.errors import ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
+from bridge.prestart import Prestarts
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +160,8 @@ class SessionPool:
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
+        self.prestarts: Prestarts | None = None
+        """Stdio servers `run` started ahead of need; a new session adopts its server's process (bridge.prestart)."""
 
     async def __aenter__(self) -> SessionPool:
         async with AsyncExitStack() as stack:
@@ -296,6 +299,7 @@ class SessionPool:
                 await session._closed.wait()
         except Exception as exc:
             if not started:
+                observe.server_start_failed(session.server.name)
                 raise ServerStartError(session.server.name,
                                        f"{session.server.name} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
@@ -321,6 +325,9 @@ class SessionPool:
                 httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None)))
             return streamable_http_client(cfg.url, http_client=http)
         assert cfg.command is not None
+        if self.prestarts is not None and (started := self.prestarts.take(cfg)) is not None:
+            session.stderr = started.stderr
+            return prestart.adopted(started)
         session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
                                        cwd=cfg.cwd)

@@ -27,6 +27,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, InputRequest, InputRequiredResult, InputResponse
 
+from bridge import observe
 from bridge.audience import Audience
 from bridge.broker import Broker
 from bridge.elicitation import Elicitation
@@ -119,7 +120,7 @@ class ToolCalls:
         call = ToolCall(new_id(), conversation, requester, server, tool)
         self._calls[call.id] = call
         try:
-            with call.scope:
+            with call.scope, observe.tool_call(server, tool):
                 session = await self._pool.get(conversation, server)
                 ctx = self._audience.context(server, session, conversation, requester, tool)
                 denied = await self._approval.answer(ctx, CallToolRequestParams(name=tool, arguments=dict(arguments)))

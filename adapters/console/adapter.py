@@ -169,6 +169,9 @@ class ConsoleAdapter:
 
     # -- input ---------------------------------------------------------------------------------------------------
 
+    async def readiness(self) -> str | None:
+        return None  # a terminal is always there
+
     async def serve(self) -> None:
         """Read lines until the input ends, then cancel whatever is still waiting."""
         async with anyio.create_task_group() as tg:

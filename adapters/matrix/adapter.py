@@ -69,6 +69,11 @@ class MatrixAdapter(MatrixPort):
         """Set once logged in and caught up: from then on new events are handled."""
         return self.connection.ready
 
+    async def readiness(self) -> str | None:
+        if not self.connection.ready.is_set():
+            return "not caught up with the homeserver yet (first sync)"
+        return self.connection.failing or None
+
     @property
     def device_id(self) -> str:
         return self.intake.device_id

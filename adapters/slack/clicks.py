@@ -1,21 +1,25 @@
 """Button clicks on cards: accept/decline/cancel, inline answers, opening the form, links and Stop.
 
-Every click is acked at once (Slack gives 3 seconds) and handled after. Who may click at all is the
-allow-list's (`gate.py`); who may decide on a given request is the core's (`Inbound.decide`/`check`), which also
-tells a refused or late person why nothing happened.
+A listener only acks (Slack gives 3 seconds, and a late ack shows the person an error) and keeps the click's
+`response_url`; the rest (looking the person up, deciding, opening a modal) runs after the ack in the adapter's
+background (`background.py`). Who may click at all is the allow-list's (`gate.py`); who may decide on a given
+request is the core's (`Inbound.decide`/`check`), which also tells a refused or late person why nothing happened.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck
 
 from adapters.slack import ids, translate
+from adapters.slack.background import Background
 from adapters.slack.modals import Modals, still_open
 from adapters.slack.people import People
 from adapters.slack.port import SlackPort
+from adapters.slack.responses import channel_of
 from bridge.errors import AdapterError
 from bridge.model import Action, DecisionIn
 from bridge.ports import Inbound
@@ -27,16 +31,27 @@ DECISIONS: dict[str, Action] = {ids.ACCEPT: "accept", ids.DECLINE: "decline", id
 
 
 class Clicks:
-    def __init__(self, inbound: Inbound, people: People, modals: Modals, port: SlackPort) -> None:
+    def __init__(self, inbound: Inbound, people: People, modals: Modals, port: SlackPort,
+                 background: Background) -> None:
         self._inbound = inbound
         self._people = people
         self._modals = modals
         self._port = port
+        self._background = background
+
+    async def _acked(self, ack: AsyncAck, body: JSON) -> None:
+        await ack()
+        self._port.response_urls.remember(channel_of(body), str(body["user"]["id"]), body.get("response_url"))
 
     async def on_decision(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
-        await ack()
-        who = await self._people.of(body["user"])
-        await self._inbound.decide(DecisionIn(str(action["value"]), who, DECISIONS[action["action_id"]]))
+        await self._acked(ack, body)
+        decision = DECISIONS[action["action_id"]]
+        interaction_id = str(action["value"])
+        self._background.spawn(f"{decision} on {interaction_id}",
+                               functools.partial(self._decide, body["user"], interaction_id, decision))
+
+    async def _decide(self, user: JSON, interaction_id: str, decision: Action) -> None:
+        await self._inbound.decide(DecisionIn(interaction_id, await self._people.of(user), decision))
 
     async def on_grant(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
         """Accept, and allow the same again in the scope the button names (the core checks it is offered)."""
@@ -46,20 +61,27 @@ class Clicks:
                                               grant=ids.grant_scope(str(action["action_id"]))))
 
     async def on_choice(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
-        await ack()
-        who = await self._people.of(body["user"])
+        await self._acked(ack, body)
         interaction_id = str(action["value"])
+        self._background.spawn(f"answer to {interaction_id}", functools.partial(
+            self._choose, body["user"], interaction_id, str(action["action_id"])))
+
+    async def _choose(self, user: JSON, interaction_id: str, action_id: str) -> None:
+        who = await self._people.of(user)
         interaction = still_open(self._inbound, interaction_id)
-        content = translate.inline_content(interaction.form, action["action_id"]) if interaction else None
+        content = translate.inline_content(interaction.form, action_id) if interaction else None
         if interaction is None or content is None:
             await self._inbound.check(interaction_id, who)  # tells them why the click did nothing
             return
         await self._inbound.decide(DecisionIn(interaction_id, who, "accept", content))
 
     async def on_open_form(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
-        await ack()
+        await self._acked(ack, body)
+        self._background.spawn(f"form of {action['value']}", functools.partial(self._open_form, body,
+                                                                               str(action["value"])))
+
+    async def _open_form(self, body: JSON, interaction_id: str) -> None:
         who = self._people.cached(body["user"])
-        interaction_id = str(action["value"])
         interaction = still_open(self._inbound, interaction_id)
         if interaction is None or not interaction.may_decide(who):
             await self._inbound.check(interaction_id, await self._people.actor(who.user_id, who.display_name))
@@ -79,6 +101,9 @@ class Clicks:
         await ack()
 
     async def on_stop(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
-        await ack()
-        who = await self._people.of(body["user"])
-        await self._inbound.stop_call(str(action["value"]), who)
+        await self._acked(ack, body)
+        self._background.spawn(f"stop {action['value']}", functools.partial(self._stop, body["user"],
+                                                                            str(action["value"])))
+
+    async def _stop(self, user: JSON, call_id: str) -> None:
+        await self._inbound.stop_call(call_id, await self._people.of(user))
