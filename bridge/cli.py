@@ -18,6 +18,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from bridge import DEFAULT_STORE, __version__, redaction
@@ -267,6 +268,22 @@ async def _run(config: Config, worker_id: str | None = None) -> int:
 
 
 async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) -> int:
+    from bridge.storage.lock import ProcessLock
+
+    # One process per SQLite store: a second `run` on the same file would close the first's live cards at start-up
+    # and resume its 2026 calls a second time. The kernel drops the lock however this process dies.
+    try:
+        lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
+    except OSError as exc:  # the folder is missing or not writable: the same words as opening the store itself
+        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
+    try:
+        return await _serve_locked(config, worker_id, prestarts)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+async def _serve_locked(config: Config, worker_id: str | None, prestarts: Prestarts) -> int:
     import anyio
 
     from bridge import tracing

@@ -18,7 +18,8 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
-from bridge import DEFAULT_STORE, approver_entries, config_problems, limits
+from bridge import DEFAULT_STORE, approver_entries, limits
+from bridge.config_problems import error_message, error_path, substitute
 from bridge.errors import ConfigError
 from bridge.limits import Limits
 from bridge.model import ConversationScope
@@ -27,7 +28,6 @@ from bridge.secret_names import looks_secret
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
 from bridge.tracing import TelemetryConfig, telemetry_config
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
@@ -161,7 +161,7 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {config_problems.yaml_problem(exc)}"]) from None
+        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     return from_mapping(raw if raw is not None else {}, env)
 
 
@@ -172,27 +172,36 @@ def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {config_problems.yaml_problem(exc)}"]) from None
+        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     problems: list[str] = []
-    value = _substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
+    value = substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
                         os.environ if env is None else env, "store", problems, set())
     if problems or not isinstance(value, str):
         raise ConfigError(problems or ["store: must be a string"])
     return value
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, in one line; never the offending line itself (it may hold a secret)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "cannot parse"
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + problem + (f" ({context})" if context else "")
+
+
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
     unset: set[str] = set()
     from_env: list[str] = []
-    data = _substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
+    data = substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        where = config_problems.where(error.absolute_path)
+        where = error_path(error.absolute_path)
         if where not in unset:  # an unset variable is named as such, not again as a bad value
-            problems.append(f"{where}: {config_problems.message(error)}")
+            problems.append(f"{where}: {error_message(error)}")
     for name, server in (data.get("servers") or {}).items():
         if not isinstance(server, dict):
             continue
@@ -369,29 +378,3 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
     )
-
-
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str],
-                found: list[str] | None = None) -> Any:
-    """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
-    only need the value to be present do not complain too) and its path goes into `unset`. Each value taken from
-    the environment is added to `found`: they are treated as secrets, which is what the environment is for here."""
-    if isinstance(value, str):
-        def repl(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in env:
-                if found is not None:
-                    found.append(env[name])
-                return env[name]
-            if default is not None:
-                return default
-            problems.append(f"{path or '(top)'}: environment variable {name} is not set")
-            unset.add(path or "(top)")
-            return match.group(0)
-        return _ENV.sub(repl, value)
-    if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset, found)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems, unset, found) for i, v in enumerate(value)]
-    return value

@@ -1,34 +1,51 @@
-"""How a config problem is worded: where it is (`servers.github.env`), and what is wrong, in the bridge's words.
+"""Reading a config file's values: `${VAR}` substitution, and problems worded for people.
 
-jsonschema's and PyYAML's own messages quote the offending value or line, which may be a secret pasted in the wrong
-place: these never do.
+Messages never quote a value: a secret pasted in the wrong place must not end up in a terminal or a log.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-import yaml
+ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """Where and what, in one line; never the offending line itself (it may hold a secret)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or "cannot parse"
-    context = getattr(exc, "context", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + problem + (f" ({context})" if context else "")
+def substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str],
+                found: list[str] | None = None) -> Any:
+    """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
+    only need the value to be present do not complain too) and its path goes into `unset`. Each value taken from
+    the environment is added to `found`: they are treated as secrets, which is what the environment is for here."""
+    if isinstance(value, str):
+        def repl(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                if found is not None:
+                    found.append(env[name])
+                return env[name]
+            if default is not None:
+                return default
+            problems.append(f"{path or '(top)'}: environment variable {name} is not set")
+            unset.add(path or "(top)")
+            return match.group(0)
+        return ENV.sub(repl, value)
+    if isinstance(value, dict):
+        return {k: substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset, found)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, env, f"{path}[{i}]", problems, unset, found) for i, v in enumerate(value)]
+    return value
 
 
-def where(parts: Any) -> str:
+def error_path(parts: Any) -> str:
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top)"
 
 
-def message(error: Any) -> str:
+def error_message(error: Any) -> str:
     if error.validator == "additionalProperties":
         extra = re.findall(r"'([^']+)'", error.message.split("(")[-1])
         return f"unknown key {', '.join(extra) or error.message}" if extra else error.message

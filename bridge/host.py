@@ -189,6 +189,9 @@ class Host:
             return None
         return self._links.link_for(interaction, actor)
 
+    def web_forms_enabled(self) -> bool:
+        return self._links is not None
+
 
 class LinkIssuer(Protocol):
     """Hands out one-time web-form links (bridge.webform.WebForms)."""

@@ -158,6 +158,11 @@ class Inbound(Protocol):
         person, so adapters send it to them privately only: never in the room."""
         ...
 
+    def web_forms_enabled(self) -> bool:
+        """Whether cards may offer "Fill in on the web" (`web_link` can give links), so adapters show the offer
+        only when it can be kept."""
+        ...
+
 
 class Adapter(ChatPort, Protocol):
     """A chat adapter the CLI can run: a chat port that also serves its platform's events until cancelled.

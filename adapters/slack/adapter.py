@@ -58,7 +58,7 @@ class SlackAdapter:
         self.home = HomeTab(inbound, self.clients, self.background)
         self.modals = Modals(inbound, self.clients, people, self.background)
         self.port = SlackPort(self.clients, threads, self.background, self.modals.close_all, self.home.refresh,
-                              response_urls)
+                              response_urls, inbound.web_forms_enabled)
         intake = Intake(inbound, config.conversation_scope, settings.slash_command, people, self.port, threads,
                         self.background)
         allow = AllowList(settings, intake.wanted, self.port.tell, self.background, response_urls)
