@@ -252,22 +252,16 @@ def open_store(path: str) -> Store:
 
 async def _run(config: Config, worker_id: str | None = None) -> int:
     from bridge import preflight
-    from bridge.prestart import Prestarts
 
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
     redaction.install(config.redactor)  # first: every later log line is redacted
-    prestarts = Prestarts()
-    try:
-        # First, before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
-        await prestarts.start(config.servers.values())
-        return await _serve(config, worker_id, prestarts)
-    finally:
-        await prestarts.aclose()
+    return await _serve(config, worker_id)
 
 
-async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) -> int:
+async def _serve(config: Config, worker_id: str | None) -> int:
+    from bridge.prestart import Prestarts
     from bridge.storage.lock import ProcessLock
 
     # One process per SQLite store: a second `run` on the same file would close the first's live cards at start-up
@@ -276,9 +270,13 @@ async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) ->
         lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
     except OSError as exc:  # the folder is missing or not writable: the same words as opening the store itself
         raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
+    prestarts = Prestarts()
     try:
+        # Before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
+        await prestarts.start(config.servers.values())
         return await _serve_locked(config, worker_id, prestarts)
     finally:
+        await prestarts.aclose()
         if lock is not None:
             lock.release()
 
