@@ -272,7 +272,10 @@ async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) ->
 
     # One process per SQLite store: a second `run` on the same file would close the first's live cards at start-up
     # and resume its 2026 calls a second time. The kernel drops the lock however this process dies.
-    lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
+    try:
+        lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
+    except OSError as exc:  # StoreLocked is a BridgeError, not an OSError: it keeps its own message
+        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
     try:
         return await _serve_locked(config, worker_id, prestarts)
     finally:
