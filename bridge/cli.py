@@ -1,4 +1,4 @@
-"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers.
+"""The `mcp-chat-bridge` command: run, demo, call, tools, check-config, import-servers.
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
@@ -10,25 +10,22 @@ import argparse
 import importlib
 import json
 import logging
-import shlex
 import signal
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-from mcp.types import CallToolResult
 
-from bridge import __version__
-from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
+from bridge import __version__, oneshot
+from bridge.auth.oauth import NoConsent, OAuthClients
+from bridge.config import Config, ServerConfig, import_servers, load
 from bridge.errors import ConfigError
 from bridge.host import Host
 from bridge.ports import Adapter
 from bridge.store import Store
-from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
 
@@ -56,6 +53,23 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None) ->
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
 
 
+class _NoAuthTracebacks(logging.Filter):
+    """The SDK logs its OAuth failures with a traceback; the command says what failed in one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("mcp.client.auth") and record.exc_info:
+            record.exc_info = None
+            record.exc_text = None
+            return record.getMessage() != "OAuth flow error"
+        return True
+
+
+def quiet_auth_tracebacks(level: str) -> None:
+    if level != "debug":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_NoAuthTracebacks())
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
     p.add_argument("--version", action="version", version=f"mcp-chat-bridge {__version__}")
@@ -74,6 +88,14 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
+    tools = sub.add_parser("tools", help="print a server's tool definitions as it sends them (names, schemas)")
+    tools.add_argument("-c", "--config")
+    tools.add_argument("--url", help="a streamable HTTP server instead of a configured one")
+    tools.add_argument("--stdio", help="a stdio server command instead of a configured one")
+    tools.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
+    tools.add_argument("--timeout", default=None, help="how long to wait for a sign-in, e.g. 10m")
+    tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
+    tools.add_argument("target", nargs="*", help="SERVER (with -c)")
     check = sub.add_parser("check-config", help="validate a config file")
     check.add_argument("file")
     imp = sub.add_parser("import-servers", help="print a servers: block from an mcpServers JSON file")
@@ -99,11 +121,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(schema(), indent=2))
             return EXIT_OK
         if args.command == "run":
-            return anyio.run(_run, load(args.config))
+            return anyio.run(_run, load(args.config), args.config)
         if args.command == "demo":
             return anyio.run(_run, demo_config(args.protocol))
-        if args.command == "call":
-            return anyio.run(_call, args)
+        if args.command in ("call", "tools"):
+            quiet_auth_tracebacks(args.log_level)
+            return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
+    except oneshot.Usage as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -135,12 +161,16 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
     return adapter
 
 
-async def _run(config: Config) -> int:
+async def _run(config: Config, path: str = "FILE") -> int:
     if not config.chat:
         raise ConfigError(["chat: configure at least one adapter (console, slack or matrix)"])
     store = Store(config.store)
+    # Shared and service accounts work in chat already (stored tokens are used and refreshed); a sign-in must be
+    # done once from a terminal until per-person sign-in in chat lands.
+    clients = OAuthClients(config, NoConsent(path))
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
+            host.pool.auth = lambda session: clients.for_server(session.server, None)
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)
@@ -156,6 +186,7 @@ async def _run(config: Config) -> int:
             for adapter in adapters:
                 tg.start_soon(serve, adapter)
     finally:
+        clients.close()
         store.close()
     return EXIT_OK
 
@@ -174,78 +205,6 @@ async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
             host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
             scope.cancel()
             return
-
-
-async def _call(args: argparse.Namespace) -> int:
-    # Loaded by name like every adapter: the core never imports adapters statically.
-    console_module = importlib.import_module("adapters.console")
-    target: list[str] = list(args.target)
-    if args.url or args.stdio:
-        if not target:
-            print("usage: call --url URL TOOL [JSON]", file=sys.stderr)
-            return EXIT_USAGE
-        command = shlex.split(args.stdio) if args.stdio else []
-        server = ServerConfig(name="server", url=args.url, command=command[0] if command else None,
-                              args=tuple(command[1:]))
-        config = Config(servers={"server": server}, store=":memory:")
-        server_name = "server"
-    else:
-        if len(target) < 2 or not args.config:
-            print("usage: call -c FILE SERVER TOOL [JSON]", file=sys.stderr)
-            return EXIT_USAGE
-        config = replace(load(args.config), store=":memory:")
-        server_name = target.pop(0)
-        if server_name not in config.servers:
-            print(f"error: no server named {server_name!r} in {args.config}", file=sys.stderr)
-            return EXIT_USAGE
-    tool = target[0]
-    try:
-        arguments = json.loads(target[1]) if len(target) > 1 else {}
-    except json.JSONDecodeError as exc:
-        print(f"error: the arguments are not valid JSON: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if not isinstance(arguments, dict):
-        print("error: the arguments must be a JSON object", file=sys.stderr)
-        return EXIT_USAGE
-    timeout = parse_duration(args.timeout) if args.timeout else None
-    config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
-
-    store = Store(":memory:")
-    result: CallToolResult | None = None
-    failed = False
-    async with Host(config, store) as host:
-        console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
-                                                accept_commands=False)
-        host.attach(console)
-
-        async def run() -> None:
-            nonlocal result, failed
-            result = await host.run_call(console.conversation, console.actor, server_name, tool, arguments)
-            failed = result is None
-            tg.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            tg.start_soon(console.serve)
-    store.close()
-    if result is None:
-        return EXIT_USAGE if failed else EXIT_TOOL_ERROR
-    if args.json:
-        print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
-    else:
-        print(result_text(result, limit=1_000_000))
-    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
-
-
-def _adjusted(server: ServerConfig, protocol: str | None, timeout: float | None) -> ServerConfig:
-    """`call --protocol/--timeout`: the era to speak, and how long every kind of answer may take."""
-    if protocol:
-        server = replace(server, protocol=protocol)  # type: ignore[arg-type]
-    if timeout is not None:
-        server = replace(server, elicitation_timeout=timeout, tool_timeout=timeout,
-                         sampling=replace(server.sampling, timeout=timeout),
-                         roots=replace(server.roots, timeout=timeout))
-    return server
 
 
 def _main() -> None:  # pragma: no cover - console entry point

@@ -25,6 +25,7 @@ _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 Protocol = Literal["auto", "legacy", "2026-07-28"]
+Identity = Literal["shared", "per_user", "service", "none"]
 
 
 def schema() -> dict[str, Any]:
@@ -61,6 +62,25 @@ class RootsPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """OAuth for a url server (`servers.<name>.auth`). Secrets are kept out of every repr."""
+
+    identity: Identity = "shared"
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
+    issuer: str | None = None
+    scopes: tuple[str, ...] = ()
+    client_metadata_url: str | None = None
+    client_name: str = "mcp-chat-bridge"
+    redirect_uri: str | None = None
+    key_env: str | None = None
+    timeout: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     name: str
     command: str | None = None
@@ -69,6 +89,7 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    auth: AuthConfig = AuthConfig()
     protocol: Protocol = "auto"
     scope: Literal["conversation", "shared"] = "conversation"
     title: str = ""
@@ -98,6 +119,10 @@ class LLMConfig:
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
     store: str = "./mcp-chat-bridge.db"
+    secrets_key_env: str | None = None
+    """The environment variable holding the key that encrypts stored OAuth tokens."""
+    token_store: str | None = None
+    """Where encrypted OAuth tokens are kept; None: beside `store` (in memory when that is `:memory:`)."""
     conversation_scope: Literal["thread", "channel", "user"] = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -139,6 +164,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
+        problems.extend(_auth_problems(where, server, data, env if env is not None else os.environ))
         for key in ("elicitation", "sampling", "roots", "tools"):
             block = server.get(key) or {}
             if isinstance(block, dict) and "timeout" in block:
@@ -168,6 +194,8 @@ def _build(data: dict[str, Any]) -> Config:
     return Config(
         servers=servers,
         store=data.get("store", "./mcp-chat-bridge.db"),
+        secrets_key_env=data.get("secrets_key_env"),
+        token_store=data.get("token_store") or default_token_store(data.get("store", "./mcp-chat-bridge.db")),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),
@@ -186,7 +214,8 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     tools = s.get("tools") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
-        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}), protocol=s.get("protocol", "auto"),
+        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}), auth=_auth(s.get("auth") or {}),
+        protocol=s.get("protocol", "auto"),
         scope=s.get("scope", "conversation"), title=s.get("title", ""), approvers=tuple(s.get("approvers", ())),
         disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),
@@ -203,6 +232,55 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tool_timeout=parse_duration(tools.get("timeout", "10m")),
         log_level=(s.get("logging") or {}).get("level", "warning"),
     )
+
+
+def default_token_store(store: str) -> str | None:
+    """Beside the store: `./mcp-chat-bridge.db` keeps its tokens in `./mcp-chat-bridge.tokens.db`."""
+    if store == ":memory:":
+        return None
+    path = Path(store)
+    return str(path.with_name(f"{path.stem}.tokens.db"))
+
+
+def _auth(a: dict[str, Any]) -> AuthConfig:
+    return AuthConfig(
+        identity=a.get("identity", "shared"), client_id=a.get("client_id"), client_secret=a.get("client_secret"),
+        token_endpoint_auth_method=a.get("token_endpoint_auth_method"), private_key=a.get("private_key"),
+        signing_algorithm=a.get("signing_algorithm", "RS256"), issuer=a.get("issuer"),
+        scopes=tuple(a.get("scopes", ())), client_metadata_url=a.get("client_metadata_url"),
+        client_name=a.get("client_name", "mcp-chat-bridge"), redirect_uri=a.get("redirect_uri"),
+        key_env=a.get("key_env"), timeout=parse_duration(a.get("timeout", "10m")))
+
+
+def _auth_problems(where: str, server: dict[str, Any], data: dict[str, Any], env: Mapping[str, str]) -> list[str]:
+    """What an `auth:` block needs beyond its schema; never quotes a value (it may be a secret)."""
+    auth = server.get("auth")
+    if not isinstance(auth, dict):
+        return []
+    problems: list[str] = []
+    if server.get("command") and not server.get("url"):
+        problems.append(f"{where}.auth: OAuth is for url servers; a stdio server gets its credentials from env")
+    identity = auth.get("identity", "shared")
+    if identity == "service" and not auth.get("client_id"):
+        problems.append(f"{where}.auth: identity service needs client_id")
+    if identity == "service" and not (auth.get("client_secret") or auth.get("private_key")):
+        problems.append(f"{where}.auth: identity service needs client_secret or private_key")
+    if auth.get("client_secret") and auth.get("private_key"):
+        problems.append(f"{where}.auth: give client_secret or private_key, not both")
+    if identity == "per_user":
+        key_env = auth.get("key_env") or data.get("secrets_key_env")
+        if not key_env:
+            problems.append(f"{where}.auth: per_user keeps each person's tokens, which must be encrypted: set "
+                            "secrets_key_env (or auth.key_env) to the name of an environment variable holding a key")
+        elif not env.get(key_env):
+            problems.append(f"{where}.auth: per_user needs the token encryption key, but the environment variable "
+                            f"{key_env} is not set")
+    if "timeout" in auth:
+        try:
+            parse_duration(auth["timeout"])
+        except ValueError as exc:
+            problems.append(f"{where}.auth.timeout: {exc}")
+    return problems
 
 
 def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str]) -> Any:

@@ -7,6 +7,9 @@
     ├── SessionError             an MCP server could not be reached or used
     │   ├── ServerStartError     it failed to start or to negotiate; carries the stderr tail
     │   └── ServerGoneError      it crashed or closed while in use; carries the stderr tail
+    ├── AuthError                OAuth could not finish: a person did not sign in in time, the authorization server
+    │                            refused, or the server needs a sign-in this process cannot ask for
+    ├── TokenStoreError          stored tokens cannot be read (wrong key, tampered file)
     └── AdapterError             a chat platform failed
         ├── PlatformAPIError     an API call failed (translated once, at the adapter's edge)
         └── RateLimited          the platform asked us to slow down; `retry_after` seconds
@@ -48,6 +51,14 @@ class ServerStartError(SessionError):
 
 class ServerGoneError(SessionError):
     pass
+
+
+class AuthError(BridgeError):
+    """Authorization did not complete; the message is meant for the person and never holds a token."""
+
+
+class TokenStoreError(BridgeError):
+    """Stored tokens cannot be opened (another key, or the file was tampered with)."""
 
 
 class AdapterError(BridgeError):

@@ -140,6 +140,8 @@ class Session:
 
 
 CallbackFactory = Callable[[Session], Callbacks]
+AuthFactory = Callable[[Session], httpx2.Auth | None]
+"""The HTTP auth (OAuth) for a url server's session, or None to send only its configured headers."""
 
 
 class SessionPool:
@@ -148,6 +150,8 @@ class SessionPool:
     def __init__(self, config: Config, callbacks: CallbackFactory) -> None:
         self._config = config
         self._callbacks = callbacks
+        self.auth: AuthFactory | None = None
+        """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
         self._sessions: dict[tuple[str, str], Session] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._tg: TaskGroup | None = None
@@ -252,7 +256,7 @@ class SessionPool:
                 cb = self._callbacks(session)
                 client = Client(
                     target,
-                    mode=session.server.protocol,
+                    mode=_client_mode(session.server.protocol),
                     elicitation_callback=cb.elicitation,
                     sampling_callback=cb.sampling,
                     sampling_capabilities=cb.sampling_capabilities,
@@ -264,6 +268,8 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                if session.server.protocol == "2026-07-28" and not session.modern:
+                    raise RuntimeError(f"pinned to protocol 2026-07-28, but it speaks {session.protocol_version}")
                 if cb.log_level is not None and not session.modern:
                     await _set_legacy_log_level(session.client, cb.log_level)
                 session.state = SessionState.READY
@@ -295,8 +301,10 @@ class SessionPool:
             return cfg.inprocess
         if cfg.url:
             # No read timeout: a legacy server keeps the response stream quiet while a person answers a form.
+            # The OAuth flow (if any) pauses the SDK's request clock itself while a person signs in.
+            auth = self.auth(session) if self.auth is not None else None
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None)))
+                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None), auth=auth))
             return streamable_http_client(cfg.url, http_client=http)
         assert cfg.command is not None
         session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -321,6 +329,13 @@ class SessionPool:
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s/%s", *session.key)
                     await self.close(session)
+
+
+def _client_mode(protocol: str) -> Any:
+    """The SDK's connect mode for a configured protocol. A pin to 2026-07-28 still negotiates through
+    server/discover like `auto` (so a -32022 unsupported-version answer is retried at a version the server names)
+    rather than assuming the server's answer; `_run` then refuses a server that turned out to be legacy."""
+    return "auto" if protocol == "2026-07-28" else protocol
 
 
 async def _set_legacy_log_level(client: Client, level: str) -> None:
