@@ -139,9 +139,8 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
     console_module = importlib.import_module("adapters.console")
     clean: Callable[[str], str] = importlib.import_module("adapters.console.render").clean
     store = Store(":memory:")
-    redirect = next((s.auth.redirect_uri for s in config.servers.values() if s.auth.redirect_uri), None)
     try:
-        async with TerminalConsent(sys.stderr, clean, redirect) as consent:
+        async with TerminalConsent(sys.stderr, clean) as consent:
             clients = OAuthClients(config, consent)
             try:
                 host = TerminalHost(config, store)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -30,6 +30,7 @@ from mcp.client.auth.extensions.client_credentials import (
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import AnyUrl
 
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, TokenVault, VaultStorage
 from bridge.config import AuthConfig, Config, ServerConfig
@@ -38,13 +39,17 @@ from bridge.errors import AuthError, ConfigError
 logger = logging.getLogger(__name__)
 
 SHARED = "shared"
+PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
+"""Stands in until the provider's first request, when the consent picks the real redirect URI."""
 
 
 class Consent(Protocol):
     """How a person is asked to sign in: show them the authorization URL, return what the redirect brought back."""
 
-    @property
-    def redirect_uri(self) -> str: ...
+    def redirect_uri(self, registered: Sequence[str]) -> str:
+        """Where the redirect should come back; `registered` are the URIs a stored client was registered with (a
+        loopback listener reuses one of their ports when it can, so an earlier registration stays usable)."""
+        ...
 
     async def ask(self, server: ServerConfig, identity: str, authorization_url: str) -> AuthorizationCodeResult:
         """Raises AuthError when nobody signs in (refused, timed out, nobody to ask)."""
@@ -55,10 +60,11 @@ class NoConsent:
     """For a process with nobody to ask (the chat bridge until per-person sign-in lands there): stored tokens are
     used and refreshed, and a server that needs a new sign-in is reported with what to run."""
 
-    redirect_uri = "http://127.0.0.1/callback"
-
     def __init__(self, config_path: str = "FILE") -> None:
         self._config_path = config_path
+
+    def redirect_uri(self, registered: Sequence[str]) -> str:
+        return registered[0] if registered else PLACEHOLDER_REDIRECT
 
     async def ask(self, server: ServerConfig, identity: str, authorization_url: str) -> AuthorizationCodeResult:
         raise AuthError(f"{server.name} needs someone to sign in first: run `mcp-chat-bridge tools -c "
@@ -95,15 +101,26 @@ class _UserProvider(_StoredExpiry, OAuthClientProvider):
     """The authorization-code flow for a person (or the admin of a shared account)."""
 
     def __init__(self, *args: object, extra_scopes: tuple[str, ...], client_info: OAuthClientInformationFull | None,
-                 **kwargs: object) -> None:
+                 consent: Consent, configured_redirect: str | None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._extra_scopes = " ".join(extra_scopes) or None
         self._fixed_client = client_info
+        self._consent = consent
+        self._configured_redirect = configured_redirect
 
     async def _initialize(self) -> None:
         await super()._initialize()
         if self._fixed_client is not None:
             self.context.client_info = self._fixed_client  # pre-registered: never replaced by a registration
+        # The redirect URI is chosen now that the stored registration is known: a terminal's loopback listener
+        # takes the port the client was registered with, so the authorization server accepts the redirect.
+        info = self.context.client_info
+        registered = [self._configured_redirect] if self._configured_redirect else \
+            [str(u) for u in (info.redirect_uris or [])] if info is not None and self._fixed_client is None else []
+        uri = AnyUrl(self._consent.redirect_uri(registered))
+        self.context.client_metadata.redirect_uris = [uri]
+        if self._fixed_client is not None:
+            self._fixed_client.redirect_uris = [uri]
 
     async def _perform_authorization(self) -> httpx2.Request:
         self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, self._extra_scopes)
@@ -198,8 +215,7 @@ class OAuthClients:
     def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> httpx2.Auth:
         assert server.url is not None
         auth = server.auth
-        redirect = self._consent.redirect_uri
-        metadata = OAuthClientMetadata(client_name=auth.client_name, redirect_uris=[redirect],  # type: ignore[list-item]
+        metadata = OAuthClientMetadata(client_name=auth.client_name, redirect_uris=[AnyUrl(PLACEHOLDER_REDIRECT)],
                                        grant_types=["authorization_code", "refresh_token"], response_types=["code"])
         pending: list[str] = []
 
@@ -211,15 +227,16 @@ class OAuthClients:
 
         return _UserProvider(server.url, metadata, storage, redirect_handler, callback_handler,
                              client_metadata_url=None if auth.client_id else auth.client_metadata_url,
-                             extra_scopes=auth.scopes, client_info=_registered(auth, redirect))
+                             extra_scopes=auth.scopes, client_info=_registered(auth), consent=self._consent,
+                             configured_redirect=auth.redirect_uri)
 
 
-def _registered(auth: AuthConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
+def _registered(auth: AuthConfig) -> OAuthClientInformationFull | None:
     """A client registered in advance (client_id in the config), or None to register dynamically."""
     if not auth.client_id:
         return None
     method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
     return OAuthClientInformationFull(client_id=auth.client_id, client_secret=auth.client_secret,
-                                      redirect_uris=[redirect_uri],  # type: ignore[list-item]
+                                      redirect_uris=[AnyUrl(auth.redirect_uri or PLACEHOLDER_REDIRECT)],
                                       grant_types=["authorization_code", "refresh_token"],
                                       token_endpoint_auth_method=method)

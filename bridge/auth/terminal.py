@@ -4,7 +4,7 @@ loopback listener (`bridge.auth.callback`). The bridge never opens the URL itsel
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TextIO
 
@@ -14,23 +14,34 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from bridge.auth.callback import Authorizations, LoopbackListener
 from bridge.config import ServerConfig
+from bridge.errors import AuthError
 from bridge.text import url_host
 
 
 class TerminalConsent:
     """A `Consent` for the person at this terminal. Use as `async with TerminalConsent(...) as consent:`."""
 
-    def __init__(self, out: TextIO, sanitize: Callable[[str], str], redirect_uri: str | None = None) -> None:
+    def __init__(self, out: TextIO, sanitize: Callable[[str], str]) -> None:
         self._out = out
         self._clean = sanitize
         self.authorizations = Authorizations()
-        self._listener = LoopbackListener(self.authorizations, redirect_uri)
+        self._listener: LoopbackListener | None = None
         self._stack = contextlib.AsyncExitStack()
         self._tg: TaskGroup | None = None
         self._serving = False
 
-    @property
-    def redirect_uri(self) -> str:
+    def redirect_uri(self, registered: Sequence[str]) -> str:
+        """The listener's address, bound on first need: the first of `registered` (a configured redirect URI, or
+        those a stored client was registered with) that is a free loopback port, else a free port."""
+        if self._listener is None:
+            for uri in registered:
+                try:
+                    self._listener = LoopbackListener(self.authorizations, uri)
+                    break
+                except AuthError:
+                    continue
+            else:
+                self._listener = LoopbackListener(self.authorizations)
         return self._listener.redirect_uri
 
     async def __aenter__(self) -> TerminalConsent:
@@ -42,7 +53,8 @@ class TerminalConsent:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._stack.aclose()
-        self._listener.close()
+        if self._listener is not None:
+            self._listener.close()
 
     async def ask(self, server: ServerConfig, identity: str, authorization_url: str) -> AuthorizationCodeResult:
         pending = self.authorizations.begin(authorization_url, server=server.name, person=identity,
@@ -60,7 +72,7 @@ class TerminalConsent:
     async def _serve(self) -> None:
         if self._serving:
             return
-        assert self._tg is not None
+        assert self._tg is not None and self._listener is not None
         self._serving = True
         listener = self._listener
 

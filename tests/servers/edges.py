@@ -13,6 +13,7 @@ was refused before `tools/call` went out:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,10 +127,8 @@ class Rewriter:
             if message.get("more_body"):
                 return
             payload = b"".join(body)
-            try:
+            with contextlib.suppress(ValueError):  # not JSON (an error page): passed on as it is
                 payload = json.dumps(_rewrite(method, params, json.loads(payload))).encode()
-            except ValueError:
-                pass
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(payload)).encode()))
             await send({**start, "headers": headers})
