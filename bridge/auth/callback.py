@@ -168,10 +168,11 @@ class LoopbackListener:
         host, port, path = "127.0.0.1", 0, CALLBACK_PATH
         if redirect_uri:
             parts = urlsplit(redirect_uri)
-            host, port, path = parts.hostname or host, parts.port or 80, parts.path or "/"
-            if parts.scheme != "http" or not _is_loopback(host):
-                raise AuthError(f"the redirect URI {redirect_uri} is not a loopback http:// address, so a terminal "
-                                "cannot receive it; use http://127.0.0.1:<port>/<path>")
+            host, path = parts.hostname or host, parts.path or "/"
+            if parts.scheme != "http" or not _is_loopback(host) or parts.port is None:
+                raise AuthError(f"the redirect URI {redirect_uri} is not a loopback http:// address with a port, so "
+                                "a terminal cannot receive it; use http://127.0.0.1:<port>/<path>")
+            port = parts.port
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -182,7 +183,7 @@ class LoopbackListener:
             raise AuthError(f"cannot listen on {host}:{port} for the sign-in redirect: {exc.strerror}") from None
         bound_port = self._socket.getsockname()[1]
         shown = f"[{host}]" if family == socket.AF_INET6 else host
-        self.redirect_uri = redirect_uri or f"http://{shown}:{bound_port}{path}"
+        self.redirect_uri = f"http://{shown}:{bound_port}{path}"
         self._app = callback_app(authorizations, path)
 
     @contextlib.asynccontextmanager

@@ -115,12 +115,18 @@ class _UserProvider(_StoredExpiry, OAuthClientProvider):
         # The redirect URI is chosen now that the stored registration is known: a terminal's loopback listener
         # takes the port the client was registered with, so the authorization server accepts the redirect.
         info = self.context.client_info
+        dynamic = info is not None and self._fixed_client is None and info.client_id != self.context.client_metadata_url
         registered = [self._configured_redirect] if self._configured_redirect else \
-            [str(u) for u in (info.redirect_uris or [])] if info is not None and self._fixed_client is None else []
-        uri = AnyUrl(self._consent.redirect_uri(registered))
+            [str(u) for u in (info.redirect_uris or [])] if info is not None and dynamic else []
+        chosen = self._consent.redirect_uri(registered)
+        uri = AnyUrl(chosen)
         self.context.client_metadata.redirect_uris = [uri]
         if self._fixed_client is not None:
             self._fixed_client.redirect_uris = [uri]
+        if dynamic and chosen not in registered and self.context.current_tokens is None:
+            # Registered for a redirect this process cannot receive (its port is taken, or it was registered where
+            # nobody could sign in), and no tokens need that client to refresh: register again.
+            self.context.client_info = None
 
     async def _perform_authorization(self) -> httpx2.Request:
         self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, self._extra_scopes)

@@ -13,7 +13,7 @@ import secrets
 import stat
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
@@ -22,8 +22,12 @@ import anyio
 import httpx2
 import pytest
 import yaml
+from mcp.types import CallToolResult
 
+from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.tokens import Cipher, SqliteVault, VaultStorage
+from bridge.config import load
+from bridge.testing import ALICE, ROOM, FakeChatPort, host_for
 from tests.servers.http import bound_socket, serve
 from tests.servers.oauth import Provider, protected_server
 
@@ -225,3 +229,27 @@ async def test_call_url_signs_in_the_same_way(site: Site) -> None:
     assert called.code == 0, called.err
     assert len(called.links) == 1 and called.out.strip().endswith("for ada")
     assert not (site.tokens.parent / "mcp-chat-bridge").exists()  # no MCP_CHAT_BRIDGE_SECRETS_KEY: nothing kept
+
+
+async def test_the_chat_bridge_uses_the_admins_sign_in_and_says_what_to_run_without_it(site: Site) -> None:
+    config = replace(load(site.config, env=site.env), store=":memory:")
+
+    async def whoami() -> tuple[CallToolResult | None, FakeChatPort]:
+        clients = OAuthClients(config, NoConsent(str(site.config)), site.env)
+        host, chat = host_for(config)
+        try:
+            async with host:
+                host.pool.auth = lambda session: clients.for_server(session.server, None)
+                with anyio.fail_after(30):
+                    return await host.run_call(ROOM, ALICE, "s", "whoami", {}), chat
+        finally:
+            clients.close()
+
+    before, chat = await whoami()
+    assert before is None
+    assert f"s needs someone to sign in first: run `mcp-chat-bridge tools -c {site.config} s`" in chat.messages[-1].text
+    assert (await run_cli(["tools", "-c", str(site.config), "s"], site.env)).code == 0  # the admin signs in once
+    after, _ = await whoami()
+    assert after is not None and not after.is_error
+    assert "for ada" in str(after.content[0].text)  # type: ignore[union-attr]
+    assert site.provider.counts["authorize"] == 1
