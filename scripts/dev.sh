@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything and run the demo or the whole test suite on a fresh Debian machine (Python 3.11, Node 20, npm).
 #   bash scripts/dev.sh demo    # the console chat with the bundled demo MCP server
-#   bash scripts/dev.sh test    # lint, types, import contracts and every test (installs npm peers and Synapse)
+#   bash scripts/dev.sh test    # lint, types, import contracts and every test (installs npm peers, Synapse and the
+#                               # MCP conformance suite with Node 22)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -40,6 +41,7 @@ case "${1:-}" in
     install slack,matrix,llm,dev
     (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
     bash scripts/install-synapse.sh
+    bash scripts/install-conformance.sh
     "$VENV/bin/ruff" check bridge adapters tests bench
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"
