@@ -37,7 +37,7 @@ from bridge.errors import BridgeError, CommandError, ConfigError, SessionError
 from bridge.host import Host
 from bridge.model import Actor, ConversationKey, Status
 from bridge.store import Store
-from bridge.text import result_text, session_error_text
+from bridge.text import result_text, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return describe_failure(exc.exceptions[0])
     if isinstance(exc, SessionError):
-        return session_error_text(exc).split("\nIt will be started again on next use.")[0]
+        return str(exc) + (f"\nIts last output:\n{shorten(exc.stderr_tail, 1500)}" if exc.stderr_tail else "")
     if isinstance(exc, MCPError):
         return f"the server answered with error {exc.code}: {exc.error.message}"
     if isinstance(exc, ValidationError):

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
@@ -30,7 +30,7 @@ from mcp.client.auth.extensions.client_credentials import (
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
-from pydantic import AnyUrl
+from pydantic import AnyUrl, PrivateAttr
 
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, TokenVault, VaultStorage
 from bridge.config import AuthConfig, Config, ServerConfig
@@ -87,7 +87,27 @@ def identity_for(server: ServerConfig, person: str | None) -> str | None:
     return SHARED
 
 
-class _StoredExpiry:
+class _ScopedMetadata(OAuthClientMetadata):
+    """Client metadata that always asks for the configured extra scopes too. At every sign-in the SDK replaces the
+    requested scope with what the server's challenge names, then registers and authorizes with it; keeping the
+    extras in on every assignment puts them in the registration as well as the authorization request."""
+
+    _extra: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of(cls, metadata: OAuthClientMetadata, extra: tuple[str, ...]) -> _ScopedMetadata:
+        scoped = cls.model_validate(metadata.model_dump())
+        scoped._extra = " ".join(extra) or None
+        scoped.scope = metadata.scope
+        return scoped
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scope":
+            value = union_scopes(value, self._extra)
+        super().__setattr__(name, value)
+
+
+class _Bridged(httpx2.Auth):
     """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed."""
 
     async def _initialize(self) -> None:
@@ -97,13 +117,12 @@ class _StoredExpiry:
             context.update_token_expiry(context.current_tokens)
 
 
-class _UserProvider(_StoredExpiry, OAuthClientProvider):
+class _UserProvider(_Bridged, OAuthClientProvider):
     """The authorization-code flow for a person (or the admin of a shared account)."""
 
-    def __init__(self, *args: object, extra_scopes: tuple[str, ...], client_info: OAuthClientInformationFull | None,
-                 consent: Consent, configured_redirect: str | None, **kwargs: object) -> None:
+    def __init__(self, *args: object, client_info: OAuthClientInformationFull | None, consent: Consent,
+                 configured_redirect: str | None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._extra_scopes = " ".join(extra_scopes) or None
         self._fixed_client = client_info
         self._consent = consent
         self._configured_redirect = configured_redirect
@@ -128,16 +147,12 @@ class _UserProvider(_StoredExpiry, OAuthClientProvider):
             # nobody could sign in), and no tokens need that client to refresh: register again.
             self.context.client_info = None
 
-    async def _perform_authorization(self) -> httpx2.Request:
-        self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, self._extra_scopes)
-        return await super()._perform_authorization()
 
-
-class _ServiceSecretProvider(_StoredExpiry, ClientCredentialsOAuthProvider):
+class _ServiceSecretProvider(_Bridged, ClientCredentialsOAuthProvider):
     pass
 
 
-class _ServiceKeyProvider(_StoredExpiry, PrivateKeyJWTOAuthProvider):
+class _ServiceKeyProvider(_Bridged, PrivateKeyJWTOAuthProvider):
     pass
 
 
@@ -164,7 +179,7 @@ class OAuthClients:
         self._env = env
         self._vaults: dict[TokenPlace, TokenVault] = {}
         self._memory = MemoryVault()
-        self._providers: dict[tuple[str, str], httpx2.Auth] = {}
+        self._providers: dict[tuple[str, str], _Bridged] = {}
 
     def vault(self, server: ServerConfig) -> TokenVault:
         place = token_place(self._config, server)
@@ -190,10 +205,13 @@ class OAuthClients:
             return None
         key = (server.url, identity)
         if key not in self._providers:
-            self._providers[key] = self._build(server, identity)
+            provider = self._build(server, identity)
+            context = provider.context  # type: ignore[attr-defined]
+            context.client_metadata = _ScopedMetadata.of(context.client_metadata, server.auth.scopes)
+            self._providers[key] = provider
         return self._providers[key]
 
-    def _build(self, server: ServerConfig, identity: str) -> httpx2.Auth:
+    def _build(self, server: ServerConfig, identity: str) -> _Bridged:
         assert server.url is not None
         auth = server.auth
         storage = VaultStorage(self.vault(server), server.url, identity)
@@ -218,7 +236,7 @@ class OAuthClients:
                     else "client_secret_basic", scope=scope, issuer=auth.issuer)
         return self._user_provider(server, identity, storage)
 
-    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> httpx2.Auth:
+    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> _Bridged:
         assert server.url is not None
         auth = server.auth
         metadata = OAuthClientMetadata(client_name=auth.client_name, redirect_uris=[AnyUrl(PLACEHOLDER_REDIRECT)],
@@ -233,7 +251,7 @@ class OAuthClients:
 
         return _UserProvider(server.url, metadata, storage, redirect_handler, callback_handler,
                              client_metadata_url=None if auth.client_id else auth.client_metadata_url,
-                             extra_scopes=auth.scopes, client_info=_registered(auth), consent=self._consent,
+                             client_info=_registered(auth), consent=self._consent,
                              configured_redirect=auth.redirect_uri)
 
 

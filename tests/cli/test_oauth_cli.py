@@ -65,7 +65,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
         config = tmp_path / "bridge.yaml"
         config.write_text(yaml.safe_dump({"store": str(tmp_path / "bridge.db"), "secrets_key_env": KEY_ENV,
                                           "token_store": str(tokens),
-                                          "servers": {"s": {"url": f"{base}/mcp", "auth": {"scopes": ["mcp"]}}}}))
+                                          "servers": {"s": {"url": f"{base}/mcp", "auth": {"scopes": ["extra"]}}}}))
         env = {**os.environ, KEY_ENV: base64.b64encode(secrets.token_bytes(32)).decode()}
         yield Site(f"{base}/mcp", provider, config, tokens, env)
 
@@ -146,7 +146,7 @@ async def test_sign_in_at_the_terminal_once_then_the_encrypted_token_is_used(sit
     assert f"s needs you to sign in (OAuth, at {link.hostname})." in listed.err
     query = parse_qs(link.query)
     assert query["code_challenge_method"] == ["S256"] and query["resource"] == [site.url]
-    assert query["scope"] == ["mcp"] and query["redirect_uri"][0].startswith("http://127.0.0.1:")
+    assert query["scope"] == ["mcp extra"] and query["redirect_uri"][0].startswith("http://127.0.0.1:")
     assert "Signed in to s." in listed.err
 
     called = await run_cli(["call", "-c", str(site.config), "s", "whoami"], site.env)

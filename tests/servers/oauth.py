@@ -128,7 +128,7 @@ def protected_server(provider: Provider, sock: socket.socket) -> Any:
         "protected", auth_server_provider=provider,
         auth=AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
                           client_registration_options=ClientRegistrationOptions(enabled=True,
-                                                                                valid_scopes=[SCOPE]),
+                                                                                valid_scopes=[SCOPE, "extra"]),
                           revocation_options=RevocationOptions(enabled=True), required_scopes=[SCOPE],
                           validate_token_resource=True))
 
