@@ -28,7 +28,7 @@ from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.tokens import Cipher, SqliteVault, VaultStorage
 from bridge.config import load
 from bridge.testing import ALICE, ROOM, FakeChatPort, host_for
-from tests.servers.http import bound_socket, serve
+from tests.servers.serving import bound_socket, serve
 from tests.servers.oauth import Provider, protected_server
 
 pytestmark = pytest.mark.anyio

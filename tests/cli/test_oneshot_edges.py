@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers.edges import HOSTILE, Edges, edge_app
-from tests.servers.http import serve
+from tests.servers.serving import serve
 
 INVISIBLE = ("\x1b", "\u202e", "\u202c", "\u200b", "\u2066", "\u2069")
 

@@ -29,7 +29,7 @@ from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, Re
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from tests.servers.http import base_url
+from tests.servers.serving import base_url
 
 SCOPE = "mcp"
 
