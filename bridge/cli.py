@@ -54,7 +54,8 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None) ->
 
 
 class _NoAuthTracebacks(logging.Filter):
-    """The SDK logs its OAuth failures with a traceback; the command says what failed in one line instead."""
+    """The SDK logs its OAuth failures with a traceback; the bridge says what failed in one line instead (a sign-in
+    that is needed is routine, not a crash). `--log-level debug` keeps them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.startswith("mcp.client.auth") and record.exc_info:
@@ -107,6 +108,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging(args.log_level, args.log_json)
+    quiet_auth_tracebacks(args.log_level)
     try:
         if args.command == "check-config":
             config = load(args.file)
@@ -125,7 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return anyio.run(_run, demo_config(args.protocol))
         if args.command in ("call", "tools"):
-            quiet_auth_tracebacks(args.log_level)
             return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
     except oneshot.Usage as exc:
         print(exc, file=sys.stderr)

@@ -28,8 +28,8 @@ from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.tokens import Cipher, SqliteVault, VaultStorage
 from bridge.config import load
 from bridge.testing import ALICE, ROOM, FakeChatPort, host_for
-from tests.servers.serving import bound_socket, serve
 from tests.servers.oauth import Provider, protected_server
+from tests.servers.serving import bound_socket, serve
 
 pytestmark = pytest.mark.anyio
 
