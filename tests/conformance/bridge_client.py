@@ -94,6 +94,10 @@ async def _collect(proc: Process, out: list[bytes]) -> None:
         out.append(chunk)
 
 
+TRACEBACKS: list[str] = []
+"""Commands that printed a traceback: never acceptable, whatever the scenario checks."""
+
+
 async def _person(proc: Process, tg: Any) -> None:
     assert proc.stderr is not None and proc.stdin is not None
     pending = b""
@@ -104,6 +108,8 @@ async def _person(proc: Process, tg: Any) -> None:
         for raw in lines:
             line = raw.decode(errors="replace")
             print(line, file=sys.stderr)
+            if line.startswith("Traceback (most recent call last)"):
+                TRACEBACKS.append(line)
             reply: str | None = None
             if (link := LINK.match(line)) is not None:
                 tg.start_soon(browse, link.group(1))
@@ -126,12 +132,15 @@ async def main(url: str) -> int:
         config = str(write_config(url, folder, env))
         code, listing = await drive(["tools", "-c", config, "s", "--json"], env)
         if code != 0:
-            return code
+            return 3 if TRACEBACKS else code
         failures = 0
         for tool in json.loads(listing):
             arguments = json.dumps(plan.example_arguments(tool.get("inputSchema")))
             code, _ = await drive(["call", "-c", config, "s", tool["name"], arguments], env)
             failures += code not in (0, 1)  # 1: the tool reported an error, which the protocol allows
+        if TRACEBACKS:
+            print("the bridge printed a traceback", file=sys.stderr)
+            return 3
         return 1 if failures else 0
 
 
