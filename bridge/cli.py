@@ -169,9 +169,11 @@ async def _run(config: Config, path: str = "FILE") -> int:
     # Shared and service accounts work in chat already (stored tokens are used and refreshed); a sign-in must be
     # done once from a terminal until per-person sign-in in chat lands.
     clients = OAuthClients(config, NoConsent(path))
+    host = Host(config, store)
+    # Before the host starts: resuming stored calls may start sessions at once.
+    host.pool.auth = lambda session: clients.for_server(session.server, None)
     try:
-        async with Host(config, store) as host, anyio.create_task_group() as tg:
-            host.pool.auth = lambda session: clients.for_server(session.server, None)
+        async with host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)

@@ -144,12 +144,12 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
             clients = OAuthClients(config, consent)
             try:
                 host = TerminalHost(config, store)
+                console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
+                                                        accept_commands=False)
+                host.attach(console)
+                person = console.actor.key
+                host.pool.auth = lambda session: clients.for_server(session.server, person)
                 async with host:
-                    console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
-                                                            accept_commands=False)
-                    host.attach(console)
-                    person = console.actor.key
-                    host.pool.auth = lambda session: clients.for_server(session.server, person)
                     yield Terminal(host, console, clean)
             finally:
                 clients.close()
