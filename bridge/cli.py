@@ -1,4 +1,4 @@
-"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers, schema, audit.
+"""The `mcp-chat-bridge` command: run, demo, call, tools, check-config, import-servers, schema, audit.
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TextIO
 import anyio
 
 from bridge import __version__, audit_report, demo, importing, oneshot, preflight
+from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.config import DEFAULT_STORE, Config, load, store_path
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
@@ -72,6 +73,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _NoAuthTracebacks(logging.Filter):
+    """The SDK logs its OAuth failures with a traceback; the bridge says what failed in one line instead (a sign-in
+    that is needed is routine, not a crash). `--log-level debug` keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("mcp.client.auth") and record.exc_info:
+            record.exc_info = None
+            record.exc_text = None
+            return record.getMessage() != "OAuth flow error"
+        return True
+
+
+def quiet_auth_tracebacks(level: str) -> None:
+    if level != "debug":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_NoAuthTracebacks())
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
     p.add_argument("--version", action="version", version=f"mcp-chat-bridge {__version__}")
@@ -95,6 +114,15 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
+    tools = sub.add_parser("tools", parents=[common],
+                           help="print a server's tool definitions as it sends them (names, schemas)")
+    tools.add_argument("-c", "--config")
+    tools.add_argument("--url", help="a streamable HTTP server instead of a configured one")
+    tools.add_argument("--stdio", help="a stdio server command instead of a configured one")
+    tools.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
+    tools.add_argument("--timeout", default=None, help="how long to wait for a sign-in, e.g. 10m")
+    tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
+    tools.add_argument("target", nargs="*", help="SERVER (with -c)")
     check = sub.add_parser("check-config", parents=[common], help="validate a config file the way run does")
     check.add_argument("file")
     imp = sub.add_parser("import-servers", parents=[common],
@@ -119,6 +147,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging(args.log_level, args.log_json, debug=args.debug)
+    quiet_auth_tracebacks(args.log_level)
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -154,11 +183,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "audit":
         return _audit(args)
     if args.command == "run":
-        return anyio.run(_run, load(args.config))
+        return anyio.run(_run, load(args.config), args.config)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
-    if args.command == "call":
-        return anyio.run(oneshot.call, args)
+    if args.command in ("call", "tools"):
+        return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
     return EXIT_USAGE
 
 
@@ -217,7 +246,7 @@ def open_store(path: str) -> Store:
         raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
 
 
-async def _run(config: Config) -> int:
+async def _run(config: Config, path: str = "FILE") -> int:
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
@@ -225,8 +254,14 @@ async def _run(config: Config) -> int:
     if "console" in config.chat:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
         store.forget_cards("console")
+    # Shared and service accounts work in chat already (stored tokens are used and refreshed); a sign-in must be
+    # done once from a terminal until per-person sign-in in chat lands.
+    clients = OAuthClients(config, NoConsent(path))
+    host = Host(config, store)
+    # Before the host starts: resuming stored calls may start sessions at once.
+    host.pool.auth = lambda session: clients.for_server(session.server, None)
     try:
-        async with Host(config, store) as host, anyio.create_task_group() as tg:
+        async with host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)
@@ -252,6 +287,7 @@ async def _run(config: Config) -> int:
             for adapter in adapters:
                 tg.start_soon(serve, adapter)
     finally:
+        clients.close()
         store.close()
     return EXIT_OK
 

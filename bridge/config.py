@@ -18,9 +18,19 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
+from bridge.auth_config import AuthConfig, auth_problems, build_auth, default_token_store
 from bridge.errors import ConfigError
 from bridge.model import ConversationScope
-from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
+from bridge.team_config import (
+    ApproverRule,
+    BudgetLimits,
+    ChannelPolicy,
+    GrantScope,
+    Group,
+    read_channel,
+    read_group,
+    read_rule,
+)
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -76,6 +86,7 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     protocol: Protocol = "auto"
     scope: Literal["conversation", "shared"] = "conversation"
     title: str = ""
@@ -127,6 +138,10 @@ class LLMConfig:
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
     store: str = DEFAULT_STORE
+    secrets_key_env: str | None = None
+    """The environment variable holding the key that encrypts stored OAuth tokens."""
+    token_store: str | None = None
+    """Where encrypted OAuth tokens are kept; None: beside `store` (in memory when that is `:memory:`)."""
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -201,6 +216,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
+        problems.extend(auth_problems(where, server, data, os.environ if env is None else env))
     for key in (data.get("channels") or {}):
         if ":" not in str(key):
             problems.append(f"channels.{key}: name a channel as <platform>:<channel id>, e.g. slack:C0123")
@@ -258,6 +274,8 @@ def _build(data: dict[str, Any]) -> Config:
     return Config(
         servers=servers,
         store=data.get("store", DEFAULT_STORE),
+        secrets_key_env=data.get("secrets_key_env"),
+        token_store=data.get("token_store") or default_token_store(data.get("store", DEFAULT_STORE)),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),
@@ -267,8 +285,8 @@ def _build(data: dict[str, Any]) -> Config:
         agent_system_prompt=str(agent.get("system_prompt", "")),
         http=_http(data.get("http") or {}),
         chat=dict(data.get("chat") or {}),
-        groups={name: _group(g) for name, g in (data.get("groups") or {}).items()},
-        channels={key: _channel(c) for key, c in (data.get("channels") or {}).items()},
+        groups={name: read_group(g) for name, g in (data.get("groups") or {}).items()},
+        channels={key: read_channel(c) for key, c in (data.get("channels") or {}).items()},
         budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
                              per_conversation=((data.get("budgets") or {}).get("per_conversation") or {}).get(
                                  "tokens_per_day")),
@@ -281,16 +299,6 @@ def _http(h: dict[str, Any]) -> HttpConfig:
                       form_link_secret=str(h.get("form_link_secret", "")))
 
 
-def _rule(raw: Any) -> ApproverRule | None:
-    """`approvers:` as a plain list (the requester decides too) or as `{people, groups, required, notify}`."""
-    if raw is None:
-        return None
-    if isinstance(raw, list):
-        return ApproverRule(tuple(map(str, raw)))
-    return ApproverRule(tuple(map(str, raw.get("people", ()))), tuple(map(str, raw.get("groups", ()))),
-                        int(raw.get("required", 1)), raw.get("notify", "thread"), bool(raw.get("requester", False)))
-
-
 def _grants(raw: Any) -> tuple[GrantScope, ...]:
     scopes: list[GrantScope] = []
     for scope in ("conversation", "channel"):
@@ -298,20 +306,6 @@ def _grants(raw: Any) -> tuple[GrantScope, ...]:
             ttl = raw[scope]
             scopes.append(GrantScope(scope, None if ttl == "until revoked" else parse_duration(ttl)))
     return tuple(scopes)
-
-
-def _group(raw: Any) -> Group:
-    if isinstance(raw, list):
-        return Group(tuple(map(str, raw)))
-    return Group(tuple(map(str, raw.get("people", ()))), str(raw.get("slack_usergroup", "")))
-
-
-def _channel(raw: dict[str, Any]) -> ChannelPolicy:
-    servers = raw.get("servers")
-    rules = (raw.get("tools") or {}).get("approve") or {}
-    return ChannelPolicy(tool_rules=tuple((str(k), v) for k, v in rules.items()),
-                         servers=tuple(map(str, servers)) if servers is not None else None,
-                         agent=raw.get("agent", "on") in ("on", True))
 
 
 def _server(name: str, s: dict[str, Any]) -> ServerConfig:
@@ -322,27 +316,28 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
-        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}), protocol=s.get("protocol", "auto"),
+        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}),
+        auth=build_auth(s.get("auth") or {}, parse_duration), protocol=s.get("protocol", "auto"),
         scope=s.get("scope", "conversation"), title=s.get("title", ""),
-        approvers=_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
+        approvers=read_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),
         elicitation_timeout=parse_duration(elicitation.get("timeout", "10m")),
-        elicitation_approvers=_rule(elicitation.get("approvers")),
+        elicitation_approvers=read_rule(elicitation.get("approvers")),
         sampling=SamplingPolicy(
             approval=sampling.get("approval", "ask"), review=bool(sampling.get("review", True)),
             max_tokens=sampling.get("max_tokens"), rate_per_minute=sampling.get("rate_per_minute"),
             models=tuple(sampling.get("models", ())), timeout=parse_duration(sampling.get("timeout", "10m")),
-            approvers=_rule(sampling.get("approvers")), grants=_grants(sampling.get("grants"))),
+            approvers=read_rule(sampling.get("approvers")), grants=_grants(sampling.get("grants"))),
         roots=RootsPolicy(
             approval=roots.get("approval", "ask"),
             defaults=tuple((r["uri"], r.get("name", "")) for r in roots.get("defaults", ())),
-            timeout=parse_duration(roots.get("timeout", "10m")), approvers=_rule(roots.get("approvers"))),
+            timeout=parse_duration(roots.get("timeout", "10m")), approvers=read_rule(roots.get("approvers"))),
         # A rule with approvers always asks, those people.
         tool_rules=tuple((str(k), "never" if v == "never" else "always") for k, v in approve.items()),
         tool_timeout=parse_duration(tools.get("timeout", "10m")),
         tool_approvers=tuple((str(k), rule) for k, v in approve.items()
-                             if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
-        tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
+                             if isinstance(v, dict) and (rule := read_rule(v.get("approvers"))) is not None),
+        tools_approvers=read_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"),
     )
 

@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Iterator
 
 from bridge.errors import BridgeError, ConfigError
+from bridge.sanitize import clean
 
 EXIT_USAGE = 2
 """Config, usage, input and connection errors: something the user can fix."""
@@ -69,4 +70,5 @@ def full_traceback(exc: BaseException) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "(no message)"
+    # Errors may quote a server (a tool name, its message): cleaned like every other output of server text.
+    return " ".join(clean(text).split()) or "(no message)"

@@ -146,6 +146,8 @@ class Session:
 
 
 CallbackFactory = Callable[[Session], Callbacks]
+AuthFactory = Callable[[Session], httpx2.Auth | None]
+"""The HTTP auth (OAuth) for a url server's session, or None to send only its configured headers."""
 
 
 class SessionPool:
@@ -155,6 +157,8 @@ class SessionPool:
         self._config = config
         self.callbacks: CallbackFactory = callbacks or (lambda session: Callbacks())
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
+        self.auth: AuthFactory | None = None
+        """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
         self._sessions: dict[tuple[str, str], Session] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._tg: TaskGroup | None = None
@@ -274,7 +278,7 @@ class SessionPool:
                 cb = self.callbacks(session)
                 client = Client(
                     target,
-                    mode=session.server.protocol,
+                    mode=_client_mode(session.server.protocol),
                     elicitation_callback=cb.elicitation,
                     sampling_callback=cb.sampling,
                     sampling_capabilities=cb.sampling_capabilities,
@@ -286,6 +290,8 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                if session.server.protocol == "2026-07-28" and not session.modern:
+                    raise RuntimeError(f"pinned to protocol 2026-07-28, but it speaks {session.protocol_version}")
                 if cb.log_level is not None and not session.modern:
                     await _set_legacy_log_level(session.client, cb.log_level)
                 session.state = SessionState.READY
@@ -317,8 +323,10 @@ class SessionPool:
             return cfg.inprocess
         if cfg.url:
             # No read timeout: a legacy server keeps the response stream quiet while a person answers a form.
+            # The OAuth flow (if any) pauses the SDK's request clock itself while a person signs in.
+            auth = self.auth(session) if self.auth is not None else None
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None)))
+                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None), auth=auth))
             return streamable_http_client(cfg.url, http_client=http)
         assert cfg.command is not None
         session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -343,6 +351,13 @@ class SessionPool:
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s/%s", *session.key)
                     await self.close(session)
+
+
+def _client_mode(protocol: str) -> Any:
+    """The SDK's connect mode for a configured protocol. A pin to 2026-07-28 still negotiates through
+    server/discover like `auto` (so a -32022 unsupported-version answer is retried at a version the server names)
+    rather than assuming the server's answer; `_run` then refuses a server that turned out to be legacy."""
+    return "auto" if protocol == "2026-07-28" else protocol
 
 
 async def _set_legacy_log_level(client: Client, level: str) -> None:
