@@ -19,7 +19,6 @@ from typing import Any, NoReturn, TextIO
 import anyio
 
 from bridge import __version__, audit_report, demo, importing, oneshot, preflight
-from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.config import DEFAULT_STORE, Config, load, store_path
 from bridge.errors import ConfigError
 from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
@@ -254,24 +253,26 @@ async def _run(config: Config, path: str = "FILE") -> int:
     if "console" in config.chat:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
         store.forget_cards("console")
-    # Shared and service accounts work in chat already (stored tokens are used and refreshed); a sign-in must be
-    # done once from a terminal until per-person sign-in in chat lands.
-    clients = OAuthClients(config, NoConsent(path))
     host = Host(config, store)
-    # Before the host starts: resuming stored calls may start sessions at once.
-    host.pool.auth = lambda session: clients.for_server(session.server, None)
+    # Shared accounts are signed in by an admin at a terminal (the message that asks names this file); per-person
+    # ones in chat, with the redirect coming back to the HTTP server below.
+    host.accounts.set_config_path(path)
+    http = None
+    if config.http.listen:
+        # Only when configured: starlette, uvicorn and the form templates cost start time.
+        from bridge.http_server import HttpServer
+
+        http = HttpServer(config.http.listen, config.http.public_url)
+        host.accounts.serve_redirects(http)  # before the host starts: resumed calls may need a sign-in at once
     try:
         async with host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)
             tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
-            if config.http.listen:
-                # Only when configured: starlette, uvicorn and the form templates cost start time.
-                from bridge.http_server import HttpServer
+            if http is not None:
                 from bridge.webform import web_forms
 
-                http = HttpServer(config.http.listen, config.http.public_url)
                 forms = web_forms(config.http, http, host)
                 if forms is not None:
                     host.offer_web_forms(forms)
@@ -287,7 +288,6 @@ async def _run(config: Config, path: str = "FILE") -> int:
             for adapter in adapters:
                 tg.start_soon(serve, adapter)
     finally:
-        clients.close()
         store.close()
     return EXIT_OK
 

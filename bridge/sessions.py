@@ -1,4 +1,5 @@
-"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`.
+"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`; for a
+`per_user` server, one per person too (`bridge.session_keys`), with that person's account.
 
 Sessions start on first use, each in a task owned by the pool's task group, and close after an idle time or when
 the pool is full and room is needed. A server that fails to start raises `ServerStartError` with its stderr tail; one
@@ -32,13 +33,13 @@ from mcp.types import Implementation, SamplingCapability
 
 from bridge import __version__, catalog
 from bridge.config import Config, ServerConfig
-from bridge.errors import ServerStartError, ServerUnavailable
+from bridge.errors import AuthError, ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
+from bridge.session_keys import SHARED, SessionKey, auth_failure, personal, session_key
 
 logger = logging.getLogger(__name__)
 
-SHARED = "*"
 STDERR_TAIL = 2000
 CLIENT_INFO = Implementation(name="mcp-chat-bridge", version=__version__)
 
@@ -84,6 +85,8 @@ class Session:
     server: ServerConfig
     conversation: ConversationKey | None
     """None for a shared session."""
+    person: Actor | None = None  # whose account it uses: `per_user` servers only (one session per person)
+    last_conversation: ConversationKey | None = None  # where a sign-in prompt for its person goes
     state: SessionState = SessionState.STARTING
     client: Client | None = None
     last_used: float = field(default_factory=time.monotonic)
@@ -111,8 +114,9 @@ class Session:
     _finished: anyio.Event = field(default_factory=anyio.Event)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.conversation.id() if self.conversation else SHARED, self.server.name)
+    def key(self) -> SessionKey:
+        return (self.conversation.id() if self.conversation else SHARED, self.server.name,
+                self.person.key if self.person else "")
 
     @property
     def protocol_version(self) -> str:
@@ -159,8 +163,8 @@ class SessionPool:
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
         self.auth: AuthFactory | None = None
         """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
-        self._sessions: dict[tuple[str, str], Session] = {}
-        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._sessions: dict[SessionKey, Session] = {}
+        self._locks: dict[SessionKey, anyio.Lock] = {}
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
 
@@ -189,31 +193,37 @@ class SessionPool:
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
 
-    def find(self, conversation: ConversationKey, server: str) -> Session | None:
+    def find(self, conversation: ConversationKey, server: str, person: Actor | None = None) -> Session | None:
+        """The session this use would get, if it is running; with no person, any of a `per_user` server's here."""
         cfg = self._config.servers.get(server)
         if cfg is None:
             return None
-        return self._sessions.get((SHARED if cfg.scope == "shared" else conversation.id(), server))
+        if personal(cfg) and (person is None or not person.user_id):
+            where = SHARED if cfg.scope == "shared" else conversation.id()
+            return next((s for k, s in self._sessions.items() if k[:2] == (where, server)), None)
+        return self._sessions.get(session_key(cfg, conversation, person))
 
     def by_client(self, client_session: object) -> Session | None:
         """The session whose MCP client session this is (for a server request the SDK hands over)."""
         return next((s for s in self._sessions.values()
                      if s.client is not None and s.client.session is client_session), None)
 
-    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]:
+    async def list_tools(self, conversation: ConversationKey, server: str, *, person: Actor | None = None,
+                         fresh: bool = False) -> list[Any]:
         """Every tool of a server (all pages), fetched once per session (again when `fresh`)."""
-        session = await self.get(conversation, server)
+        session = await self.get(conversation, server, person)
         assert session.client is not None
         if session.tools is None or fresh:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return list(session.tools.values())
 
-    async def get(self, conversation: ConversationKey, server: str) -> Session:
-        """The ready session for this conversation and server, started if needed.
+    async def get(self, conversation: ConversationKey, server: str, person: Actor | None = None) -> Session:
+        """The ready session for this conversation, server and (for a `per_user` server) person, started if needed.
 
         Raises:
             ServerUnavailable: no such server, it is disabled, or the pool is full of busy sessions.
             ServerStartError: it could not be started; the message carries its stderr tail.
+            AuthError: a `per_user` server and no known person, or its sign-in did not happen.
         """
         cfg = self._config.servers.get(server)
         if cfg is None:
@@ -222,18 +232,20 @@ class SessionPool:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
         if not server_allowed(self._config, conversation, server):
             raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
-        key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
+        key = session_key(cfg, conversation, person)
         async with self._locks.setdefault(key, anyio.Lock()):
             session = self._sessions.get(key)
             if session is not None and session.state is SessionState.READY:
                 session.last_used = time.monotonic()
+                session.last_conversation = conversation
                 return session
             await self._make_room()
-            session = Session(cfg, None if cfg.scope == "shared" else conversation)
+            session = Session(cfg, None if cfg.scope == "shared" else conversation,
+                              person if personal(cfg) else None, conversation)
             assert self._tg is not None
             try:
                 await self._tg.start(self._run, session)
-            except ServerStartError:
+            except (ServerStartError, AuthError):
                 raise
             except Exception as exc:
                 raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
@@ -242,9 +254,10 @@ class SessionPool:
             return session
 
     @asynccontextmanager
-    async def borrow(self, conversation: ConversationKey, server: str) -> AsyncIterator[Client]:
+    async def borrow(self, conversation: ConversationKey, server: str,
+                     person: Actor | None = None) -> AsyncIterator[Client]:
         """A ready client for work outside a tool call; the session is not closed for room or idleness meanwhile."""
-        session = await self.get(conversation, server)
+        session = await self.get(conversation, server, person)
         session.borrowed += 1
         try:
             assert session.client is not None
@@ -262,6 +275,11 @@ class SessionPool:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
         session._closed.set()
+
+    async def close_person(self, server: str, person: Actor) -> None:
+        """Close a person's sessions with a server (they logged out: their account must not be used any more)."""
+        for session in [s for k, s in self._sessions.items() if k[1:] == (server, person.key)]:
+            await self.close(session)
 
     async def close(self, session: Session) -> None:
         if self._sessions.get(session.key) is session:
@@ -302,11 +320,13 @@ class SessionPool:
                 await session._closed.wait()
         except Exception as exc:
             if not started:
+                if (refused := auth_failure(exc)) is not None:
+                    raise refused from exc
                 raise ServerStartError(session.server.name,
                                        f"{session.server.name} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
             # The server died or its transport broke while closing; the host reports it where it was in use.
-            logger.warning("session %s/%s ended with an error: %s", *session.key, _describe(exc))
+            logger.warning("session %s ended with an error: %s", "/".join(filter(None, session.key)), _describe(exc))
             session.error = session.error or _describe(exc)
         finally:
             if session.state is not SessionState.GONE:
@@ -349,14 +369,13 @@ class SessionPool:
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
-                    logger.info("closing idle session %s/%s", *session.key)
+                    logger.info("closing idle session %s", "/".join(filter(None, session.key)))
                     await self.close(session)
 
 
 def _client_mode(protocol: str) -> Any:
-    """The SDK's connect mode for a configured protocol. A pin to 2026-07-28 still negotiates through
-    server/discover like `auto` (so a -32022 unsupported-version answer is retried at a version the server names)
-    rather than assuming the server's answer; `_run` then refuses a server that turned out to be legacy."""
+    """The SDK's connect mode: a pin to 2026-07-28 negotiates like `auto` (a -32022 unsupported-version answer is
+    retried at a version the server names); `_run` then refuses a server that turned out to be legacy."""
     return "auto" if protocol == "2026-07-28" else protocol
 
 

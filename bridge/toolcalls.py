@@ -42,6 +42,7 @@ from bridge.errors import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
     URL_ELICITATION_REQUIRED,
+    AuthError,
     BridgeError,
     InputRefused,
     ServerGoneError,
@@ -126,7 +127,7 @@ class ToolCalls:
         self._calls[call.id] = call
         try:
             with call.scope:
-                session = await self._pool.get(conversation, server)
+                session = await self._pool.get(conversation, server, requester)
                 ctx = self._audience.context(server, session, conversation, requester, tool)
                 denied = await self._approval.answer(ctx, CallToolRequestParams(name=tool, arguments=dict(arguments)))
                 if denied is not None:
@@ -154,6 +155,9 @@ class ToolCalls:
         except InputRefused as exc:
             await self._out.say(conversation, f"{server}.{tool} was not continued: {shorten(exc.error.message, 500)}")
             return None
+        except AuthError as exc:  # no known person, or a sign-in that did not happen: never sent as anyone else
+            await self._out.say(conversation, str(exc))
+            return None
         except SessionError as exc:
             await self._out.say(conversation, session_error_text(exc))
             return None
@@ -166,7 +170,7 @@ class ToolCalls:
                          answered: Answers) -> CallToolResult:
         """Finish a 2026 call stored before a restart, under its stored id: `answered` waits for the answers on the
         cards already posted; the rest are asked again, then the call is retried."""
-        session = await self._pool.get(pending.conversation, pending.server)
+        session = await self._pool.get(pending.conversation, pending.server, pending.requester)
         call = ToolCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool)
         session.calls[call.id] = call
         try:
@@ -308,7 +312,7 @@ class ToolCalls:
         if not elicitations:
             await self._out.say(call.conversation, f"{name} needs a link visited first, but sent no usable link.")
             return False
-        session = self._pool.find(call.conversation, call.server)
+        session = self._pool.find(call.conversation, call.server, call.requester)
         ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
         then = ("It runs again once you say they are done." if retrying
                 else "Run the call again when you are done.")
@@ -343,7 +347,7 @@ class ToolCalls:
 
     def _status_view(self, call: ToolCall, text: str, value: float | None = None, total: float | None = None,
                      done: bool = False) -> StatusView:
-        label = self._audience.label(call.server, self._pool.find(call.conversation, call.server))
+        label = self._audience.label(call.server, self._pool.find(call.conversation, call.server, call.requester))
         return StatusView(call.id, label, call.tool, shorten(text, 300), value, total, done, stoppable=not done)
 
     async def _finish_status(self, call: ToolCall, text: str) -> None:

@@ -47,7 +47,7 @@ PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
 class Consent(Protocol):
     """How a person is asked to sign in: show them the authorization URL, return what the redirect brought back."""
 
-    def redirect_uri(self, registered: Sequence[str]) -> str:
+    def redirect_uri(self, server: ServerConfig, registered: Sequence[str]) -> str:
         """Where the redirect should come back; `registered` are the URIs a stored client was registered with (a
         loopback listener reuses one of their ports when it can, so an earlier registration stays usable)."""
         ...
@@ -58,13 +58,13 @@ class Consent(Protocol):
 
 
 class NoConsent:
-    """For a process with nobody to ask (the chat bridge until per-person sign-in lands there): stored tokens are
-    used and refreshed, and a server that needs a new sign-in is reported with what to run."""
+    """For accounts nobody in chat signs in to (a shared account in the chat bridge): stored tokens are used and
+    refreshed, and a server that needs a new sign-in is reported with the command an admin runs."""
 
     def __init__(self, config_path: str = "FILE") -> None:
         self._config_path = config_path
 
-    def redirect_uri(self, registered: Sequence[str]) -> str:
+    def redirect_uri(self, server: ServerConfig, registered: Sequence[str]) -> str:
         return registered[0] if registered else PLACEHOLDER_REDIRECT
 
     async def ask(self, server: ServerConfig, identity: str, authorization_url: str) -> AuthorizationCodeResult:
@@ -122,11 +122,12 @@ class _UserProvider(_Bridged, OAuthClientProvider):
     """The authorization-code flow for a person (or the admin of a shared account)."""
 
     def __init__(self, *args: object, client_info: OAuthClientInformationFull | None, consent: Consent,
-                 configured_redirect: str | None, **kwargs: object) -> None:
+                 server: ServerConfig, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._fixed_client = client_info
         self._consent = consent
-        self._configured_redirect = configured_redirect
+        self._server = server
+        self._configured_redirect = server.auth.redirect_uri
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -138,7 +139,7 @@ class _UserProvider(_Bridged, OAuthClientProvider):
         dynamic = info is not None and self._fixed_client is None and info.client_id != self.context.client_metadata_url
         registered = [self._configured_redirect] if self._configured_redirect else \
             [str(u) for u in (info.redirect_uris or [])] if info is not None and dynamic else []
-        chosen = self._consent.redirect_uri(registered)
+        chosen = self._consent.redirect_uri(self._server, registered)
         uri = AnyUrl(chosen)
         self.context.client_metadata.redirect_uris = [uri]
         if self._fixed_client is not None:
@@ -176,7 +177,7 @@ class OAuthClients:
 
     def __init__(self, config: Config, consent: Consent, env: Mapping[str, str] | None = None) -> None:
         self._config = config
-        self._consent = consent
+        self.consent = consent
         self._env = env
         self._vaults: dict[TokenPlace, TokenVault] = {}
         self._memory = MemoryVault()
@@ -211,6 +212,11 @@ class OAuthClients:
             context.client_metadata = _ScopedMetadata.of(context.client_metadata, server.auth.scopes)
             self._providers[key] = provider
         return self._providers[key]
+
+    def forget(self, server: ServerConfig, identity: str) -> None:
+        """Drop the provider of an account (logged out): the next use starts from what the vault holds."""
+        if server.url:
+            self._providers.pop((server.url, identity), None)
 
     def _build(self, server: ServerConfig, identity: str) -> _Bridged:
         assert server.url is not None
@@ -248,12 +254,11 @@ class OAuthClients:
             pending.append(authorization_url)
 
         async def callback_handler() -> AuthorizationCodeResult:
-            return await self._consent.ask(server, identity, pending.pop())
+            return await self.consent.ask(server, identity, pending.pop())
 
         return _UserProvider(server.url, metadata, storage, redirect_handler, callback_handler,
                              client_metadata_url=None if auth.client_id else auth.client_metadata_url,
-                             client_info=_registered(auth), consent=self._consent,
-                             configured_redirect=auth.redirect_uri)
+                             client_info=_registered(auth), consent=self.consent, server=server)
 
 
 def _registered(auth: AuthConfig) -> OAuthClientInformationFull | None:

@@ -12,7 +12,8 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp.shared.auth import AuthorizationCodeResult
 
-from bridge.auth.callback import Authorizations, LoopbackListener
+from bridge.auth.callback import LoopbackListener
+from bridge.auth.signins import Authorizations
 from bridge.config import ServerConfig
 from bridge.errors import AuthError
 from bridge.text import url_host
@@ -30,7 +31,7 @@ class TerminalConsent:
         self._tg: TaskGroup | None = None
         self._serving = False
 
-    def redirect_uri(self, registered: Sequence[str]) -> str:
+    def redirect_uri(self, server: ServerConfig, registered: Sequence[str]) -> str:
         """The listener's address, bound on first need: the first of `registered` (a configured redirect URI, or
         those a stored client was registered with) that is a free loopback port, else a free port."""
         if self._listener is None:

@@ -9,7 +9,8 @@ import anyio
 import httpx2
 import pytest
 
-from bridge.auth.callback import Authorizations, LoopbackListener, plain_oauth_error
+from bridge.auth.callback import LoopbackListener
+from bridge.auth.signins import Authorizations, plain_oauth_error
 from bridge.errors import AuthError
 
 pytestmark = pytest.mark.anyio

@@ -3,7 +3,9 @@
 `MCPServer(auth_server_provider=..., auth=AuthSettings(...))` serves protected-resource metadata, authorization-server
 metadata, dynamic registration, /authorize, /token and /revoke from the SDK; `Provider` below is the in-memory
 account store behind them. Its person consents at once (the test's "browser" only follows the redirect), unless the
-test says they decline. Tokens rotate on refresh; tests can revoke every refresh token, and count what was asked.
+test says they decline. With `login` on, /authorize first sends the browser to a login page (`/login?ticket=…`) where
+the test says who is signing in (`&user=bob`), so several people get tokens of their own (`whoami` names them).
+Tokens rotate on refresh; tests can revoke every refresh token, and count what was asked.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from tests.servers.serving import base_url
 
@@ -41,6 +45,12 @@ class Provider:
     access_ttl: int = 3600
     decline: bool = False
     """The person declines at the consent screen (the redirect carries error=access_denied)."""
+    login: bool = False
+    """Ask who signs in on a login page before redirecting back (several people, each their own account)."""
+    base: str = ""
+    tickets: dict[str, tuple[str, AuthorizationParams]] = field(default_factory=dict)
+    revoked: list[str] = field(default_factory=list)
+    """Tokens revoked through /revoke."""
     clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
     codes: dict[str, AuthorizationCode] = field(default_factory=dict)
     access: dict[str, AccessToken] = field(default_factory=dict)
@@ -61,13 +71,20 @@ class Provider:
         self.counts["authorize"] += 1
         if self.decline:
             raise AuthorizeError("access_denied", "The person said no")
-        code = secrets.token_urlsafe(24)
         assert client.client_id is not None
+        if self.login:
+            ticket = secrets.token_urlsafe(12)
+            self.tickets[ticket] = (client.client_id, params)
+            return f"{self.base}/login?ticket={ticket}"
+        return self.redirect_with_code(client.client_id, params, "ada")
+
+    def redirect_with_code(self, client_id: str, params: AuthorizationParams, subject: str) -> str:
+        code = secrets.token_urlsafe(24)
         self.codes[code] = AuthorizationCode(
-            code=code, scopes=params.scopes or [SCOPE], expires_at=time.time() + 300, client_id=client.client_id,
+            code=code, scopes=params.scopes or [SCOPE], expires_at=time.time() + 300, client_id=client_id,
             code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
-            subject="ada")
+            subject=subject)
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
@@ -77,7 +94,8 @@ class Provider:
                                           authorization_code: AuthorizationCode) -> OAuthToken:
         self.counts["code"] += 1
         self.codes.pop(authorization_code.code, None)
-        return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
+        return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource,
+                           authorization_code.subject or "ada")
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         self.counts["refresh"] += 1  # every attempt, honoured or not
@@ -87,7 +105,8 @@ class Provider:
                                      scopes: list[str]) -> OAuthToken:
         if self.refresh.pop(refresh_token.token, None) is None:
             raise TokenError("invalid_grant", "refresh token revoked")
-        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource)
+        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource,
+                           refresh_token.subject or "ada")
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
@@ -96,6 +115,7 @@ class Provider:
         return found
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.revoked.append(token.token)
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
 
@@ -109,14 +129,14 @@ class Provider:
         for token in self.access.values():
             token.expires_at = int(time.time()) - 1
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str) -> OAuthToken:
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         self.issued += [access, refresh]
         self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
                                           expires_at=int(time.time()) + self.access_ttl, resource=resource,
-                                          subject="ada")
+                                          subject=subject)
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource,
-                                             subject="ada")
+                                             subject=subject)
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=self.access_ttl,
                           refresh_token=refresh, scope=" ".join(scopes))
 
@@ -131,6 +151,17 @@ def protected_server(provider: Provider, sock: socket.socket) -> Any:
                                                                                 valid_scopes=[SCOPE, "extra"]),
                           revocation_options=RevocationOptions(enabled=True), required_scopes=[SCOPE],
                           validate_token_resource=True))
+
+    provider.base = base
+
+    @server.custom_route("/login", methods=["GET"])  # type: ignore[untyped-decorator]
+    async def login(request: Request) -> Response:
+        """The login page: the test's browser says who it is; the code issued is for that person."""
+        ticket = provider.tickets.pop(request.query_params.get("ticket", ""), None)
+        user = request.query_params.get("user", "")
+        if ticket is None or not user:
+            return PlainTextResponse("unknown ticket or no user", status_code=400)
+        return RedirectResponse(provider.redirect_with_code(ticket[0], ticket[1], user), status_code=302)
 
     @server.tool()
     def whoami() -> str:

@@ -83,10 +83,13 @@ class Person:
         self.user_id: str = client.user_id
         self.room_id = room_id
         self.seen: list[Any] = []
+        self.rooms: list[str] = []
+        """The room of each event in `seen`, by index."""
         client.add_event_callback(self._record, (Event, InviteMemberEvent))
 
     async def _record(self, room: MatrixRoom, event: Any) -> None:
         self.seen.append(event)
+        self.rooms.append(room.room_id)
 
     async def wait(self, predicate: Callable[[int, Any], bool]) -> Any:
         """Sync until an event matching `predicate(index, event)` has arrived; return the first such event."""
