@@ -11,6 +11,7 @@ import pytest
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
 
+from bridge import preflight
 from bridge.auth.oauth import NoConsent, OAuthClients, identity_for
 from bridge.auth.tokens import MemoryVault, SqliteVault
 from bridge.config import Config, from_mapping
@@ -104,3 +105,15 @@ def test_one_provider_per_account_and_the_right_kind(tmp_path: Path) -> None:
                       PrivateKeyJWTOAuthProvider)
     none = config({"identity": "none"})
     assert OAuthClients(none, NoConsent(), {}).for_server(none.servers["s"]) is None
+
+
+def test_per_user_in_chat_needs_the_http_server_its_sign_ins_come_back_to() -> None:
+    without = config({"identity": "per_user"}, {"K": KEY}, secrets_key_env="K", chat={"console": {}})
+    assert preflight.problems(without) == [
+        "servers.s.auth: per_user in chat needs http.listen: each person's sign-in comes back to the bridge's HTTP "
+        "server (<http.public_url>/oauth/callback)"]
+    served = config({"identity": "per_user"}, {"K": KEY}, secrets_key_env="K", chat={"console": {}},
+                    http={"listen": "127.0.0.1:8780", "public_url": "https://bridge.example.com"})
+    assert preflight.problems(served) == []
+    shared = config({"identity": "shared"}, {}, chat={"console": {}})
+    assert preflight.problems(shared) == []

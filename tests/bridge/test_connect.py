@@ -14,6 +14,7 @@ import anyio
 import pytest
 from mcp.types import CallToolResult, TextContent
 
+from bridge.auth.tokens import VaultStorage
 from bridge.config import Config, HttpConfig
 from bridge.host import Host
 from bridge.http_server import HttpServer
@@ -160,3 +161,41 @@ async def test_accounts_lists_names_only_and_logout_forgets_and_revokes(web: Sit
     assert again == "You were not connected to s; nothing was kept."
     assert set(web.provider.revoked) == set(issued)
     assert web.provider.counts["authorize"] == 2
+
+
+async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token_asks_again(web: Site) -> None:
+    async with bridge(web) as (host, chat, _):
+        server = host.config.servers["s"]
+
+        async def time_passes() -> None:
+            """Her access token expires (as the bridge's vault and the authorization server see it), and the bridge
+            forgets what it held in memory, as after a restart."""
+            storage = VaultStorage(host.accounts.clients.vault(server), web.url, ADA.key)
+            token = await storage.get_tokens()
+            assert token is not None
+            token.expires_in = -60
+            await storage.set_tokens(token)
+            web.provider.expire_access_tokens()
+            host.accounts.clients.forget(server, ADA.key)
+            await host.pool.close_person("s", ADA)
+
+        results: list[CallToolResult | None] = []
+
+        async def call() -> None:
+            results.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await sign_in((await connect_card(chat, ADA)).url, "ada")
+            await time_passes()
+            await call()
+            cards_after_refresh = len(chat.cards)
+            web.provider.revoke_refresh_tokens()
+            await time_passes()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await sign_in((await connect_card(chat, ADA)).url, "ada")
+    assert [text(r)[-7:] for r in results] == ["for ada"] * 3
+    assert cards_after_refresh == 1 and len(chat.cards) == 2
+    assert web.provider.counts["refresh"] == 2 and web.provider.counts["authorize"] == 2
