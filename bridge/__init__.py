@@ -5,3 +5,6 @@ into `bridge.model` values and render cards back.
 """
 
 __version__ = "0.1.0"
+
+DEFAULT_STORE = "./mcp-chat-bridge.db"
+"""Where the store is when the config names none (here, so the CLI can name it without loading the config module)."""

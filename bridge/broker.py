@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from bridge import observe
 from bridge.errors import AdapterError
 from bridge.model import (
     Actor,
@@ -37,6 +38,7 @@ from bridge.model import (
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
 from bridge.routing import Copy, Routing, base_id
+from bridge.secret_answers import for_the_record
 from bridge.store import AuditRow, Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class Broker:
                 self._settle(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
             raise
         self._store.set_card(interaction.id, waiter.card)
+        observe.card_posted(interaction)
         return await self._wait(waiter, post_copies=True)
 
     async def retire(self, stored: StoredInteraction, reason: str) -> None:
@@ -159,7 +162,9 @@ class Broker:
             if not outcome.approvals and waiter.interaction.approvals:
                 outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
             waiter.outcome = outcome
-            self._store.finish_interaction(waiter.interaction, outcome, _detail(waiter.interaction, outcome))
+            observe.interaction_ended(waiter.interaction, outcome)
+            self._store.finish_interaction(waiter.interaction, for_the_record(waiter.interaction, outcome),
+                                           _detail(waiter.interaction, outcome))
             waiter.done.set()
             waiter.wake.set()
         return waiter.outcome

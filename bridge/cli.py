@@ -2,29 +2,37 @@
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
+
+Each command imports what it needs when it runs, not before: `--version` loads nothing of the bridge's, and
+`check-config` neither the MCP SDK nor anyio (tests/cli/test_start.py keeps it so). Start time is the first thing
+a person meets.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import logging
-import signal
-import sqlite3
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-import anyio
-
-from bridge import __version__, audit_report, demo, importing, oneshot, preflight
-from bridge.config import DEFAULT_STORE, Config, load, store_path
+from bridge import DEFAULT_STORE, __version__, redaction
 from bridge.errors import ConfigError
-from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
-from bridge.host import Host
-from bridge.ports import Adapter
-from bridge.store import Store
+from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_auth_tracebacks, report
+
+if TYPE_CHECKING:
+    import anyio
+
+    from bridge.config import Config
+    from bridge.host import Host
+    from bridge.ports import Adapter
+    from bridge.prestart import Prestarts
+    from bridge.store import Store
 
 logger = logging.getLogger("bridge")
 
@@ -58,6 +66,7 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None, de
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    redaction.quiet_payload_loggers(root.level)
     # The SDK and HTTP libraries are chatty at INFO; their warnings still show.
     for name in ("mcp", "httpx2", "httpcore2", "aiohttp.access", "nio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
@@ -72,24 +81,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-class _NoAuthTracebacks(logging.Filter):
-    """The SDK logs its OAuth failures with a traceback; the bridge says what failed in one line instead (a sign-in
-    that is needed is routine, not a crash). `--log-level debug` keeps them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("mcp.client.auth") and record.exc_info:
-            record.exc_info = None
-            record.exc_text = None
-            return record.getMessage() != "OAuth flow error"
-        return True
-
-
-def quiet_auth_tracebacks(level: str) -> None:
-    if level != "debug":
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(_NoAuthTracebacks())
-
-
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
     p.add_argument("--version", action="version", version=f"mcp-chat-bridge {__version__}")
@@ -102,6 +93,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", parents=[common], help="serve every adapter configured under chat: until SIGTERM")
     run.add_argument("-c", "--config", required=True)
+    run.add_argument("--worker-id", default=None,
+                     help="this worker's name on a shared (Postgres) store; default: hostname:pid")
     demo_cmd = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
     demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
     call = sub.add_parser("call", parents=[common],
@@ -166,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "check-config":
+        from bridge import preflight
+        from bridge.config import load
+
         config = load(args.file)
         problems = preflight.problems(config)
         if problems:
@@ -181,16 +177,25 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "audit":
         return _audit(args)
+    import anyio
+
     if args.command == "run":
-        return anyio.run(_run, load(args.config), args.config)
+        from bridge.config import load
+
+        return anyio.run(_run, load(args.config), args.worker_id, args.config)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command in ("call", "tools"):
+        from bridge import oneshot
+
         return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
     return EXIT_USAGE
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from bridge import audit_report
+    from bridge.config import store_path
+
     filters = audit_report.Filters(
         since=audit_report.since(args.since) if args.since else None, server=args.server,
         kind=audit_report.kind(args.kind) if args.kind else None, who=args.who)
@@ -210,6 +215,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _import_servers(path: str) -> int:
+    from bridge import importing
+
     imported = importing.convert(importing.read(path), path)
     print(imported.yaml(), end="")
     for warning in imported.warnings:
@@ -224,12 +231,16 @@ def _import_servers(path: str) -> int:
 
 
 def demo_config(protocol: str = "auto") -> Config:
+    from bridge import demo
+
     config = demo.config(protocol)
     print(f"The demo keeps its store in {config.store} (delete the folder to start afresh).", file=sys.stderr)
     return config
 
 
 def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapter:
+    from bridge import preflight
+
     problem = preflight.adapter_import_problem(name)
     if problem:
         raise ConfigError([problem])
@@ -239,54 +250,103 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
 
 
 def open_store(path: str) -> Store:
+    import sqlite3
+
+    from bridge.store import Store
+
     try:
         return Store(path)
     except (sqlite3.Error, OSError) as exc:
         raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
 
 
-async def _run(config: Config, path: str = "FILE") -> int:
+async def _run(config: Config, worker_id: str | None = None, path: str = "FILE") -> int:
+    from bridge import preflight
+    from bridge.prestart import Prestarts
+
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
+    redaction.install(config.redactor)  # first: every later log line is redacted
+    prestarts = Prestarts()
+    try:
+        # First, before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
+        await prestarts.start(config.servers.values())
+        return await _serve(config, worker_id, prestarts, path)
+    finally:
+        await prestarts.aclose()
+
+
+async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts, path: str) -> int:
+    from bridge.storage.lock import ProcessLock
+
+    # One process per SQLite store: a second `run` on the same file would close the first's live cards at start-up
+    # and resume its 2026 calls a second time. The kernel drops the lock however this process dies.
+    try:
+        lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
+    except OSError as exc:  # the folder is missing or not writable: the same words as opening the store itself
+        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
+    try:
+        return await _serve_locked(config, worker_id, prestarts, path)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+async def _serve_locked(config: Config, worker_id: str | None, prestarts: Prestarts, path: str) -> int:
+    import anyio
+
+    from bridge import tracing
+    from bridge.host import Host
+
     store = open_store(config.store)
     if "console" in config.chat:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
         store.forget_cards("console")
-    host = Host(config, store)
-    # Shared accounts are signed in by an admin at a terminal (the message that asks names this file); per-person
-    # ones in chat, with the redirect coming back to the HTTP server below.
-    host.accounts.set_config_path(path)
-    http = None
-    if config.http.listen:
-        # Only when configured: starlette, uvicorn and the form templates cost start time.
-        from bridge.http_server import HttpServer
-
-        http = HttpServer(config.http.listen, config.http.public_url)
-        host.accounts.serve_redirects(http)  # before the host starts: resumed calls may need a sign-in at once
     try:
-        async with host, anyio.create_task_group() as tg:
-            adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
-            for adapter in adapters:
-                host.attach(adapter)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
-            if http is not None:
-                from bridge.webform import web_forms
+        with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
+            watching.enter_context(tracing.traces(config.telemetry))
+            host = Host(config, store)
+            host.pool.prestarts = prestarts
+            # Shared accounts are signed in by an admin at a terminal (the message that asks names this file);
+            # per-person ones in chat, the redirect coming back to the HTTP server (routed before the host starts:
+            # resumed calls may need a sign-in at once).
+            host.accounts.set_config_path(path)
+            http = None
+            if config.http.listen:
+                # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
+                from bridge.http_server import HttpServer
 
-                forms = web_forms(config.http, http, host)
-                if forms is not None:
-                    host.offer_web_forms(forms)
-                await tg.start(http.serve)
-            if "console" in config.chat and len(adapters) == 1:
-                print(_banner(config), file=sys.stdout, flush=True)
+                http = HttpServer(config.http.listen, config.http.public_url)
+                host.accounts.serve_redirects(http)
+            async with host, anyio.create_task_group() as tg:
+                adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
+                for adapter in adapters:
+                    host.attach(adapter)
+                tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
+                if http is not None:
+                    from bridge import monitoring
+                    from bridge.webform import web_forms
 
-            async def serve(adapter: Adapter) -> None:
-                await adapter.serve()
-                if adapter.platform == "console":
-                    tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
+                    watching.enter_context(monitoring.install(http, host, adapters,
+                                                              worker_id or monitoring.default_worker_id()))
+                    forms = web_forms(config.http, http, host)
+                    if forms is not None:
+                        host.offer_web_forms(forms)
+                    await tg.start(http.serve)
+                if "console" in config.chat and len(adapters) == 1:
+                    print(_banner(config), file=sys.stdout, flush=True)
 
-            for adapter in adapters:
-                tg.start_soon(serve, adapter)
+                async def serve(adapter: Adapter) -> None:
+                    await adapter.serve()
+                    if adapter.platform == "console":
+                        tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
+
+                # Everything made at start-up lives as long as the process: keep it out of the garbage collector's
+                # full collections, which otherwise stall every ack under load (measured in bench/slack_ack.py).
+                gc.freeze()
+                for adapter in adapters:
+                    tg.start_soon(serve, adapter)
     finally:
         store.close()
     return EXIT_OK
@@ -301,6 +361,10 @@ def _banner(config: Config) -> str:
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
+    import signal
+
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             logger.info("received %s, shutting down", signal.Signals(signum).name)

@@ -27,6 +27,7 @@ from bridge.broker import Broker
 from bridge.budgets import Budgets
 from bridge.config import Config
 from bridge.content_text import block_text
+from bridge.durations import time_left
 from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
 from bridge.grants import Grants
@@ -37,6 +38,7 @@ from bridge.policy import approver_rule, server_allowed
 from bridge.request_context import new_interaction
 from bridge.roots import RootsKeeper, check_uri
 from bridge.sessions import SessionPool
+from bridge.showing import interaction_text
 from bridge.store import Store
 from bridge.text import session_error_text, shorten
 from bridge.toolcalls import ToolCalls
@@ -136,7 +138,7 @@ class CommandHandlers:
         now = time.time()
         lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
                  f"{i.requester.label() if i.requester else 'an approver'}, expires in "
-                 f"{_minutes(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
+                 f"{time_left(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
         await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
 
     async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
@@ -167,10 +169,14 @@ class CommandHandlers:
     async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
         target = command.args[0] if command.args else None
         interaction = self.broker.interaction(target) if target else None
-        if interaction is None or interaction.conversation != message.conversation:
-            raise CommandError("Usage: show <id> (the id of a waiting request here; see `pending`).")
-        parts = [f"{d.label}:\n{d.text}" for d in interaction.details] or ["(no details)"]
-        await self.say(message.conversation, shorten(f"{interaction.message}\n\n" + "\n\n".join(parts), 12000))
+        if interaction is not None and interaction.conversation == message.conversation:
+            await self.say(message.conversation, interaction_text(interaction))
+            return
+        kept = self.calls.results.get(message.conversation, target) if target else None
+        if kept is None:
+            raise CommandError("Usage: show <id> (the id of a waiting request here, see `pending`, or of a long "
+                               "result).")
+        await self.say(message.conversation, kept)
 
     async def _cmd_roots(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
@@ -308,7 +314,3 @@ class CommandHandlers:
 
     async def _cmd_logout(self, message: MessageIn, command: commands.Command) -> None:
         await self.say(message.conversation, await self.accounts.logout(command.args[0], message.actor))
-
-
-def _minutes(seconds: float) -> str:
-    return f"{max(0, int(seconds // 60))}m{max(0, int(seconds % 60)):02d}s"

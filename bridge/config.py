@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -18,27 +18,22 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 
+from bridge import DEFAULT_STORE, approver_entries, limits
 from bridge.auth_config import AuthConfig, auth_problems, build_auth, default_token_store
+from bridge.config_problems import error_message, error_path, substitute
 from bridge.errors import ConfigError
+from bridge.limits import Limits
 from bridge.model import ConversationScope
-from bridge.team_config import (
-    ApproverRule,
-    BudgetLimits,
-    ChannelPolicy,
-    GrantScope,
-    Group,
-    read_channel,
-    read_group,
-    read_rule,
-)
+from bridge.redaction import Redactor
+from bridge.secret_names import looks_secret
+from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
+from bridge.tracing import TelemetryConfig, telemetry_config
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 Protocol = Literal["auto", "legacy", "2026-07-28"]
 
-DEFAULT_STORE = "./mcp-chat-bridge.db"
 
 
 def schema() -> dict[str, Any]:
@@ -104,6 +99,7 @@ class ServerConfig:
     tools_approvers: ApproverRule | None = None
     tool_grants: tuple[GrantScope, ...] = ()
     log_level: str = "warning"
+    prestart: bool = False  # spawned as `run` starts, for the first session to adopt (bridge.prestart)
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -138,10 +134,8 @@ class LLMConfig:
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
     store: str = DEFAULT_STORE
-    secrets_key_env: str | None = None
-    """The environment variable holding the key that encrypts stored OAuth tokens."""
-    token_store: str | None = None
-    """Where encrypted OAuth tokens are kept; None: beside `store` (in memory when that is `:memory:`)."""
+    secrets_key_env: str | None = None  # the environment variable with the key that encrypts stored OAuth tokens
+    token_store: str | None = None  # where encrypted OAuth tokens are kept; None: in memory (with a `:memory:` store)
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -151,10 +145,15 @@ class Config:
     http: HttpConfig = HttpConfig()
     chat: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """One raw block per adapter (`console`, `slack`, `matrix`), validated by the schema; adapters read their own."""
+    limits: Limits = field(default_factory=Limits)
+    """Bounds that keep a shared host alive (`bridge.limits`)."""
+    redactor: Redactor = field(default_factory=Redactor, repr=False, compare=False)
+    """Replaces every configured secret (`${VAR}` values, headers, server env, tokens) in logs and chat."""
     groups: Mapping[str, Group] = field(default_factory=dict)
     channels: Mapping[str, ChannelPolicy] = field(default_factory=dict)
     """Per-channel policy by `<platform>:<channel id>` (globs allowed: `slack:D*` is every Slack DM)."""
     budgets: BudgetLimits = field(default_factory=BudgetLimits)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -179,7 +178,7 @@ def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
     except yaml.YAMLError as exc:
         raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     problems: list[str] = []
-    value = _substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
+    value = substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
                         os.environ if env is None else env, "store", problems, set())
     if problems or not isinstance(value, str):
         raise ConfigError(problems or ["store: must be a string"])
@@ -198,14 +197,15 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
     unset: set[str] = set()
-    data = _substitute(raw, os.environ if env is None else env, "", problems, unset)
+    from_env: list[str] = []
+    data = substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        where = _path(error.absolute_path)
+        where = error_path(error.absolute_path)
         if where not in unset:  # an unset variable is named as such, not again as a bad value
-            problems.append(f"{where}: {_message(error)}")
+            problems.append(f"{where}: {error_message(error)}")
     for name, server in (data.get("servers") or {}).items():
         if not isinstance(server, dict):
             continue
@@ -217,6 +217,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
         problems.extend(auth_problems(where, server, data, os.environ if env is None else env))
+    problems.extend(approver_entries.problems(data))
     for key in (data.get("channels") or {}):
         if ":" not in str(key):
             problems.append(f"channels.{key}: name a channel as <platform>:<channel id>, e.g. slack:C0123")
@@ -235,7 +236,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems.extend(_team_problems(config))
     if problems:
         raise ConfigError(problems)
-    return config
+    return replace(config, redactor=Redactor([*from_env, *secret_values(data)]))
 
 
 def _team_problems(config: Config) -> list[str]:
@@ -266,6 +267,28 @@ def _team_problems(config: Config) -> list[str]:
     return problems
 
 
+def secret_values(data: Any) -> list[str]:
+    """Values that are secrets by their place, wherever they came from: every header and server env value (and the
+    credential after a header's scheme, `Bearer <token>`), and any value whose key names a secret (`bot_token`,
+    `api_key`, `password`, `signing_secret`, ...; `bridge.secret_names` decides)."""
+    out: list[str] = []
+
+    def walk(node: Any, key: str, parent: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k), key)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, parent)
+        elif isinstance(node, str) and (parent in ("env", "headers") or looks_secret(key)):
+            out.append(node)
+            if parent == "headers" and " " in node.strip():
+                out.append(node.strip().rsplit(" ", 1)[1])
+
+    walk(data, "", "")
+    return out
+
+
 def _build(data: dict[str, Any]) -> Config:
     servers = {name: _server(name, s) for name, s in (data.get("servers") or {}).items()}
     sessions = data.get("sessions") or {}
@@ -285,11 +308,12 @@ def _build(data: dict[str, Any]) -> Config:
         agent_system_prompt=str(agent.get("system_prompt", "")),
         http=_http(data.get("http") or {}),
         chat=dict(data.get("chat") or {}),
-        groups={name: read_group(g) for name, g in (data.get("groups") or {}).items()},
-        channels={key: read_channel(c) for key, c in (data.get("channels") or {}).items()},
-        budgets=BudgetLimits(per_user=((data.get("budgets") or {}).get("per_user") or {}).get("tokens_per_day"),
-                             per_conversation=((data.get("budgets") or {}).get("per_conversation") or {}).get(
-                                 "tokens_per_day")),
+        limits=limits.from_mapping(data.get("limits") or {}),
+        groups={name: _group(g) for name, g in (data.get("groups") or {}).items()},
+        channels={key: _channel(c) for key, c in (data.get("channels") or {}).items()},
+        budgets=BudgetLimits(*(((data.get("budgets") or {}).get(who) or {}).get("tokens_per_day")
+                               for who in ("per_user", "per_conversation"))),
+        telemetry=telemetry_config(data.get("telemetry") or {}),
     )
 
 
@@ -297,6 +321,16 @@ def _http(h: dict[str, Any]) -> HttpConfig:
     return HttpConfig(listen=str(h.get("listen", "")), public_url=str(h.get("public_url", "")),
                       form_link_lifetime=parse_duration(h.get("form_link_lifetime", "15m")),
                       form_link_secret=str(h.get("form_link_secret", "")))
+
+
+def _rule(raw: Any) -> ApproverRule | None:
+    """`approvers:` as a plain list (the requester decides too) or as `{people, groups, required, notify}`."""
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        return ApproverRule(tuple(map(str, raw)))
+    return ApproverRule(tuple(map(str, raw.get("people", ()))), tuple(map(str, raw.get("groups", ()))),
+                        int(raw.get("required", 1)), raw.get("notify", "thread"), bool(raw.get("requester", False)))
 
 
 def _grants(raw: Any) -> tuple[GrantScope, ...]:
@@ -308,86 +342,47 @@ def _grants(raw: Any) -> tuple[GrantScope, ...]:
     return tuple(scopes)
 
 
+def _group(raw: Any) -> Group:
+    if isinstance(raw, list):
+        return Group(tuple(map(str, raw)))
+    return Group(tuple(map(str, raw.get("people", ()))), str(raw.get("slack_usergroup", "")))
+
+
+def _channel(raw: dict[str, Any]) -> ChannelPolicy:
+    servers = raw.get("servers")
+    rules = (raw.get("tools") or {}).get("approve") or {}
+    return ChannelPolicy(tool_rules=tuple((str(k), v) for k, v in rules.items()),
+                         servers=tuple(map(str, servers)) if servers is not None else None,
+                         agent=raw.get("agent", "on") in ("on", True))
+
+
 def _server(name: str, s: dict[str, Any]) -> ServerConfig:
-    elicitation = s.get("elicitation") or {}
-    sampling = s.get("sampling") or {}
-    roots = s.get("roots") or {}
-    tools = s.get("tools") or {}
+    elicitation, sampling = s.get("elicitation") or {}, s.get("sampling") or {}
+    roots, tools = s.get("roots") or {}, s.get("tools") or {}
     approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
         cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}),
         auth=build_auth(s.get("auth") or {}, parse_duration), protocol=s.get("protocol", "auto"),
         scope=s.get("scope", "conversation"), title=s.get("title", ""),
-        approvers=read_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
+        approvers=_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),
         elicitation_timeout=parse_duration(elicitation.get("timeout", "10m")),
-        elicitation_approvers=read_rule(elicitation.get("approvers")),
+        elicitation_approvers=_rule(elicitation.get("approvers")),
         sampling=SamplingPolicy(
             approval=sampling.get("approval", "ask"), review=bool(sampling.get("review", True)),
             max_tokens=sampling.get("max_tokens"), rate_per_minute=sampling.get("rate_per_minute"),
             models=tuple(sampling.get("models", ())), timeout=parse_duration(sampling.get("timeout", "10m")),
-            approvers=read_rule(sampling.get("approvers")), grants=_grants(sampling.get("grants"))),
+            approvers=_rule(sampling.get("approvers")), grants=_grants(sampling.get("grants"))),
         roots=RootsPolicy(
             approval=roots.get("approval", "ask"),
             defaults=tuple((r["uri"], r.get("name", "")) for r in roots.get("defaults", ())),
-            timeout=parse_duration(roots.get("timeout", "10m")), approvers=read_rule(roots.get("approvers"))),
+            timeout=parse_duration(roots.get("timeout", "10m")), approvers=_rule(roots.get("approvers"))),
         # A rule with approvers always asks, those people.
         tool_rules=tuple((str(k), "never" if v == "never" else "always") for k, v in approve.items()),
         tool_timeout=parse_duration(tools.get("timeout", "10m")),
         tool_approvers=tuple((str(k), rule) for k, v in approve.items()
-                             if isinstance(v, dict) and (rule := read_rule(v.get("approvers"))) is not None),
-        tools_approvers=read_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
-        log_level=(s.get("logging") or {}).get("level", "warning"),
+                             if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
+        tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
+        log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
     )
-
-
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str]) -> Any:
-    """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
-    only need the value to be present do not complain too) and its path goes into `unset`."""
-    if isinstance(value, str):
-        def repl(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in env:
-                return env[name]
-            if default is not None:
-                return default
-            problems.append(f"{path or '(top)'}: environment variable {name} is not set")
-            unset.add(path or "(top)")
-            return match.group(0)
-        return _ENV.sub(repl, value)
-    if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems, unset) for i, v in enumerate(value)]
-    return value
-
-
-def _path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top)"
-
-
-def _message(error: Any) -> str:
-    if error.validator == "additionalProperties":
-        extra = re.findall(r"'([^']+)'", error.message.split("(")[-1])
-        return f"unknown key {', '.join(extra) or error.message}" if extra else error.message
-    if error.validator == "enum":
-        return f"must be one of {', '.join(map(str, error.validator_value))}"
-    if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
-        return "must be a duration: a number of seconds above 0, or like 30s, 10m, 2h"
-    if error.validator == "required":
-        return str(error.message).replace("is a required property", "is required")
-    # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.
-    if error.validator == "type":
-        expected = error.validator_value
-        return f"must be of type {' or '.join(expected) if isinstance(expected, list) else expected}"
-    if error.validator == "pattern":
-        return f"does not match the pattern {error.validator_value}"
-    if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
-        return f"is out of range ({error.validator} {error.validator_value})"
-    if error.validator == "oneOf":
-        return "is not a valid value here"
-    return f"is not valid ({error.validator})"

@@ -9,29 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.types import (
-    AudioContent,
-    BlobResourceContents,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-)
-
 
 def block_text(block: Any) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
+    """By the block's `type` (the protocol's discriminator), so this module needs nothing of the SDK: the CLI's quick
+    commands import it without loading the SDK."""
+    kind = getattr(block, "type", "content")
+    if kind == "text":
+        return str(block.text)
+    if kind in ("image", "audio"):
         return f"[{block.mime_type}, {decoded_size(block.data)} bytes]"
-    if isinstance(block, ResourceLink):
+    if kind == "resource_link":
         return f"[resource {block.uri}]"
-    if isinstance(block, EmbeddedResource):
+    if kind == "resource":
         resource = block.resource
-        if isinstance(resource, BlobResourceContents):
+        if hasattr(resource, "blob"):
             return f"[resource {resource.uri}, {resource.mime_type or 'binary'}, {decoded_size(resource.blob)} bytes]"
-        return resource.text
-    return f"[{getattr(block, 'type', 'content')}]"
+        return str(resource.text)
+    return f"[{kind}]"
 
 
 def decoded_size(b64: str) -> int:

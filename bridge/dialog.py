@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bridge.forms import Field, FieldKind, Option
@@ -82,9 +82,11 @@ class Dialog:
         f = fields[self._index]
         text = f.title + (f" ({f.description})" if f.description and f.description != f.title else "")
         current = self.answers.get(f.name)
-        hint = f.hint()
-        if current is not None and not f.has_default:
-            hint += f", now: {f.display(current)} (empty keeps it)"
+        if current is None:
+            hint = f.hint()
+        else:
+            # Going through the fields again (`edit`): what Enter keeps is the current answer, not the default.
+            hint = replace(f, has_default=False, required=True).hint() + f", now: {f.display(current)} (empty keeps it)"
         return Question(text, hint, f, f.options, self._index + 1, len(fields))
 
     def _summary_question(self) -> Question:

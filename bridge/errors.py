@@ -6,6 +6,7 @@
     ├── CommandError             a chat command that cannot run as typed (shown to the person, not logged as a fault)
     ├── ServerUnavailable        no such server, it is disabled, or the pool is full (the command layer words it)
     ├── InputRefused             a 2026 input request was refused, so the call is not retried; carries the ErrorData
+    │   └── LimitExceeded        a bound of the `limits:` block was reached (too many open cards, requests)
     ├── SessionError             an MCP server could not be reached or used
     │   ├── ServerStartError     it failed to start or to negotiate; carries the stderr tail
     │   └── ServerGoneError      it crashed or closed while in use; carries the stderr tail
@@ -28,24 +29,27 @@ A person's refusal (decline, cancel, expiry) is never an exception: it is an `Ou
 
 from __future__ import annotations
 
-from mcp.types import (
-    CONNECTION_CLOSED,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    URL_ELICITATION_REQUIRED,
-    ErrorData,
-)
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from mcp.types import ErrorData
+
+# JSON-RPC and MCP error codes, as numbers rather than imported from the SDK: `import bridge.errors` must stay cheap
+# (the CLI's quick commands never load the SDK). tests/cli/test_start.py checks them against `mcp.types`.
+CONNECTION_CLOSED = -32000
+INTERNAL_ERROR = -32603
+INVALID_PARAMS = -32602
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+URL_ELICITATION_REQUIRED = -32042
 USER_REJECTED = -1
 """The code the 2025-11-25 spec gives for a person's rejection of a sampling request."""
 
 __all__ = [
     "CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
     "URL_ELICITATION_REQUIRED", "USER_REJECTED", "AdapterError", "BridgeError", "CommandError", "ConfigError",
-    "InputRefused", "PlatformAPIError", "RateLimited", "ServerGoneError", "ServerStartError", "ServerUnavailable",
-    "SessionError", "UnsupportedSchema",
+    "InputRefused", "LimitExceeded", "PlatformAPIError", "RateLimited", "ServerGoneError", "ServerStartError",
+    "ServerUnavailable", "SessionError", "UnsupportedSchema",
 ]
 
 
@@ -78,6 +82,11 @@ class InputRefused(BridgeError):
     def __init__(self, error: ErrorData) -> None:
         self.error = error
         super().__init__(error.message)
+
+
+class LimitExceeded(InputRefused):
+    """A bound of the `limits:` block was reached: the request is refused with `error` (the server gets it, on either
+    era), and the call it belongs to does not go on."""
 
 
 class SessionError(BridgeError):

@@ -6,8 +6,8 @@ this module unwraps them and turns each leaf into a sentence. The traceback is f
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 import sqlite3
 import traceback
 from collections.abc import Iterator
@@ -23,6 +23,8 @@ EXIT_INTERNAL = 3
 
 def leaves(exc: BaseException) -> Iterator[BaseException]:
     """The exceptions inside `exc`, groups flattened, cancellations left out (they are a consequence)."""
+    import asyncio  # here: the quick commands (--version, check-config) never load asyncio
+
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
             yield from leaves(inner)
@@ -67,6 +69,24 @@ def brief(exc: BaseException) -> str:
 
 def full_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
+
+
+class _NoAuthTracebacks(logging.Filter):
+    """The SDK logs its OAuth failures with a traceback; the bridge says what failed in one line instead (a sign-in
+    that is needed is routine, not a crash). `--log-level debug` keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("mcp.client.auth") and record.exc_info:
+            record.exc_info = None
+            record.exc_text = None
+            return record.getMessage() != "OAuth flow error"
+        return True
+
+
+def quiet_auth_tracebacks(level: str) -> None:
+    if level != "debug":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_NoAuthTracebacks())
 
 
 def _one_line(text: str) -> str:

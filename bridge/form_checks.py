@@ -25,7 +25,15 @@ def _is_email(value: object) -> bool:
 
 
 def num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(value)
+    """A limit as a person reads it; exact for integers of any size (a float() of a 400-digit one overflows)."""
+    if isinstance(value, int):
+        return str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}…"
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def shorten_answer(text: str, limit: int = 40) -> str:
+    """A person's answer quoted back in a message, cut: a pasted page is not repeated in full."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def normalise_datetime(text: str) -> str:
@@ -65,9 +73,9 @@ def friendly(error: jsonschema.ValidationError) -> str:
     if v == "maxLength":
         return f"enter at most {error.validator_value} characters"
     if v == "minimum":
-        return f"must be at least {num(float(limit))}"
+        return f"must be at least {num(limit)}"
     if v == "maximum":
-        return f"must be at most {num(float(limit))}"
+        return f"must be at most {num(limit)}"
     if v == "minItems":
         return f"choose at least {error.validator_value}"
     if v == "maxItems":

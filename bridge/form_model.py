@@ -18,7 +18,16 @@ from typing import Any
 
 import jsonschema
 
-from bridge.form_checks import FALSE_WORDS, TRUE_WORDS, friendly, missing_name, normalise_datetime, num, validator
+from bridge.form_checks import (
+    FALSE_WORDS,
+    TRUE_WORDS,
+    friendly,
+    missing_name,
+    normalise_datetime,
+    num,
+    shorten_answer,
+    validator,
+)
 
 STRING_FORMATS = ("email", "uri", "date", "date-time")
 
@@ -120,7 +129,7 @@ class Field:
     def option_for(self, text: str) -> Option | None:
         """Match an answer to an option by its 1-based number, its value, or its title (case-insensitive)."""
         token = text.strip()
-        if token.isdigit() and 1 <= int(token) <= len(self.options):
+        if token.isascii() and token.isdigit() and 1 <= int(token) <= len(self.options):
             return self.options[int(token) - 1]
         for option in self.options:
             if token == option.value:
@@ -156,17 +165,20 @@ class Field:
         if self.kind is FieldKind.CHOICE:
             option = self.option_for(raw)
             if option is None:
-                raise ValueError(f"{raw!r} is not one of the options")
+                raise ValueError(f"{shorten_answer(raw)!r} is not one of the options: {self._how_to_pick()}")
             return option.value
         values: list[str] = []
         for part in (p for p in raw.split(",") if p.strip()):
             option = self.option_for(part)
             if option is None:
-                raise ValueError(f"{part.strip()!r} is not one of the options")
+                raise ValueError(f"{shorten_answer(part.strip())!r} is not one of the options: {self._how_to_pick()}")
             if option.value not in values:
                 values.append(option.value)
         self.check(values)
         return values
+
+    def _how_to_pick(self) -> str:
+        return f"enter a number from 1 to {len(self.options)}, or an option's value or title"
 
     def coerce(self, value: Any) -> Any:
         """Turn a widget's value (often a string) into this field's JSON type, then check it."""
@@ -184,6 +196,11 @@ class Field:
                 value = int(number)
             else:
                 value = int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+        elif self.kind in (FieldKind.NUMBER, FieldKind.INTEGER) and isinstance(value, float) \
+                and not math.isfinite(value):
+            raise ValueError("enter a finite number")  # JSON has no infinity; the schema check would let it pass
+        elif self.kind is FieldKind.INTEGER and isinstance(value, float) and value.is_integer():
+            value = int(value)  # a whole number from a numeric widget: the server asked for an integer
         self.check(value)
         return value
 

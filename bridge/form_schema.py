@@ -9,9 +9,9 @@ title names a secret are flagged (`bridge.secret_names`).
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,18 +20,33 @@ from jsonschema import Draft202012Validator
 
 from bridge.errors import UnsupportedSchema
 from bridge.form_model import STRING_FORMATS, Field, FieldKind, Form, Option
+from bridge.lru import ByteLRU
 from bridge.secret_names import looks_secret
 
 _ARRAYS_ONLY = "{where}: arrays are only allowed as multi-select enums (items.enum or items.anyOf)"
 _ALLOWED_TOP = {"type", "properties", "required", "$schema", "title", "description", "additionalProperties"}
 _ALLOWED_COMMON = {"type", "title", "description", "default"}
+CACHE_SIZE = 16 * 1024**2
+ENTRY_OVERHEAD = 4
+"""A built form holds its schema as Python objects besides the JSON key: about four times the key's size."""
+_CACHE: ByteLRU[str, Form | UnsupportedSchema] = ByteLRU(CACHE_SIZE)
+
+
+def set_cache_size(size: int) -> None:
+    """Bound the form cache (the config's `limits.form_cache_size`)."""
+    _CACHE.resize(size)
+
+
+def cache_used() -> int:
+    return _CACHE.used
 
 
 def form_from_schema(schema: Mapping[str, Any]) -> Form:
     """Build a `Form` from an elicitation `requestedSchema`.
 
     Forms are immutable, so one is built once per distinct schema: servers ask the same form again and again, and
-    checking a schema against the JSON Schema metaschema costs milliseconds.
+    checking a schema against the JSON Schema metaschema costs milliseconds. The cache is bounded by bytes
+    (`set_cache_size`), so large schemas cannot pin memory; a refusal is remembered as well.
 
     Raises:
         UnsupportedSchema: the schema is outside the restricted subset; the message says which part and why.
@@ -42,12 +57,16 @@ def form_from_schema(schema: Mapping[str, Any]) -> Form:
         key = json.dumps(schema)  # key order is field order, so it stays part of the key
     except (TypeError, ValueError):
         raise UnsupportedSchema("requestedSchema must be plain JSON") from None
-    return _cached_form(key)
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_form(key: str) -> Form:
-    return _build_form(json.loads(key))
+    cached = _CACHE.get(key)
+    if cached is None:
+        try:
+            cached = _build_form(json.loads(key))
+        except UnsupportedSchema as exc:
+            cached = exc
+        _CACHE.put(key, cached, ENTRY_OVERHEAD * len(key))
+    if isinstance(cached, UnsupportedSchema):
+        raise UnsupportedSchema(str(cached))
+    return cached
 
 
 def _build_form(schema: Mapping[str, Any]) -> Form:
@@ -108,10 +127,12 @@ def _field(name: str, prop: Any, required: bool) -> Field:
                        multiline=(max_length or 0) > 200 or (max_length is None and not fmt and len(description) > 80))
     if kind_name in ("number", "integer"):
         _only(prop, where, _ALLOWED_COMMON | {"minimum", "maximum"})
-        minimum = _number(prop, "minimum", where)
-        maximum = _number(prop, "maximum", where)
+        minimum = _bound(_number(prop, "minimum", where), "minimum", where)
+        maximum = _bound(_number(prop, "maximum", where), "maximum", where)
         if has_default and (isinstance(default, bool) or not isinstance(default, int | float)):
             raise UnsupportedSchema(f"{where}: default must be a number")
+        if has_default and not _finite(default):
+            raise UnsupportedSchema(f"{where}: default is larger than any number a person can enter")
         kind = FieldKind.INTEGER if kind_name == "integer" else FieldKind.NUMBER
         return replace(base, kind=kind, minimum=minimum, maximum=maximum)
     if kind_name == "boolean":
@@ -145,7 +166,7 @@ def _field(name: str, prop: Any, required: bool) -> Field:
 
 def _options(prop: Mapping[str, Any], where: str) -> tuple[Option, ...]:
     if "oneOf" in prop:
-        return _titled(prop["oneOf"], f"{where}.oneOf")
+        return _titled(prop["oneOf"], f"{where}.oneOf", exclusive=True)
     names = prop.get("enumNames")
     return _plain(prop["enum"], names, f"{where}.enum")
 
@@ -155,13 +176,11 @@ def _plain(values: Any, names: Any, where: str) -> tuple[Option, ...]:
         raise UnsupportedSchema(f"{where} must be a non-empty list of strings")
     if names is not None and (not isinstance(names, list) or len(names) != len(values)):
         raise UnsupportedSchema(f"{where}: enumNames must list one title per value")
-    if len(set(values)) != len(values):
-        raise UnsupportedSchema(f"{where} has duplicate values")
     titles = [str(n) for n in names] if names is not None else values
-    return tuple(Option(v, t) for v, t in zip(values, titles, strict=True))
+    return _unique(Option(v, t) for v, t in zip(values, titles, strict=True))
 
 
-def _titled(entries: Any, where: str) -> tuple[Option, ...]:
+def _titled(entries: Any, where: str, *, exclusive: bool = False) -> tuple[Option, ...]:
     if not isinstance(entries, list) or not entries:
         raise UnsupportedSchema(f"{where} must be a non-empty list of {{const, title}}")
     options: list[Option] = []
@@ -169,9 +188,19 @@ def _titled(entries: Any, where: str) -> tuple[Option, ...]:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("const"), str):
             raise UnsupportedSchema(f"{where}: every entry needs a string const")
         options.append(Option(entry["const"], str(entry.get("title", entry["const"]))))
-    if len({o.value for o in options}) != len(options):
-        raise UnsupportedSchema(f"{where} has duplicate values")
-    return tuple(options)
+    if exclusive and len({o.value for o in options}) != len(options):
+        # Under oneOf an answer must match exactly one entry: a repeated const could never be chosen.
+        raise UnsupportedSchema(f"{where} has duplicate values, so they could never be chosen")
+    return _unique(options)
+
+
+def _unique(options: Iterable[Option]) -> tuple[Option, ...]:
+    """Options without repeats, the first of each value kept: a repeated value (completions often repeat) would make
+    a card no platform accepts, and a stored one could not be shown again after a restart."""
+    seen: dict[str, Option] = {}
+    for option in options:
+        seen.setdefault(option.value, option)
+    return tuple(seen.values())
 
 
 def _only(prop: Mapping[str, Any], where: str, allowed: set[str]) -> None:
@@ -195,6 +224,26 @@ def _int(prop: Mapping[str, Any], key: str, where: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UnsupportedSchema(f"{where}: {key} must be a non-negative integer")
     return value
+
+
+def _finite(value: Any) -> bool:
+    """Whether a JSON number is one a person can enter: a finite float (a 400-digit integer is not; float() of it
+    overflows, and every typed answer is a float first)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _bound(value: float | None, key: str, where: str) -> float | None:
+    """A minimum or maximum as a field keeps it. One beyond any number a person can enter either binds nothing (a
+    maximum of 1e400: dropped from the field, still in the schema the answer is checked against) or excludes every
+    answer (a minimum of 1e400), which is refused."""
+    if value is None or _finite(value):
+        return value
+    if (value > 0) == (key == "maximum"):
+        return None
+    raise UnsupportedSchema(f"{where}: {key} is beyond any number a person can enter")
 
 
 def _number(prop: Mapping[str, Any], key: str, where: str) -> float | None:

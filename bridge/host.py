@@ -16,10 +16,11 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from bridge import commands
+from bridge import commands, form_schema
 from bridge.agent import Agent
 from bridge.audience import Audience
 from bridge.auth.accounts import Accounts
+from bridge.bounds import Bounds
 from bridge.broker import Broker
 from bridge.budgets import Budgets
 from bridge.command_handlers import CommandHandlers
@@ -31,6 +32,7 @@ from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn
 from bridge.outbound import Outbound
 from bridge.ports import AdapterState, ChatPort, RestorableCard
+from bridge.results import KeptResults
 from bridge.resume import Resumer
 from bridge.roots import RootsKeeper
 from bridge.routing import Routing
@@ -56,7 +58,8 @@ class Host:
             except (LLMError, ValueError) as exc:
                 raise ConfigError([f"llm: {exc}"]) from None
         self.config, self.store, self.llm = config, store, llm
-        self.outbound = Outbound()
+        form_schema.set_cache_size(config.limits.form_cache_size)
+        self.outbound = Outbound(config.redactor)
         self.broker = Broker(store, self.outbound.port_for, Routing(config.groups, self.outbound))
         self.grants = Grants(store, self.outbound.say)
         self.budgets = Budgets(config.budgets, store)
@@ -65,14 +68,18 @@ class Host:
         self.pool.auth = self.accounts.auth_for
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
+        # Cards the handlers ask for go through the `limits:` bounds on their way to the broker.
+        self.bounds = Bounds(config.limits, audience, self.outbound.say)
+        asker = self.bounds.asker(self.broker)
         self.handlers = HandlerTable(
-            elicitation=(elicitation := Elicitation(audience, self.broker, config, self.outbound.say)),
-            sampling=Sampler(audience, self.broker, config, self.outbound.say, llm, self.grants, self.budgets),
-            roots=(roots := RootsKeeper(audience, self.broker, config, store)),
-            tool_approval=(approval := ToolApproval(audience, self.broker, config, self.pool, self.grants)),
-            notices=ServerNotices(self.broker, store, self.outbound))
+            elicitation=(elicitation := Elicitation(audience, asker, config, self.outbound.say)),
+            sampling=Sampler(audience, asker, config, self.outbound.say, llm, self.grants, self.budgets),
+            roots=(roots := RootsKeeper(audience, asker, config, store)),
+            tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants)),
+            notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds)
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation)
+        self.calls.results = KeptResults(config.limits)
         self.resumer = Resumer(store, self.broker, self.calls, self.outbound.say)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
@@ -186,6 +193,9 @@ class Host:
         if self._links is None or interaction is None:
             return None
         return self._links.link_for(interaction, actor)
+
+    def web_forms_enabled(self) -> bool:
+        return self._links is not None
 
 
 class LinkIssuer(Protocol):

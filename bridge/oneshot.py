@@ -19,6 +19,7 @@ import logging
 import os
 import shlex
 import sys
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenEr
 from mcp.types import CallToolResult, Tool
 from pydantic import ValidationError
 
+from bridge import redaction
 from bridge.auth.oauth import OAuthClients
 from bridge.auth.terminal import TerminalConsent
 from bridge.config import Config, ServerConfig, load, parse_duration
@@ -142,12 +144,14 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
     """A host with the console on stdin/stderr and OAuth signed in at this terminal."""
     # Loaded by name like every adapter: the core never imports adapters statically.
     console_module = importlib.import_module("adapters.console")
+    redaction.install(config.redactor)
     store = Store(":memory:")
     try:
         async with TerminalConsent(sys.stderr, clean) as consent:
             clients = OAuthClients(config, consent)
             try:
                 host = Host(config, store)
+                host.calls.restart_hint = False  # one call, then the process ends: nothing is started again
                 console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
                                                         accept_commands=False)
                 host.attach(console)
@@ -203,8 +207,20 @@ def _err(text: str) -> None:
 
 
 def _json(data: Any) -> str:
-    # ensure_ascii: the same JSON, with every non-ASCII character (bidi overrides, zero-width ones) as an escape.
-    return json.dumps(data, indent=2, ensure_ascii=True)
+    return escaped_json(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def escaped_json(text: str) -> str:
+    """JSON for a terminal: the data unchanged, but bidi controls and invisible characters written as `\\uXXXX`
+    escapes, so they cannot reorder or hide what is printed. Only non-ASCII ones: ASCII controls are already escaped
+    inside strings, and outside them are the layout's own newlines."""
+    if text.isascii():
+        return text
+    return "".join(f"\\u{ord(c):04x}" if ord(c) > 0x7e and unicodedata.category(c) in _ESCAPED
+                   and ord(c) < 0x10000 else c for c in text)
+
+
+_ESCAPED = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 async def call(args: argparse.Namespace) -> int:
@@ -235,7 +251,8 @@ async def call(args: argparse.Namespace) -> int:
     if args.json:
         print(_json(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
     else:
-        print(clean(result_text(result, limit=1_000_000)))
+        # Server text on a terminal: no escape sequences, bidi controls or invisible characters (the one cleaner).
+        print(clean(result_text(result, limit=spec.config.limits.tool_result_size)))
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 

@@ -11,6 +11,8 @@ from typing import Protocol
 from bridge.errors import AdapterError, BridgeError
 from bridge.model import ConversationKey
 from bridge.ports import ChatPort
+from bridge.redacting_port import RedactingPort
+from bridge.redaction import Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -20,11 +22,13 @@ class Say(Protocol):
 
 
 class Outbound:
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor | None = None) -> None:
         self._ports: dict[str, ChatPort] = {}
+        self._redactor = redactor or Redactor()
 
     def attach(self, port: ChatPort) -> None:
-        self._ports[port.platform] = port
+        # Configured secrets never reach chat, whatever part of the core (or server) the text came from.
+        self._ports[port.platform] = RedactingPort(port, self._redactor) if self._redactor else port
 
     def port(self, platform: str) -> ChatPort | None:
         """The attached port of a platform, or None (an approver on a platform this bridge does not serve)."""

@@ -161,6 +161,11 @@ class Inbound(Protocol):
         person, so adapters send it to them privately only: never in the room."""
         ...
 
+    def web_forms_enabled(self) -> bool:
+        """Whether cards may offer "Fill in on the web" (`web_link` can give links), so adapters show the offer
+        only when it can be kept."""
+        ...
+
 
 class Adapter(ChatPort, Protocol):
     """A chat adapter the CLI can run: a chat port that also serves its platform's events until cancelled.
@@ -172,3 +177,8 @@ class Adapter(ChatPort, Protocol):
     """
 
     async def serve(self) -> None: ...
+
+    async def readiness(self) -> str | None:
+        """None while the adapter is connected to its platform and receives its events, else a short reason why not
+        (shown on /readyz; never a secret). Answers at once: it reads state the adapter keeps."""
+        ...

@@ -21,6 +21,7 @@ from bridge.elicitation import to_result
 from bridge.errors import BridgeError, InputRefused, SessionError
 from bridge.model import Kind, Status
 from bridge.outbound import Say
+from bridge.secret_answers import withheld
 from bridge.store import PendingCall, Store, StoredInteraction
 from bridge.text import session_error_text, shorten
 from bridge.toolcalls import ToolCalls
@@ -79,8 +80,8 @@ class Resumer:
         for key, stored in latest.items():
             if stored.status is Status.OPEN:
                 waits[key] = stored
-            elif stored.outcome is not None:
-                known[key] = to_result(stored.outcome)
+            elif stored.outcome is not None and not withheld(stored.interaction, stored.outcome):
+                known[key] = to_result(stored.outcome)  # a secret answer was not kept: that one is asked again
         resumed = {s.interaction.id for s in waits.values()}
         for stored in self._store.interactions_for_call(pending.id):
             if stored.status is Status.OPEN and stored.interaction.id not in resumed:

@@ -9,9 +9,11 @@ server->client requests and the 2026 input requests the tool-call owner dispatch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mcp.types import SamplingCapability, SamplingToolsCapability
 
+from bridge.bounds import Bounds
 from bridge.elicitation import Elicitation
 from bridge.roots import RootsKeeper
 from bridge.sampling import Sampler
@@ -27,6 +29,8 @@ class HandlerTable:
     roots: RootsKeeper
     tool_approval: ToolApproval
     notices: ServerNotices
+    bounds: Bounds | None = None
+    """The `limits:` bounds every server request passes (`bridge.bounds`); none in tests that build a bare table."""
 
     def callbacks(self, session: Session) -> Callbacks:
         cfg = session.server
@@ -34,11 +38,16 @@ class HandlerTable:
         sampling = cfg.sampling.approval != "deny"
         tools = SamplingCapability(tools=SamplingToolsCapability()) if self.sampling.supports_tools else None
         notices = self.notices.for_session(session)
+        bounds = self.bounds
+
+        def guarded(handler: Any) -> Any:
+            return bounds.guard(cfg.name, handler) if bounds is not None else handler
+
         return Callbacks(
-            elicitation=self.elicitation,
-            sampling=self.sampling if sampling else None,
+            elicitation=guarded(self.elicitation),
+            sampling=guarded(self.sampling) if sampling else None,
             sampling_capabilities=tools if sampling else None,
-            list_roots=self.roots if cfg.roots.approval != "deny" else None,
+            list_roots=guarded(self.roots) if cfg.roots.approval != "deny" else None,
             logging=notices.on_log if log_level else None,
             log_level=log_level,
             message_handler=notices.on_message,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import tempfile
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable
@@ -24,19 +23,19 @@ from typing import IO, Any, Protocol
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, MessageHandlerFnT, SamplingFnT
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, SamplingCapability
 
-from bridge import __version__, catalog
+from bridge import __version__, catalog, observe
 from bridge.config import Config, ServerConfig
 from bridge.errors import AuthError, ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
+from bridge.prestart import Prestarts
 from bridge.session_keys import SHARED, SessionKey, auth_failure, personal, session_key
+from bridge.transports import client_mode, open_transport
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +166,8 @@ class SessionPool:
         self._locks: dict[SessionKey, anyio.Lock] = {}
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
+        self.prestarts: Prestarts | None = None
+        """Stdio servers `run` started ahead of need; a new session adopts its server's process (bridge.prestart)."""
 
     async def __aenter__(self) -> SessionPool:
         async with AsyncExitStack() as stack:
@@ -296,7 +297,7 @@ class SessionPool:
                 cb = self.callbacks(session)
                 client = Client(
                     target,
-                    mode=_client_mode(session.server.protocol),
+                    mode=client_mode(session.server.protocol),
                     elicitation_callback=cb.elicitation,
                     sampling_callback=cb.sampling,
                     sampling_capabilities=cb.sampling_capabilities,
@@ -322,6 +323,7 @@ class SessionPool:
             if not started:
                 if (refused := auth_failure(exc)) is not None:
                     raise refused from exc
+                observe.server_start_failed(session.server.name)
                 raise ServerStartError(session.server.name,
                                        f"{session.server.name} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
@@ -338,21 +340,9 @@ class SessionPool:
             session._finished.set()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
-        cfg = session.server
-        if cfg.inprocess is not None:
-            return cfg.inprocess
-        if cfg.url:
-            # No read timeout: a legacy server keeps the response stream quiet while a person answers a form.
-            # The OAuth flow (if any) pauses the SDK's request clock itself while a person signs in.
-            auth = self.auth(session) if self.auth is not None else None
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None), auth=auth))
-            return streamable_http_client(cfg.url, http_client=http)
-        assert cfg.command is not None
-        session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
-                                       cwd=cfg.cwd)
-        return stdio_client(params, errlog=session.stderr)
+        auth = self.auth(session) if self.auth is not None else None
+        target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts)
+        return target
 
     async def _make_room(self) -> None:
         if len(self._sessions) < self._config.max_sessions:
@@ -371,12 +361,6 @@ class SessionPool:
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s", "/".join(filter(None, session.key)))
                     await self.close(session)
-
-
-def _client_mode(protocol: str) -> Any:
-    """The SDK's connect mode: a pin to 2026-07-28 negotiates like `auto` (a -32022 unsupported-version answer is
-    retried at a version the server names); `_run` then refuses a server that turned out to be legacy."""
-    return "auto" if protocol == "2026-07-28" else protocol
 
 
 async def _set_legacy_log_level(client: Client, level: str) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge import audit as chain
+from bridge import observe
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.ports import AdapterState, RestorableCard
 from bridge.store_codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
@@ -155,8 +156,16 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """One statement, committed on its own (autocommit)."""
+        started = time.perf_counter()
+        cursor = self._db.execute(sql, params)
+        observe.store_committed(started)
+        return cursor
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        started = time.perf_counter()
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
@@ -164,6 +173,7 @@ class Store:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        observe.store_committed(started)
 
     # -- audit ---------------------------------------------------------------------------------------------------
 
@@ -216,7 +226,7 @@ class Store:
 
     def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
                          input_key: str | None = None) -> None:
-        self._db.execute(
+        self._write(
             "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at)"
             " VALUES (?,?,?,?,?,?,?)",
             (interaction.id, interaction.conversation.id(), Status.OPEN.value, dump_interaction(interaction),
@@ -224,7 +234,7 @@ class Store:
         )
 
     def set_card(self, interaction_id: str, card: CardRef) -> None:
-        self._db.execute("UPDATE interactions SET card = ? WHERE id = ?", (json.dumps(dict(card.data)), interaction_id))
+        self._write("UPDATE interactions SET card = ? WHERE id = ?", (json.dumps(dict(card.data)), interaction_id))
 
     def finish_interaction(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
         """Record the outcome and its audit row in one transaction, so the two never disagree."""
@@ -236,7 +246,7 @@ class Store:
     def forget_cards(self, platform: str) -> int:
         """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
         platform whose cards do not outlive the process (a terminal). Returns how many."""
-        cur = self._db.execute("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
+        cur = self._write("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
                                " AND conversation LIKE ? ESCAPE '\\'", (_like_prefix(platform + "/"),))
         return cur.rowcount
 
@@ -261,7 +271,7 @@ class Store:
     # -- pending 2026 calls --------------------------------------------------------------------------------------
 
     def save_pending_call(self, call: PendingCall) -> None:
-        self._db.execute(
+        self._write(
             "INSERT OR REPLACE INTO pending_calls (id, conversation, server, tool, arguments, request_state,"
             " input_requests, requester, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
             (call.id, call.conversation.id(), call.server, call.tool, json.dumps(dict(call.arguments)),
@@ -269,7 +279,7 @@ class Store:
         )
 
     def delete_pending_call(self, call_id: str) -> None:
-        self._db.execute("DELETE FROM pending_calls WHERE id = ?", (call_id,))
+        self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     def pending_calls(self) -> list[PendingCall]:
         rows = self._db.execute(
@@ -286,11 +296,11 @@ class Store:
         return [(r[0], r[1]) for r in rows]
 
     def add_root(self, conversation: ConversationKey, uri: str, name: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO roots (conversation, uri, name) VALUES (?,?,?)",
+        self._write("INSERT OR REPLACE INTO roots (conversation, uri, name) VALUES (?,?,?)",
                          (conversation.id(), uri, name))
 
     def remove_root(self, conversation: ConversationKey, uri: str) -> bool:
-        cur = self._db.execute("DELETE FROM roots WHERE conversation = ? AND uri = ?", (conversation.id(), uri))
+        cur = self._write("DELETE FROM roots WHERE conversation = ? AND uri = ?", (conversation.id(), uri))
         return cur.rowcount > 0
 
     def setting(self, conversation: ConversationKey, key: str) -> str | None:
@@ -299,7 +309,7 @@ class Store:
         return str(row[0]) if row else None
 
     def set_setting(self, conversation: ConversationKey, key: str, value: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO settings (conversation, key, value) VALUES (?,?,?)",
+        self._write("INSERT OR REPLACE INTO settings (conversation, key, value) VALUES (?,?,?)",
                          (conversation.id(), key, value))
 
     # -- adapter-owned state ---------------------------------------------------------------------------------------
@@ -319,13 +329,13 @@ class Store:
         return str(row[0]) if row else None
 
     def set_adapter_value(self, namespace: str, key: str, value: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO adapter_state (namespace, key, value) VALUES (?,?,?)",
+        self._write("INSERT OR REPLACE INTO adapter_state (namespace, key, value) VALUES (?,?,?)",
                          (namespace, key, value))
 
     # -- grants and token usage ----------------------------------------------------------------------------------
 
     def save_grant(self, grant_id: str, place: str, expires_at: float | None, body: str) -> None:
-        self._db.execute("INSERT INTO grants (id, place, expires_at, body) VALUES (?,?,?,?)",
+        self._write("INSERT INTO grants (id, place, expires_at, body) VALUES (?,?,?,?)",
                          (grant_id, place, expires_at, body))
 
     def grants(self, places: Sequence[str], now: float) -> list[str]:
@@ -336,7 +346,7 @@ class Store:
             "expires_at > ?) ORDER BY rowid", (*places, now))]
 
     def revoke_grant(self, grant_id: str, by: str) -> bool:
-        return self._db.execute("UPDATE grants SET revoked = ? WHERE id = ? AND revoked IS NULL",
+        return self._write("UPDATE grants SET revoked = ? WHERE id = ? AND revoked IS NULL",
                                 (by, grant_id)).rowcount > 0
 
     def add_usage(self, day: str, subjects: Sequence[str], tokens: int) -> None:
@@ -359,7 +369,7 @@ class Store:
                            [(conversation.id(), json.dumps(dict(m))) for m in messages])
 
     def clear_history(self, conversation: ConversationKey) -> None:
-        self._db.execute("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
+        self._write("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
 
 
 def _stored(row: Any) -> StoredInteraction:

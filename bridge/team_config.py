@@ -1,7 +1,6 @@
-"""The config values of team decisions (pure): approver rules and groups, grant scopes, channel policy, budgets, and
-how each is read from its block of the file.
+"""The config values of team decisions (pure): approver rules and groups, grant scopes, channel policy, budgets.
 
-`bridge.config` composes and validates them; `bridge.policy` picks the rule that applies to a request;
+`bridge.config` reads them from the file and validates them; `bridge.policy` picks the rule that applies to a request;
 the broker's `bridge.routing` expands groups and reaches approvers; `bridge.grants` and `bridge.budgets` enforce the
 rest. Identities are actor keys, `platform:user_id`, everywhere.
 """
@@ -9,7 +8,7 @@ rest. Identities are actor keys, `platform:user_id`, everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from bridge.model import Notify
 
@@ -84,27 +83,3 @@ def duration_text(seconds: float) -> str:
     if seconds >= 60:
         return f"{round(seconds / 60)} min"
     return f"{round(seconds)} s"
-
-
-def read_rule(raw: Any) -> ApproverRule | None:
-    """`approvers:` as a plain list (the requester decides too) or as `{people, groups, required, notify}`."""
-    if raw is None:
-        return None
-    if isinstance(raw, list):
-        return ApproverRule(tuple(map(str, raw)))
-    return ApproverRule(tuple(map(str, raw.get("people", ()))), tuple(map(str, raw.get("groups", ()))),
-                        int(raw.get("required", 1)), raw.get("notify", "thread"), bool(raw.get("requester", False)))
-
-
-def read_group(raw: Any) -> Group:
-    if isinstance(raw, list):
-        return Group(tuple(map(str, raw)))
-    return Group(tuple(map(str, raw.get("people", ()))), str(raw.get("slack_usergroup", "")))
-
-
-def read_channel(raw: Any) -> ChannelPolicy:
-    servers = raw.get("servers")
-    rules = (raw.get("tools") or {}).get("approve") or {}
-    return ChannelPolicy(tool_rules=tuple((str(k), v) for k, v in rules.items()),
-                         servers=tuple(map(str, servers)) if servers is not None else None,
-                         agent=raw.get("agent", "on") in ("on", True))

@@ -9,14 +9,15 @@ untrusted, so it is shortened here to a bound and never interpreted.
 from __future__ import annotations
 
 import json
-from typing import Any
-from urllib.parse import urlsplit
-
-from mcp.types import CallToolResult
+from typing import TYPE_CHECKING, Any
 
 from bridge.content_text import block_text
 from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
+from bridge.sanitize import check_host
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 MAX_TEXT = 3500
 """Longest tool output shown in chat; the rest is cut with a note (chat messages are not a file viewer)."""
@@ -29,16 +30,9 @@ def shorten(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def url_host(url: str) -> str:
-    """The host a URL points at, as a person should check it. Punycode (xn--) hosts are flagged."""
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return "(not a valid URL)"
-    if not host:
-        return "(no host)"
-    if any(label.startswith("xn--") for label in host.split(".")):
-        return f"{host} (internationalised name: check it carefully)"
-    return host
+    """The host a URL points at, as a person should check it: look-alike and internationalised names are flagged
+    with the punycode form the browser really contacts (`bridge.sanitize.check_host`)."""
+    return check_host(url).text()
 
 
 def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
@@ -90,12 +84,13 @@ def secret_warning(interaction: Interaction) -> str:
             "for those in a form; don't enter a real secret here.")
 
 
-def session_error_text(exc: SessionError) -> str:
-    """A server that failed to start or died: what happened, its last stderr lines, and what happens next."""
+def session_error_text(exc: SessionError, again: bool = True) -> str:
+    """A server that failed to start or died: what happened, its last stderr lines, and (in chat, where there is a
+    next use; not for a one-shot `call`) what happens next."""
     text = str(exc)
     if exc.stderr_tail:
         text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
-    return text + "\nIt will be started again on next use."
+    return text + ("\nIt will be started again on next use." if again else "")
 
 
 __all__ = ["MAX_TEXT", "block_text", "card_title", "result_text", "secret_warning", "session_error_text", "shorten",

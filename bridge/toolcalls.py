@@ -35,6 +35,7 @@ from mcp.types import (
     InputResponse,
 )
 
+from bridge import observe
 from bridge.audience import Audience
 from bridge.broker import Broker
 from bridge.elicitation import Elicitation
@@ -48,12 +49,14 @@ from bridge.errors import (
     ServerGoneError,
     SessionError,
 )
+from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.outbound import Outbound
 from bridge.request_context import CURRENT, new_id
+from bridge.results import KeptResults
 from bridge.sessions import Session, SessionPool
 from bridge.store import PendingCall, Store
-from bridge.text import result_text, session_error_text, shorten
+from bridge.text import session_error_text, shorten
 from bridge.tool_approval import ToolApproval
 
 logger = logging.getLogger(__name__)
@@ -88,6 +91,10 @@ class ToolCalls:
         self._approval = approval
         self._elicitation = elicitation
         self._calls: dict[str, ToolCall] = {}
+        self.results = KeptResults(Limits())
+        """Long results kept for `show <id>` (the host sets one bounded by the config's limits)."""
+        self.restart_hint = True
+        """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
 
     # -- the registry --------------------------------------------------------------------------------------------
 
@@ -126,7 +133,7 @@ class ToolCalls:
         call = ToolCall(new_id(), conversation, requester, server, tool)
         self._calls[call.id] = call
         try:
-            with call.scope:
+            with call.scope, observe.tool_call(server, tool):
                 session = await self._pool.get(conversation, server, requester)
                 ctx = self._audience.context(server, session, conversation, requester, tool)
                 denied = await self._approval.answer(ctx, CallToolRequestParams(name=tool, arguments=dict(arguments)))
@@ -159,7 +166,7 @@ class ToolCalls:
             await self._out.say(conversation, str(exc))
             return None
         except SessionError as exc:
-            await self._out.say(conversation, session_error_text(exc))
+            await self._out.say(conversation, session_error_text(exc, again=self.restart_hint))
             return None
         finally:
             self._calls.pop(call.id, None)
@@ -181,7 +188,7 @@ class ToolCalls:
 
     async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult) -> None:
         head = f"{server}.{tool} reported an error:" if result.is_error else f"{server}.{tool}:"
-        await self._out.say(conversation, f"{head}\n{result_text(result)}")
+        await self._out.say(conversation, self.results.message(conversation, head, result))
 
     async def _on_session(self, session: Session, call: ToolCall, arguments: dict[str, Any]) -> CallToolResult:
         async def progress(progress: float, total: float | None, message: str | None) -> None:

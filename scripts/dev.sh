@@ -38,7 +38,7 @@ case "${1:-}" in
     exec "$VENV/bin/mcp-chat-bridge" demo "${@:2}"
     ;;
   test)
-    install slack,matrix,llm,dev
+    install slack,matrix,llm,otel,dev
     (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
     bash scripts/install-synapse.sh
     bash scripts/install-chromium.sh

@@ -3,11 +3,15 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import io
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bridge import redaction
+from bridge.cli import setup_logging
 from tests.matrixhs.synapse import Synapse
 from tests.pg.cluster import PostgresCluster, PostgresUnavailable
 
@@ -46,3 +50,20 @@ def postgres() -> Iterator[PostgresCluster]:
         pytest.skip(str(exc))
     with cluster:
         yield cluster
+
+
+@pytest.fixture
+def debug_logs() -> Iterator[io.StringIO]:
+    """The bridge's logging set up as `--log-level debug` sets it, into a buffer; put back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {name: logging.getLogger(name).level for name in (*redaction.PAYLOAD_LOGGERS, "aiohttp.access")}
+    buffer = io.StringIO()
+    setup_logging("debug", False, buffer)
+    try:
+        yield buffer
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name, old in levels.items():
+            logging.getLogger(name).setLevel(old)

@@ -1,9 +1,10 @@
 """The console adapter: a terminal chat with one conversation, scriptable through a pipe.
 
 Cards are shown one at a time and answered field by field (`bridge.dialog`). Input comes from an injected line
-source, never from `sys.stdin` directly, so tests and shell scripts drive it the same way. Lines are read only when
-something waits for them: while a command is still working and no card is shown, the next line stays unread, so a
-script can pipe a command and its answers in one go.
+source, never from `sys.stdin` directly, so tests and shell scripts drive it the same way. Lines are used only when
+something waits for them: while a command is still working and no card is shown, the next line waits (read, not yet
+used), so a script can pipe a command and its answers in one go; only a `cancel` coming next is used at once, to stop
+the running call.
 
 Piped-mode rules: each answer is one line, in the order asked; an empty line takes the default (or skips an optional
 field); an option may be given by number, value or title; a multi-select is a comma-separated list; booleans take
@@ -16,6 +17,7 @@ import contextlib
 import logging
 import sys
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -44,6 +46,8 @@ from bridge.ports import Inbound
 logger = logging.getLogger(__name__)
 
 PREFIX = "!mcp"
+MAX_HELD = 1000
+"""Lines read ahead while a command works, at most (a script piped in whole waits in the pipe beyond that)."""
 
 LineSource = Callable[[], AsyncIterator[str]]
 
@@ -97,6 +101,7 @@ class ConsoleAdapter:
         self._cards: list[_Card] = []
         self._busy = 0
         self._closed = False
+        self._held: deque[str | None] = deque()
         self._changed = anyio.Event()
 
     # -- output --------------------------------------------------------------------------------------------------
@@ -168,16 +173,14 @@ class ConsoleAdapter:
 
     # -- input ---------------------------------------------------------------------------------------------------
 
+    async def readiness(self) -> str | None:
+        return None  # a terminal is always there
+
     async def serve(self) -> None:
         """Read lines until the input ends, then cancel whatever is still waiting."""
         async with anyio.create_task_group() as tg:
-            iterator = self._lines.__aiter__()
-            while True:
-                await self._wait_ready()
-                try:
-                    line = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
+            tg.start_soon(self._read_ahead)
+            while (line := await self._next_line()) is not None:
                 await self._on_line(line, tg)
             self._closed = True
             for card in list(self._cards):
@@ -185,10 +188,37 @@ class ConsoleAdapter:
             # Commands already started finish on their own (their cards are cancelled as they appear).
         self._poke()
 
-    async def _wait_ready(self) -> None:
-        """Block until a line is wanted: a card is shown, or (in chat mode) no command is still working."""
-        while not (self._cards or (self._accept_commands and self._busy == 0)):
+    async def _read_ahead(self) -> None:
+        """Keep reading while commands run (so `cancel` can reach a running call); lines wait in `_held` until they
+        are wanted, in order. None marks the end of the input."""
+        async for line in self._lines:
+            while len(self._held) >= MAX_HELD:
+                await self._changed.wait()
+            self._held.append(line)
+            self._poke()
+        self._held.append(None)
+        self._poke()
+
+    async def _next_line(self) -> str | None:
+        """The next line once it is wanted: a card is shown, or (in chat mode) no command is still working. A
+        `cancel` that comes next while a command works is wanted at once: that is what it is for."""
+        while True:
+            if self._held:
+                head = self._held[0]
+                if self._ready() or (head is not None and self._interrupts(head)):
+                    return self._held.popleft()
             await self._changed.wait()
+
+    def _ready(self) -> bool:
+        return bool(self._cards) or (self._accept_commands and self._busy == 0)
+
+    def _interrupts(self, line: str) -> bool:
+        if not self._accept_commands or self._cards or self._busy == 0:
+            return False
+        words = line.strip().split()
+        if words and words[0] == PREFIX:
+            words = words[1:]
+        return bool(words) and words[0].lower() == "cancel"
 
     async def _on_line(self, line: str, tg: TaskGroup) -> None:
         stripped = line.strip()

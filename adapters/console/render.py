@@ -1,32 +1,31 @@
-"""Pure text rendering for the terminal. Server text is untrusted: control characters (ANSI escapes that could
-rewrite the screen or fake a prompt) are removed before anything is printed."""
+"""Pure text rendering for the terminal. Server text is untrusted: everything printed goes through the bridge's one
+cleaner (`bridge.sanitize.clean`: control characters, ANSI escapes that could rewrite the screen or fake a prompt,
+bidi controls and invisible characters removed)."""
 
 from __future__ import annotations
 
-import re
 import time
 
 from bridge.dialog import Dialog, Question, option_lines
+from bridge.durations import time_left
 from bridge.model import Interaction, Kind, Outcome, StatusView
 from bridge.presentation import describe_outcome, describe_progress
+from bridge.sanitize import clean, visible
 from bridge.text import card_title, secret_warning
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 BAR = 20
 
-
-def clean(text: str) -> str:
-    """Strip terminal control sequences and bidi overrides from untrusted text."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+__all__ = ["card_header", "clean", "finished", "question", "status", "summary"]
 
 
-def card_header(interaction: Interaction) -> list[str]:
-    minutes = max(0, int((interaction.expires_at - time.time() + 59) // 60))
-    lines = [f"┌─ {clean(card_title(interaction))}  [id {interaction.id}, expires in {minutes}m]"]
+def card_header(interaction: Interaction, now: float | None = None) -> list[str]:
+    left = time_left(interaction.expires_at - (time.time() if now is None else now))
+    lines = [f"┌─ {clean(card_title(interaction))}  [id {interaction.id}, expires in {left}]"]
     for line in clean(interaction.message).splitlines() or [""]:
         lines.append(f"│ {line}")
     if interaction.kind is Kind.URL:
-        lines.append(f"│ URL:  {clean(interaction.url)}")
+        # Shown character by character: an invisible character in a link is a warning sign, not something to hide.
+        lines.append(f"│ URL:  {visible(interaction.url)}")
     for detail in interaction.details:
         body = clean(detail.text).splitlines() or [""]
         lines.append(f"│ {clean(detail.label)}: {body[0]}")

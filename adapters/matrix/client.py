@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from nio import exceptions as nio_exceptions
 from nio.api import RelationshipType
 
 from adapters.matrix.settings import MatrixSettings
+from bridge import observe
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
 
 logger = logging.getLogger(__name__)
@@ -102,12 +104,19 @@ def _check(response: Any, method: str) -> Any:
 
 
 async def _call(method: str, awaitable: Awaitable[Any]) -> Any:
-    """Await one nio API call and translate whatever failure it reports."""
-    try:
-        response = await awaitable
-    except _NIO_FAILURES as exc:
-        raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
-    return _check(response, method)
+    """Await one nio API call and translate whatever failure it reports (to the core's observers too)."""
+    with observe.chat_call(PLATFORM, method):
+        try:
+            response = await awaitable
+        except _NIO_FAILURES as exc:
+            raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
+        return _check(response, method)
+
+
+async def _rate_limit_wait(response: Any) -> None:
+    name = type(response).__name__.removesuffix("Error")  # RoomSendError -> room_send, like `_call`'s method names
+    method = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    observe.rate_limit_wait(PLATFORM, method, (getattr(response, "retry_after_ms", 0) or 5000) / 1000)
 
 
 def _timestamp(source: Mapping[str, Any]) -> int:
@@ -147,6 +156,8 @@ class MatrixClient:
                 max_limit_exceeded=settings.max_rate_limited,  # nio sleeps retry_after_ms between tries
                 max_timeouts=3,
             ))
+        # nio runs response callbacks on a 429 only, just before it sleeps for the Retry-After: a wait to report.
+        self._nio.add_response_callback(_rate_limit_wait, nio.ErrorResponse)
         self._synced = anyio.Event()
         """Set (and replaced) after each sync: what waits for a room to appear waits for this."""
 

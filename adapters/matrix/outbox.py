@@ -35,6 +35,8 @@ class Connection:
         """Set once logged in and caught up: from then on new events are handled."""
         self.settled = anyio.Event()
         """Set when ready, or when `serve` ended without getting there: what waits for `ready` stops waiting."""
+        self.failing = ""
+        """Why the last sync failed, while syncing keeps failing (readiness); empty once a sync succeeds."""
 
     def up(self) -> None:
         self.ready.set()

@@ -98,10 +98,11 @@ class Intake:
                 continue
             except PlatformAPIError as exc:
                 logger.warning("matrix sync failed, retrying in %.0fs: %s", delay, exc)
+                self.connection.failing = f"syncing with the homeserver fails: {exc}"
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 60.0)
                 continue
-            delay = 1.0
+            delay, self.connection.failing = 1.0, ""
             if first:
                 first = False
                 if resume_from:

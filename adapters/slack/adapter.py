@@ -2,9 +2,13 @@
 
 The parts, one concept each: `port` (the host's `ChatPort`), `gate` (the allow-list middleware), `intake`
 (messages and the slash command), `clicks` (buttons), `modals` (forms in modals), `home` (the App Home tab),
-`people` (names), `threads` (the bot's threads), `background` (work that outlives a request) and `client` (the
-one place Web API clients are made, and where their failures become bridge errors). A failed Web API call never
+`people` (names), `threads` (the bot's threads), `background` (everything done after an ack, and work that outlives
+a request), `responses` (where to reach a person privately) and `client` (the one place Web API clients are made,
+sharing one HTTP session while serving, and where their failures become bridge errors). A failed Web API call never
 ends the adapter.
+
+Listeners ack at once and hand the rest to the background: the ack path is the allow-list, reading the payload and,
+for a modal submission, the decision claimed in memory.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from adapters.slack.intake import Intake
 from adapters.slack.modals import Modals
 from adapters.slack.people import People
 from adapters.slack.port import SlackPort
+from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.config import Config
+from bridge.errors import AdapterError
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 from bridge.ports import Inbound
 
@@ -45,22 +51,29 @@ class SlackAdapter:
     def __init__(self, inbound: Inbound, settings: SlackSettings, config: Config) -> None:
         self.settings = settings
         self.clients = clients(settings)
-        self._background = Background()
+        self.background = Background()
         threads = BotThreads(inbound.adapter_state(translate.PLATFORM))
         people = People(self.clients.bot)
         self.directory = Directory(self.clients.bot)
-        self.home = HomeTab(inbound, self.clients.bot, self._background)
-        self.modals = Modals(inbound, self.clients, people)
-        self.port = SlackPort(self.clients, threads, self._background, self.modals.close_all, self.home.refresh)
-        intake = Intake(inbound, config.conversation_scope, settings.slash_command, people, self.port, threads)
-        allow = AllowList(settings, intake.wanted, self.port.tell, self._background)
-        self.app = AsyncApp(client=self.clients.bot, signing_secret=settings.signing_secret,
+        response_urls = ResponseUrls()
+        self.home = HomeTab(inbound, self.clients, self.background)
+        self.modals = Modals(inbound, self.clients, people, self.background)
+        self.port = SlackPort(self.clients, threads, self.background, self.modals.close_all, self.home.refresh,
+                              response_urls, inbound.web_forms_enabled)
+        intake = Intake(inbound, config.conversation_scope, settings.slash_command, people, self.port, threads,
+                        self.background)
+        allow = AllowList(settings, intake.wanted, self.port.tell, self.background, response_urls)
+        # bolt authorizes every request with `authorize`, which answers from one shared auth.test (bolt's own
+        # single-workspace authorization would make one per request until the first answer comes).
+        self.app = AsyncApp(client=self.clients.for_bolt, authorize=self.clients.authorizer(),
+                            signing_secret=settings.signing_secret,
                             request_verification_enabled=settings.mode == "http")
         listeners.register(self.app, settings.slash_command, allow, intake,
-                           Clicks(inbound, people, self.modals, self.port), self.modals, self.home)
+                           Clicks(inbound, people, self.modals, self.port, self.background), self.modals, self.home)
         self.ready = anyio.Event()
         """Set once the adapter receives events (socket connected or HTTP server listening)."""
         self.http_url = ""
+        self._socket: AsyncSocketModeHandler | None = None
 
     # -- ChatPort (the port's) -----------------------------------------------------------------------------------
 
@@ -96,9 +109,22 @@ class SlackAdapter:
 
     # -- serving -------------------------------------------------------------------------------------------------
 
+    async def readiness(self) -> str | None:
+        if not self.ready.is_set():
+            return "not connected to Slack yet" if self.settings.mode == "socket" else "not listening yet"
+        if self._socket is not None and not await self._socket.client.is_connected():
+            return "the Socket Mode connection is down (reconnecting)"
+        return None
+
     async def serve(self) -> None:
         """Receive Slack's events until cancelled: over Socket Mode (default) or on the HTTP path."""
-        async with self._background.running():
+        async with self.clients.shared_session(), self.background.running():
+            try:
+                # Who the bot is (and the workspace's address for card links), asked before the first event, so no
+                # ack waits for it; every request's authorization then answers from memory.
+                await self.clients.auth()
+            except AdapterError as exc:
+                logger.warning("Slack auth.test failed (%s); it is tried again with the first event", exc)
             if self.settings.mode == "http":
                 await self._serve_http()
             else:
@@ -108,6 +134,7 @@ class SlackAdapter:
         handler = AsyncSocketModeHandler(self.app, app_token=self.settings.app_token,
                                          web_client=self.clients.socket_mode())
         await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+        self._socket = handler
         self.ready.set()
         try:
             await anyio.sleep_forever()

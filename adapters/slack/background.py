@@ -1,8 +1,9 @@
 """Background work the Slack adapter owns: it runs in a task group that `serve()` holds open.
 
-Work that must outlive a listener or the broker's cleanup deadline (a card update rescheduled after a rate limit,
-refreshing App Home tabs, a refusal told after the ack) is spawned here, so it ends with the adapter and never
-with the request that started it. A failure is logged with its traceback and ends nothing else.
+Everything a listener does after its ack (deciding, looking people up, posting, opening a modal), and work that
+must outlive the broker's cleanup deadline (a card update rescheduled after a rate limit, App Home refreshes, a
+refusal told after the ack) is spawned here, so it ends with the adapter and never with the request that started
+it, and the ack waits for none of it. A failure is logged with its traceback and ends nothing else.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ logger = logging.getLogger(__name__)
 class Background:
     def __init__(self) -> None:
         self._tasks: TaskGroup | None = None
+        self._busy = 0
+        self._idle = anyio.Event()
+        self._idle.set()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -42,6 +46,18 @@ class Background:
                 await work()
             except Exception:
                 logger.exception("Slack background work failed: %s", what)
+            finally:
+                self._busy -= 1
+                if not self._busy:
+                    self._idle.set()
 
-        self._tasks.start_soon(run)
+        if not self._busy:
+            self._idle = anyio.Event()
+        self._busy += 1
+        self._tasks.start_soon(run, name=what)
         return True
+
+    async def idle(self) -> None:
+        """Wait until no work is running (tests and benchmarks: everything a burst of events started is done)."""
+        while self._busy:
+            await self._idle.wait()

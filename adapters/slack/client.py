@@ -12,11 +12,12 @@ a deadline (finishing a card) can reschedule instead of sleeping past it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import aiohttp
+import anyio
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -26,12 +27,18 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.slack.inflight import SharedLookups
 from adapters.slack.settings import SlackSettings
+from bridge import observe
 from bridge.errors import PlatformAPIError, RateLimited
 
 PLATFORM = "slack"
 RETRIES = 2
+TIMEOUT = 30
+"""Seconds a Web API call may take (slack_sdk's default)."""
 FINAL_RATE_LIMIT_WAIT = 2.0
 """Longest Retry-After a final card update waits out in the call; a longer one is rescheduled (broker gives 10 s)."""
 NOT_RETRIED_ON_CONNECTION_ERRORS = frozenset({"chat.postMessage"})
@@ -64,39 +71,116 @@ class RateLimitRetry(AsyncRateLimitErrorRetryHandler):
         headers = {k.lower(): v for k, v in response.headers.items()}
         return _seconds(headers.get("retry-after", "1")) <= self.max_wait
 
+    async def prepare_for_next_attempt_async(self, *, state: RetryState, request: HttpRequest,
+                                             response: HttpResponse | None = None,
+                                             error: Exception | None = None) -> None:
+        if response is not None:  # slack_sdk sleeps Retry-After (plus up to a second) before the next attempt
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            observe.rate_limit_wait(PLATFORM, api_method(request.url), _seconds(headers.get("retry-after", "1")))
+        await super().prepare_for_next_attempt_async(state=state, request=request, response=response, error=error)
 
-def web_client(token: str, api_url: str, *, max_rate_limit_wait: float | None = None) -> AsyncWebClient:
+
+def web_client(token: str | None, api_url: str, *, max_rate_limit_wait: float | None = None) -> AsyncWebClient:
     return AsyncWebClient(
         token=token,
         base_url=api_url,
+        timeout=TIMEOUT,
         retry_handlers=[RateLimitRetry(RETRIES, max_rate_limit_wait), ConnectionErrorRetry(max_retry_count=RETRIES)],
     )
 
 
-@dataclass(frozen=True, slots=True)
 class SlackClients:
-    """The Web API clients of one adapter, made in one place (`clients`) so they can later share a session."""
+    """The Web API clients of one adapter, made in one place so that they share one HTTP session.
 
-    bot: AsyncWebClient
-    """Everything the bot does, waiting out rate limits as slack_sdk's retries allow."""
-    final: AsyncWebClient
-    """For final card and modal updates, which have a deadline: a long rate limit is rescheduled, not slept."""
-    final_wait: float
-    """The longest Retry-After `final` waits out."""
-    app_token: str = field(repr=False)
-    api_url: str = ""
+    Without a session of its own, slack_sdk opens and closes an aiohttp session (a new connection; a TLS handshake
+    against the real Slack) for every call. `shared_session()`, held open by the adapter's `serve()`, gives every
+    client made here one `aiohttp.ClientSession`, so calls reuse its pooled keep-alive connections. Outside it (before
+    serving starts, or while the host finishes cards after it ended) the clients still work, one session per call.
+    """
+
+    def __init__(self, settings: SlackSettings) -> None:
+        self.api_url = settings.api_url
+        self.final_wait = FINAL_RATE_LIMIT_WAIT
+        """The longest Retry-After `final` waits out."""
+        self._bot_token = settings.bot_token
+        self._app_token = settings.app_token
+        self._session: aiohttp.ClientSession | None = None
+        self._made: list[AsyncWebClient] = []
+        self.bot = self._client(settings.bot_token)
+        """Everything the bot does, waiting out rate limits as slack_sdk's retries allow."""
+        self.final = self._client(settings.bot_token, max_rate_limit_wait=self.final_wait)
+        """For final card and modal updates, which have a deadline: a long rate limit is rescheduled, not slept."""
+        self.for_bolt = self._client(None)
+        """What bolt copies into each request's `context.client`: no token of its own, since the token comes with
+        `authorize` (below), which answers from one shared `auth.test`."""
+        self._identity = SharedLookups[str, AsyncSlackResponse]()
+        self._auth: AsyncSlackResponse | None = None
+
+    def _client(self, token: str | None, *, max_rate_limit_wait: float | None = None) -> AsyncWebClient:
+        client = web_client(token, self.api_url, max_rate_limit_wait=max_rate_limit_wait)
+        client.session = self._session
+        self._made.append(client)
+        return client
 
     def socket_mode(self) -> AsyncWebClient:
         """A client with the app-level token, for opening Socket Mode connections."""
-        return web_client(self.app_token, self.api_url)
+        return self._client(self._app_token)
+
+    def webhook(self, url: str) -> AsyncWebhookClient:
+        """A client for one interaction's `response_url` (on the shared session). A dropped connection is not
+        retried: the message may have been shown already."""
+        return AsyncWebhookClient(url, timeout=TIMEOUT, session=self._session, retry_handlers=[RateLimitRetry(RETRIES)])
+
+    @asynccontextmanager
+    async def shared_session(self) -> AsyncIterator[None]:
+        """One HTTP session for every client made here, closed on leaving."""
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT))
+        self._use(session)
+        try:
+            yield
+        finally:
+            self._use(None)
+            with anyio.CancelScope(shield=True):
+                await session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession | None:
+        """The shared session while serving, else None."""
+        return self._session
+
+    def _use(self, session: aiohttp.ClientSession | None) -> None:
+        self._session = session
+        for client in self._made:
+            client.session = session  # read on every call, so this takes effect at once
+
+    async def auth(self) -> AsyncSlackResponse:
+        """The bot's `auth.test` (its user id, team, workspace URL): asked once, shared by concurrent callers, kept
+        once it succeeded (a token's identity does not change while it is valid)."""
+        if self._auth is None:
+            self._auth = await self._identity.get("auth", self._auth_test)
+        return self._auth
+
+    async def _auth_test(self) -> AsyncSlackResponse:
+        async with api_errors("auth.test"):
+            return await self.bot.auth_test()
+
+    def authorizer(self) -> Callable[[], Awaitable[AuthorizeResult]]:
+        """bolt's `authorize` for this one workspace: every request, however many arrive before the first answer,
+        waits on the same single `auth.test`. (A plain function: bolt passes what its parameters are named.)"""
+
+        async def authorize() -> AuthorizeResult:
+            return AuthorizeResult.from_auth_test_response(bot_token=self._bot_token,
+                                                           auth_test_response=await self.auth())
+
+        return authorize
+
+    async def workspace_url(self) -> str:
+        """The workspace's address (`https://acme.slack.com/`), for building message permalinks."""
+        return str((await self.auth()).get("url") or "")
 
 
 def clients(settings: SlackSettings) -> SlackClients:
-    wait = FINAL_RATE_LIMIT_WAIT
-    return SlackClients(
-        bot=web_client(settings.bot_token, settings.api_url),
-        final=web_client(settings.bot_token, settings.api_url, max_rate_limit_wait=wait),
-        final_wait=wait, app_token=settings.app_token, api_url=settings.api_url)
+    return SlackClients(settings)
 
 
 def api_method(url: str) -> str:
@@ -107,17 +191,19 @@ def api_method(url: str) -> str:
 @asynccontextmanager
 async def api_errors(method: str) -> AsyncIterator[None]:
     """Translate a failed Web API call into `RateLimited` (still limited after the retries) or `PlatformAPIError`
-    (Slack's error code, e.g. `channel_not_found`, or the transport's failure)."""
-    try:
-        yield
-    except SlackApiError as exc:
-        response = exc.response
-        if response.status_code == 429:
-            retry_after = response.headers.get("Retry-After", response.headers.get("retry-after", "1"))
-            raise RateLimited(PLATFORM, _seconds(retry_after)) from exc
-        raise PlatformAPIError(PLATFORM, method, str(response.get("error") or "unknown_error")) from exc
-    except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-        raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
+    (Slack's error code, e.g. `channel_not_found`, or the transport's failure). The call is reported to the core's
+    observers (metrics, traces), failed if one of these leaves it."""
+    with observe.chat_call(PLATFORM, method):
+        try:
+            yield
+        except SlackApiError as exc:
+            response = exc.response
+            if response.status_code == 429:
+                retry_after = response.headers.get("Retry-After", response.headers.get("retry-after", "1"))
+                raise RateLimited(PLATFORM, _seconds(retry_after)) from exc
+            raise PlatformAPIError(PLATFORM, method, str(response.get("error") or "unknown_error")) from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            raise PlatformAPIError(PLATFORM, method, f"{type(exc).__name__}: {exc}") from exc
 
 
 def _seconds(value: object) -> float:

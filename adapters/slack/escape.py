@@ -6,21 +6,20 @@ hide a link behind friendly text. In Slack's mrkdwn every such control sequence 
 words `@channel`/`@here`/`@everyone` also get a word joiner, in case a message is ever posted with `link_names`.
 `plain_text` objects are never parsed for those, so they only need capping.
 
-Invisible format characters (Unicode category Cf: bidi overrides such as U+202E, zero-width spaces, soft hyphens)
-are removed from both, so server text cannot reorder or disguise what a person reads (an address that reads as
-another). The zero-width joiner stays: emoji sequences need it, and it reorders nothing. A URL shown for checking
-(`visible_url`) marks each such character instead, as `[U+202E]`.
+Control characters and invisible format characters (bidi overrides such as U+202E, zero-width spaces, soft hyphens)
+are removed from both by the core's one cleaner (`bridge.sanitize.clean`), so server text cannot reorder or
+disguise what a person reads (an address that reads as another). A URL shown for checking (`visible_url`) marks
+each such character instead, as `[U+202E]` (`bridge.sanitize.visible`).
 
-Capping happens after escaping (escaping makes text longer) and never cuts an entity in half.
+Capping happens after escaping (escaping makes text longer: Slack counts the escaped text against its limits) and
+never cuts an entity in half.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_ZWJ = "\u200d"
+from bridge.sanitize import clean, has_hidden, visible
 
 _BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,4}$")
@@ -29,7 +28,7 @@ WORD_JOINER = "\u2060"
 
 def mrkdwn(text: str) -> str:
     """Escape untrusted text for a mrkdwn text object (use with `verbatim: true` so URLs are not auto-linked)."""
-    text = _strip(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _BROADCAST.sub(lambda m: "@" + WORD_JOINER + m.group(1), text)
 
 
@@ -51,7 +50,7 @@ def safe_mrkdwn(text: str, limit: int) -> str:
 
 def plain(text: str, limit: int) -> str:
     """Text for a `plain_text` object (labels, button and option text, modal titles): capped, with an ellipsis."""
-    text = _strip(text)
+    text = clean(text)
     if len(text) <= limit:
         return text
     return text[: max(0, limit - 1)].rstrip() + "…"
@@ -65,21 +64,7 @@ def one_line(text: str, limit: int) -> str:
 def visible_url(url: str) -> str:
     """A URL as escaped mrkdwn for a person to check: every invisible, control or space character is shown as its
     code point (`[U+202E]`), so the text cannot read as another address."""
-    return mrkdwn("".join(f"[U+{ord(c):04X}]" if _hidden(c) else c for c in url))
+    return mrkdwn(visible(url))
 
 
-def has_hidden(text: str) -> bool:
-    """Whether text holds a space, control or invisible (format) character."""
-    return any(_hidden(c) for c in text)
-
-
-def _hidden(c: str) -> bool:
-    return c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs")
-
-
-def _strip(text: str) -> str:
-    """Without control characters and format characters (Cf) other than the zero-width joiner."""
-    text = _CONTROL.sub("", text)
-    if text.isascii():
-        return text
-    return "".join(c for c in text if c == _ZWJ or unicodedata.category(c) != "Cf")
+__all__ = ["cap", "has_hidden", "mrkdwn", "one_line", "plain", "safe_mrkdwn", "visible_url"]

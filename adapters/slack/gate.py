@@ -23,6 +23,7 @@ from slack_bolt.response import BoltResponse
 
 from adapters.slack import ids
 from adapters.slack.background import Background
+from adapters.slack.responses import ResponseUrls, channel_of
 from adapters.slack.settings import SlackSettings
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,13 @@ Tell = Callable[[str, str, str, str | None], Awaitable[None]]
 
 
 class AllowList:
-    def __init__(self, settings: SlackSettings, wanted: Wanted, tell: Tell, background: Background) -> None:
+    def __init__(self, settings: SlackSettings, wanted: Wanted, tell: Tell, background: Background,
+                 response_urls: ResponseUrls) -> None:
         self._settings = settings
         self._wanted = wanted
         self._tell = tell
         self._background = background
+        self._response_urls = response_urls
 
     async def middleware(self, body: dict[str, Any], context: AsyncBoltContext, ack: AsyncAck,
                          next_: Callable[[], Awaitable[None]]) -> BoltResponse | None:
@@ -61,9 +64,11 @@ class AllowList:
             clicked = {str(a.get("action_id", "")) for a in body.get("actions") or ()}
             if not self._settings.user_allowed(user_id) and not clicked <= OPEN_TO_ALL:
                 response = await ack()
-                channel = str((body.get("container") or {}).get("channel_id")
-                              or (body.get("channel") or {}).get("id", ""))
+                channel = channel_of(body)
                 if channel:
+                    # The click's response_url reaches them where an ephemeral message cannot (a channel they
+                    # preview without joining).
+                    self._response_urls.remember(channel, user_id, body.get("response_url"))
                     self._refuse(channel, user_id, None)
                 return response
         await next_()

@@ -1,11 +1,17 @@
 """What people write to the bot: mentions, direct messages, replies in the bot's threads, and the slash command.
 
 Who may write is the allow-list's (`gate.py`), before any of this runs. Slack redelivers events and sends two
-(`message` and `app_mention`) for one mention: `wanted` lets each message through once.
+(`message` and `app_mention`) for one mention: `wanted` lets each message through once. Everything after the ack
+(looking the person up, posting, handing the message to the core) runs in the adapter's background.
+
+Slack escapes `&`, `<` and `>` in slash-command text as it does in messages; both are unescaped before the core
+parses them. A slash command is private, so the line it posts to start its thread shows the channel only the
+command and the server and tool it names; the whole command line is shown to the person who ran it alone.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -14,6 +20,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
 
 from adapters.slack import render, translate
+from adapters.slack.background import Background
 from adapters.slack.escape import mrkdwn
 from adapters.slack.people import People
 from adapters.slack.port import SlackPort
@@ -54,8 +61,9 @@ def team_of(body: Mapping[str, Any], context: AsyncBoltContext) -> str:
 
 class Intake:
     def __init__(self, inbound: Inbound, scope: translate.Scope, slash_command: str, people: People,
-                 port: SlackPort, threads: BotThreads) -> None:
+                 port: SlackPort, threads: BotThreads, background: Background) -> None:
         self._inbound = inbound
+        self._background = background
         self._scope = scope
         self._slash_command = slash_command
         self._people = people
@@ -76,10 +84,13 @@ class Intake:
         return self._seen.first_time(event)
 
     async def on_message(self, event: JSON, body: JSON, context: AsyncBoltContext) -> None:
-        """A `message` or `app_mention` event."""
+        """A `message` or `app_mention` event (bolt has acked it already)."""
         bot, team = str(context.bot_user_id or ""), team_of(body, context)
-        if not self.wanted(event, team, bot):
-            return
+        if self.wanted(event, team, bot):
+            self._background.spawn(f"message {translate.message_identity(event)}",
+                                   functools.partial(self._handle_message, event, team, bot))
+
+    async def _handle_message(self, event: JSON, team: str, bot: str) -> None:
         channel, user_id = str(event["channel"]), str(event["user"])
         message = translate.message_in(event, team, bot, self._scope, await self._people.actor(user_id),
                                        addressed=True)
@@ -90,24 +101,38 @@ class Intake:
     async def on_command(self, ack: AsyncAck, respond: AsyncRespond, command: dict[str, str],
                          context: AsyncBoltContext) -> None:
         await ack()
+        self._port.response_urls.remember(command.get("channel_id", ""), command.get("user_id", ""),
+                                          command.get("response_url"))
+        team = command.get("team_id") or str(context.team_id or "")
+        self._background.spawn(f"{self._slash_command} by {command.get('user_id')}", functools.partial(
+            self._run_command, respond, command, team, str(context.bot_user_id or "")))
+
+    async def _run_command(self, respond: AsyncRespond, command: dict[str, str], team: str, bot: str) -> None:
         channel, user_id = command["channel_id"], command["user_id"]
         who = await self._people.actor(user_id, command.get("user_name", ""))
-        text = command.get("text", "")
-        team = command.get("team_id") or str(context.team_id or "")
+        text = translate.unescape(command.get("text", ""))
         is_dm = channel.startswith("D")
-        # A slash command leaves no message behind; an anchor shows the channel what was asked and, with
-        # conversation_scope thread, is the root of the thread the answers go to.
+        # A slash command leaves no message behind; an anchor shows the channel what was asked (not the arguments,
+        # which the person typed privately) and, with conversation_scope thread, is the root of the thread the
+        # answers go to.
         anchor = ConversationKey(translate.PLATFORM, team, channel)
-        typed = mrkdwn(f"{self._slash_command} {text}".strip()).replace("`", "'")
+        shown, hidden = translate.public_command(text)
+        public = _code(f"{self._slash_command} {shown}".strip())
+        line = f"{render.mention(who)} ran {public}" + (" (the rest of the command is shown only to them)"
+                                                        if hidden else "")
         try:
-            ts = await self._port.post(anchor, f"{render.mention(who)} ran `{typed}`", None)
+            ts = await self._port.post(anchor, line, None)
         except AdapterError as exc:
             logger.warning("could not post in %s for %s: %s", channel, self._slash_command, exc)
-            await self._tell_command_failed(respond, exc, str(context.bot_user_id or ""))
+            await self._tell_command_failed(respond, exc, bot)
             return
         key = translate.conversation(self._scope, team, channel, ts, None, user_id, is_dm)
         if key.thread:
             self._threads.remember(team, channel, key.thread)
+        if hidden:
+            whole = " ".join(f"{self._slash_command} {text}".split()).replace("`", "'")
+            self._background.spawn(f"command line for {user_id}", functools.partial(
+                self._port.tell, channel, user_id, f"You ran `{whole}`", key.thread or None))
         await self._inbound.handle_message(MessageIn(key, who, text, addressed=True, explicit_command=True))
 
     async def _tell_command_failed(self, respond: AsyncRespond, exc: AdapterError, bot: str) -> None:
@@ -123,3 +148,8 @@ class Intake:
             await respond(text=text, response_type="ephemeral")
         except Exception:
             logger.exception("could not answer %s through its response_url", command)
+
+
+def _code(text: str) -> str:
+    """Typed text as inline code in mrkdwn: escaped, on one line, without backticks that would end the code span."""
+    return "`" + mrkdwn(" ".join(text.split())).replace("`", "'") + "`"

@@ -2,20 +2,28 @@
 closing the modals of a request that ended.
 
 A submission must be answered within 3 seconds and its answer is the ack itself (errors, the next page, or close),
-so the decision is claimed synchronously with `Inbound.claim` before acking, and the person is taken from the cache
-(`People.cached`). What a modal looks like is `modal.py`'s; what a submitted page means is `translate.py`'s.
+so nothing comes before that ack but reading the page, the decision claimed in memory with `Inbound.claim`, and the
+person from the cache (`People.cached`); a submission for a request that has ended is answered from this module's
+own memory of ended requests. What a modal looks like is `modal.py`'s; what a submitted page means is
+`translate.py`'s.
+
+A person can submit or close a modal before `views.open` has even returned its id to us. Such a view is remembered
+as settled, so the late `views.open` answer never replaces it with "This request has ended".
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections import OrderedDict
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from slack_bolt.async_app import AsyncAck
 
 from adapters.slack import ids, modal, translate
+from adapters.slack.background import Background
 from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.elements import matching_options
 from adapters.slack.escape import mrkdwn
@@ -25,11 +33,14 @@ from bridge.model import DecisionIn, Interaction, JSONValue, Verdict
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
+V = TypeVar("V")
 
 JSON = dict[str, Any]
 LOST_PAGES = ("The bridge restarted, so the answers from the earlier pages were lost. Please check this page and go "
               "on again.")
 ENDED = "This request has ended."
+REMEMBERED = 2000
+"""How many ended requests and settled views are remembered, for late submissions and late `views.open` answers."""
 
 
 def still_open(inbound: Inbound, interaction_id: str) -> Interaction | None:
@@ -37,15 +48,30 @@ def still_open(inbound: Inbound, interaction_id: str) -> Interaction | None:
     return next((i for i in inbound.open_interactions() if i.id == interaction_id), None)
 
 
+class _Recent(OrderedDict[str, V]):
+    """The latest `REMEMBERED` entries, oldest dropped first."""
+
+    def keep(self, key: str, value: V) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > REMEMBERED:
+            self.popitem(last=False)
+
+
 class Modals:
-    def __init__(self, inbound: Inbound, clients: SlackClients, people: People) -> None:
+    def __init__(self, inbound: Inbound, clients: SlackClients, people: People, background: Background) -> None:
         self._inbound = inbound
         self._clients = clients
         self._people = people
+        self._background = background
         self._views: dict[str, set[str]] = {}
         """Interaction id → ids of modals open on it, replaced by a 'closed' view when the request ends."""
         self._drafts: dict[str, dict[str, JSONValue]] = {}
         """Modal view id → answers from the pages already submitted (a paged form keeps one view id)."""
+        self._ended = _Recent[tuple[Interaction, str]]()
+        """Interaction id → (interaction, what happened, as escaped mrkdwn) of requests that ended lately."""
+        self._settled = _Recent[None]()
+        """View ids the person already submitted for good or closed: nothing of ours may replace them."""
 
     def _open(self, interaction_id: str) -> Interaction | None:
         return still_open(self._inbound, interaction_id)
@@ -57,14 +83,18 @@ class Modals:
             response = await self._clients.bot.views_open(trigger_id=trigger_id,
                                                           view=modal.form_view(interaction, meta))
         view_id = str(response["view"]["id"])
+        if view_id in self._settled:
+            return  # submitted or closed before views.open answered: the person is done with it
         self._views.setdefault(interaction.id, set()).add(view_id)
         if self._open(interaction.id) is None:
             # It ended while the modal was opening, maybe after `close_all` looked for open modals.
             self._forget(interaction.id, view_id)
-            await self._close(view_id, interaction, ENDED)
+            ended = self._ended.get(interaction.id)
+            await self._close(view_id, interaction, ended[1] if ended else ENDED)
 
     async def close_all(self, interaction: Interaction, what: str) -> None:
         """Replace every modal open on an ended interaction with a view saying `what` happened."""
+        self._ended.keep(interaction.id, (interaction, what))
         async with anyio.create_task_group() as tg:
             for view_id in self._views.pop(interaction.id, set()):
                 tg.start_soon(self._close, view_id, interaction, what)
@@ -81,11 +111,14 @@ class Modals:
         interaction = self._open(meta.interaction_id)
         if interaction is None:
             self._forget(meta.interaction_id, view_id)
-            ended = self._inbound.known_interaction(meta.interaction_id)
+            self._settled.keep(view_id, None)
+            ended, what = self._ended.get(meta.interaction_id) or (None, ENDED)
+            if ended is None:  # not in memory: ended before a restart, or never known here
+                ended = self._inbound.known_interaction(meta.interaction_id)
             if ended is None:
                 await ack()
             else:
-                await ack(response_action="update", view=modal.closed_view(ended, ENDED))
+                await ack(response_action="update", view=modal.closed_view(ended, what))
             return
         pages = modal.pages(interaction)
         if meta.page > 0 and view_id not in self._drafts:
@@ -109,6 +142,7 @@ class Modals:
         result = self._inbound.claim(DecisionIn(interaction.id, who, "accept", dict(draft)))
         if result.verdict is Verdict.CLAIMED:
             self._forget(interaction.id, view_id)
+            self._settled.keep(view_id, None)
             await ack()
         elif result.verdict is Verdict.INVALID:
             await ack(response_action="errors", errors=translate.block_errors(form, page, result.errors))
@@ -116,6 +150,7 @@ class Modals:
             await ack(response_action="errors", errors={ids.field_block(page[0]): result.message})
         else:
             self._forget(interaction.id, view_id)
+            self._settled.keep(view_id, None)
             await ack(response_action="update", view=modal.closed_view(interaction, mrkdwn(result.message)))
 
     async def on_closed(self, ack: AsyncAck, body: JSON, view: JSON) -> None:
@@ -123,11 +158,16 @@ class Modals:
         meta = ids.ModalMeta.load(str(view.get("private_metadata", "")))
         if meta is None:
             return
-        self._forget(meta.interaction_id, str(view["id"]))
+        view_id = str(view["id"])
+        self._forget(meta.interaction_id, view_id)
+        self._settled.keep(view_id, None)
         if self._open(meta.interaction_id) is None:
             return  # already over: closing its modal changes nothing
-        who = await self._people.of(body["user"])
-        await self._inbound.decide(DecisionIn(meta.interaction_id, who, "cancel"))
+        self._background.spawn(f"modal closed on {meta.interaction_id}",
+                               functools.partial(self._cancel, body["user"], meta.interaction_id))
+
+    async def _cancel(self, user: JSON, interaction_id: str) -> None:
+        await self._inbound.decide(DecisionIn(interaction_id, await self._people.of(user), "cancel"))
 
     async def on_options(self, ack: AsyncAck, payload: JSON, body: JSON) -> None:
         """Options for a long choice list (external select), filtered by what the person typed."""

@@ -1,8 +1,13 @@
 """The host's `ChatPort` on Slack's Web API: cards, plain messages, private notices and status lines.
 
-What a card looks like is `render.py`'s. Finishing a card also closes the modals open on it (`Modals.close_all`)
+What a card looks like is `render.py`'s. A posted card's reference keeps its permalink (`permalinks.py`, built
+without a Web API call) for the App Home. Finishing a card also closes the modals open on it (`Modals.close_all`)
 and republishes the App Home of the people it named (`HomeTab.refresh`); both are given to the port as plain
 callables so it knows nothing else of them.
+
+Private notices go by `chat.postEphemeral`; where that fails (someone previewing a channel without joining it, a
+channel the bot cannot post in) they go through the `response_url` of the person's latest click there
+(`responses.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from typing import Any
 
 import anyio
 
-from adapters.slack import render, translate
+from adapters.slack import permalinks, render, translate
 from adapters.slack.background import Background
 from adapters.slack.client import SlackClients, api_errors
+from adapters.slack.responses import ResponseUrls
 from adapters.slack.threads import BotThreads
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
@@ -38,8 +44,12 @@ class SlackPort:
     platform = translate.PLATFORM
 
     def __init__(self, clients: SlackClients, threads: BotThreads, background: Background,
-                 close_modals: CloseModals, card_changed: CardChanged) -> None:
+                 close_modals: CloseModals, card_changed: CardChanged,
+                 response_urls: ResponseUrls | None = None, web_forms: Callable[[], bool] = lambda: False) -> None:
         self._clients = clients
+        self._web_forms = web_forms
+        """Whether cards offer "Fill in on the web" (asked at each render: web forms are set up after adapters)."""
+        self.response_urls = response_urls or ResponseUrls()
         self._threads = threads
         self._background = background
         self._close_modals = close_modals
@@ -49,9 +59,20 @@ class SlackPort:
         conversation = interaction.conversation
         if interaction.private and interaction.requester is not None:
             return await self._post_ephemeral(interaction, interaction.requester.user_id)
-        ts = await self.post(conversation, render.fallback(interaction), render.card(interaction))
+        ts = await self.post(conversation, render.fallback(interaction),
+                             render.card(interaction, web=self._web_forms()))
+        data = {"channel": conversation.channel, "ts": ts}
+        try:
+            link = permalinks.permalink(await self._clients.workspace_url(), conversation.channel, ts,
+                                        conversation.thread or None)
+        except AdapterError as exc:
+            logger.info("card %s posted without a permalink: %s", interaction.id, exc)
+            link = None
+        if link:
+            data[permalinks.PERMALINK] = link
+        # Last, with no await after it: the Home refresh it starts runs once the caller has the card's reference.
         self._card_changed(interaction)
-        return CardRef(interaction.id, {"channel": conversation.channel, "ts": ts})
+        return CardRef(interaction.id, data)
 
     async def _post_ephemeral(self, interaction: Interaction, user: str) -> CardRef:
         """A card only its person sees (a Connect prompt), in the conversation where they are."""
@@ -113,7 +134,8 @@ class SlackPort:
             return  # one person decides a private card: there is no progress to show
         async with api_errors("chat.update"):
             await self._clients.bot.chat_update(channel=ref.data["channel"], ts=ref.data["ts"],
-                                                text=render.fallback(interaction), blocks=render.card(interaction))
+                                                text=render.fallback(interaction),
+                                                blocks=render.card(interaction, web=self._web_forms()))
         self._card_changed(interaction)
 
     async def _update_later(self, interaction_id: str, update: JSON, delay: float) -> None:
@@ -138,10 +160,8 @@ class SlackPort:
         return MessageRef(conversation, {"channel": conversation.channel, "ts": ts})
 
     async def notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
-        async with api_errors("chat.postEphemeral"):
-            await self._clients.bot.chat_postEphemeral(channel=conversation.channel, user=actor.user_id,
-                                                       text=render.plain_message(text),
-                                                       thread_ts=conversation.thread or None)
+        await self._private(conversation.channel, actor.user_id, render.plain_message(text),
+                            conversation.thread or None)
 
     async def post_status(self, conversation: ConversationKey, status: StatusView) -> MessageRef:
         ts = await self.post(conversation, render.status_text(status), render.status_blocks(status))
@@ -167,8 +187,34 @@ class SlackPort:
     async def tell(self, channel: str, user_id: str, text: str, thread: str | None = None) -> None:
         """Tell one person something privately (best effort: a failure is logged)."""
         try:
-            async with api_errors("chat.postEphemeral"):
-                await self._clients.bot.chat_postEphemeral(channel=channel, user=user_id,
-                                                           text=render.plain_message(text), thread_ts=thread)
+            await self._private(channel, user_id, render.plain_message(text), thread)
         except AdapterError as exc:
             logger.warning("could not tell %s privately: %s", user_id, exc)
+
+    async def send_web_link(self, channel: str, user_id: str, url: str, thread: str | None = None) -> None:
+        """Hand a person their one-time web-form link, privately only (ephemeral, or their click's response_url):
+        whoever holds it answers as them. Raises the platform's error when neither reaches them."""
+        await self._private(channel, user_id, render.web_link_text(url), thread)
+
+    async def _private(self, channel: str, user_id: str, text: str, thread: str | None) -> None:
+        """An ephemeral message (already marked up); through the person's latest response_url in this channel
+        when Slack refuses it (raises the ephemeral's error when there is none or it fails too)."""
+        try:
+            async with api_errors("chat.postEphemeral"):
+                await self._clients.bot.chat_postEphemeral(channel=channel, user=user_id, text=text, thread_ts=thread)
+            return
+        except AdapterError as exc:
+            url = self.response_urls.latest(channel, user_id)
+            if url is None:
+                raise
+            logger.info("ephemeral message to %s failed (%s); using their click's response_url", user_id, exc)
+            failure = exc
+        try:
+            async with api_errors("response_url"):
+                response = await self._clients.webhook(url).send(text=text, response_type="ephemeral",
+                                                                 replace_original=False)
+        except AdapterError as exc:
+            raise failure from exc
+        if response.status_code != 200:
+            raise PlatformAPIError(translate.PLATFORM, "response_url",
+                                   f"HTTP {response.status_code}: {response.body[:200]}") from failure

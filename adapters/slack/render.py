@@ -5,8 +5,14 @@ then the server's message and details, escaped, then buttons. Inline answers are
 it all (a single yes/no or a single choice of up to five); anything else opens a modal (`modal.py`). Final states
 keep the text and replace the buttons with the outcome and who decided.
 
-Limits honoured here: 50 blocks a message, 3000 characters a text, 75 characters a button label, 25 elements an
-actions block. `tests/adapters/slack/limits.py` checks them for every card the tests render.
+Limits honoured here, counted on the escaped text Slack receives: 50 blocks a message, 3000 characters a text, about
+12 000 characters of text in all a message's blocks (`CARD_TEXT`: Slack refuses more with `msg_blocks_too_long`),
+75 characters a button label, 25 elements an actions block. `tests/adapters/slack/limits.py` checks them for every
+card the tests render.
+
+A link gets an Open button only when Slack would take it and nothing about it is disguised: http(s) with a host, no
+hidden characters, and a host that `bridge.sanitize.check_host` does not flag (a look-alike such as `аpple.com` with
+a Cyrillic а is shown with its punycode form instead).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from urllib.parse import urlsplit
 
 from adapters.slack import ids
 from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn, visible_url
+from bridge.durations import time_left
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
 from bridge.presentation import Person, describe_outcome, describe_progress
+from bridge.sanitize import check_host
 from bridge.text import card_title, secret_warning
 
 JSON = dict[str, Any]
@@ -35,9 +43,20 @@ FALLBACK = 300
 """Length of the notification text (`text=`): a phone shows a line or two of it."""
 MAX_DETAILS = 30
 """Details shown on a card; the rest are summarised so a card stays under 50 blocks."""
+CARD_TEXT = 11_000
+"""Characters of text a card's blocks hold in all, under Slack's undocumented ~12 000 for a message's blocks."""
+CARD_TAIL = 2_500
+"""Of `CARD_TEXT`, what is kept for what follows the body (warnings, the field, the waiting line, the buttons, the
+outcome)."""
+INLINE_FIELD = 600
+"""The question above inline answer buttons: its title and description."""
+HOME_TITLE = 300
+MIN_DETAIL = 200
+"""A detail gets at least this much room, or it is counted among those not shown."""
 HOME_ITEMS = 40
 INLINE_CHOICES = 5
 """A single choice with up to this many options is answered by buttons in the message."""
+WEB_LABEL = "Fill in on the web"
 BUTTON_URL = 3000
 """Slack's limit for a button's `url`."""
 _status_updates = itertools.count(1)
@@ -53,6 +72,11 @@ def mention(actor: Actor | None) -> str:
     if actor.platform == "slack":
         return f"<@{actor.user_id}>"
     return mrkdwn(actor.label())
+
+
+_PERSON = f"person{secrets.token_hex(12)}marker"
+"""Stands in for a person's name while core text is escaped: random per process, so no server can write it, and
+plain ASCII letters and digits, so escaping leaves it (and the ASCII fast path of the cleaner) alone."""
 
 
 _SLACK_ID = re.compile(r"^[A-Z0-9]+$")
@@ -84,12 +108,10 @@ def with_people(make: Callable[[Person], str]) -> str:
 def _with_person(make: Callable[[str], str], actor: Actor | None) -> str:
     """Render core text that names `actor`, escaped, with the name replaced by a mention.
 
-    The core writes names as plain labels; a random marker stands in for the name so that the rest of the text
-    (server names, tool names: untrusted) is escaped while the mention we add is not.
+    The core writes names as plain labels; a marker stands in for the name so that the rest of the text (server
+    names, tool names: untrusted) is escaped while the mention we add is not.
     """
-    marker = "\ue000" + secrets.token_hex(8)
-    escaped = mrkdwn(make(marker))
-    return escaped.replace(mrkdwn(marker), mention(actor))
+    return mrkdwn(make(_PERSON)).replace(_PERSON, mention(actor))
 
 
 def title(interaction: Interaction) -> str:
@@ -131,19 +153,29 @@ def button(label: str, action_id: str, value: str, style: str | None = None, url
 
 
 def _body(interaction: Interaction) -> list[JSON]:
-    """Title, message, link and details: what a card shows whether it is open or finished."""
+    """Title, message, link and details: what a card shows whether it is open or finished, within
+    `CARD_TEXT - CARD_TAIL` characters in all."""
     blocks = [section(f"*{title(interaction)}*")]
     if interaction.message.strip():
         blocks.append(section(mrkdwn(interaction.message)))
     if interaction.kind is Kind.URL and interaction.url:
         blocks.append(section(f"*Link:* {visible_url(interaction.url)}"))
-    details = interaction.details[:MAX_DETAILS]
-    for detail in details:
+    room = CARD_TEXT - CARD_TAIL - sum(len(b["text"]["text"]) for b in blocks)
+    shown = 0
+    for detail in interaction.details[:MAX_DETAILS]:
         note = f"\n_(shortened from {detail.full_length} characters)_" if detail.full_length else ""
         label = mrkdwn(detail.label)
-        blocks.append(section(f"*{label}:* {cap(mrkdwn(detail.text), TEXT - len(label) - 80)}{note}"))
-    if len(interaction.details) > MAX_DETAILS:
-        blocks.append(context(f"{len(interaction.details) - MAX_DETAILS} more details are not shown."))
+        head = f"*{cap(label, 200)}:* "
+        fits = min(TEXT, room) - len(head) - 80
+        if fits < MIN_DETAIL:
+            break
+        text = f"{head}{cap(mrkdwn(detail.text), fits)}{note}"
+        blocks.append(section(text))
+        room -= len(text)
+        shown += 1
+    if len(interaction.details) > shown:
+        blocks.append(context(f"{len(interaction.details) - shown} more details are not shown "
+                              f"(`show {interaction.id}` lists everything)."))
     origin = interaction.origin
     if origin is not None and _SLACK_ID.match(origin.channel) and origin.platform == "slack":
         blocks.append(context(f":speech_balloon: Asked in <#{origin.channel}>; your decision here is the decision "
@@ -154,23 +186,26 @@ def _body(interaction: Interaction) -> list[JSON]:
     return blocks
 
 
-def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
-    """An open card: body, what is asked, who it waits for and until when, and the buttons."""
+def card(interaction: Interaction, now: float | None = None, *, web: bool = False) -> list[JSON]:
+    """An open card: body, what is asked, who it waits for and until when, and the buttons. `web`: web forms are
+    on, so a form card offers "Fill in on the web" (each clicker gets their own link, privately)."""
     blocks = _body(interaction)
     problem = link_problem(interaction.url) if interaction.kind is Kind.URL and interaction.url else None
     if problem:
-        blocks.append(context(f":warning: No *Open link* button: {problem}. Do not visit it unless you are sure."))
+        blocks.append(context(f":warning: No *Open link* button: {mrkdwn(problem)}. "
+                              "Do not visit it unless you are sure."))
     warning = secret_warning(interaction)
     if warning:
         blocks.append(context(":warning: " + mrkdwn(warning)))
     inline = inline_field(interaction)
     if inline is not None:
         f = interaction.form.fields[0]
-        blocks.append(section(f"*{mrkdwn(f.title)}*" + (f"\n{mrkdwn(f.description)}" if f.description else "")))
+        question = f"*{mrkdwn(f.title)}*" + (f"\n{mrkdwn(f.description)}" if f.description else "")
+        blocks.append(section(cap(question, INLINE_FIELD)))
     if describe_progress(interaction):
         blocks.append(context(with_people(lambda person: "\n".join(describe_progress(interaction, person)))))
     blocks.append(context(_waiting_line(interaction, time.time() if now is None else now)))
-    blocks.append({"type": "actions", "block_id": f"{interaction.id}.act", "elements": _buttons(interaction)})
+    blocks.append({"type": "actions", "block_id": f"{interaction.id}.act", "elements": _buttons(interaction, web)})
     return blocks
 
 
@@ -192,15 +227,16 @@ def _waiting_line(interaction: Interaction, now: float) -> str:
         who = "the approvers"
     deadline = int(interaction.expires_at)
     fallback_time = time.strftime("%H:%M UTC", time.gmtime(deadline))
-    minutes = max(0, round((interaction.expires_at - now) / 60))
+    left = time_left(interaction.expires_at - now)
     # <!date^…> renders the time in each reader's own time zone; the text after | is for old clients.
-    return (f"Waiting for {who} · expires <!date^{deadline}^{{time}}|{fallback_time}> (in about {minutes} min) "
+    return (f"Waiting for {who} · expires <!date^{deadline}^{{time}}|{fallback_time}> (in {left}) "
             f"· request `{interaction.id}`")
 
 
 def link_problem(url: str) -> str | None:
     """Why a server's URL gets no Open button, or None: only http(s) with a host, nothing hidden, within 3000
-    characters. Slack refuses a card whose button URL it does not accept (`invalid_blocks`)."""
+    characters (Slack refuses a card whose button URL it does not accept: `invalid_blocks`), and a host that is
+    not a possible look-alike (shown with its punycode form, what the browser would really contact)."""
     if len(url) > BUTTON_URL:
         return "the link is longer than Slack allows in a button"
     if has_hidden(url):
@@ -214,6 +250,9 @@ def link_problem(url: str) -> str | None:
         return "only http and https links get a button"
     if not host:
         return "the link has no host"
+    checked = check_host(url)
+    if checked.suspicious:
+        return f"the host {checked.text()}"
     return None
 
 
@@ -227,7 +266,7 @@ def inline_field(interaction: Interaction) -> int | None:
     return None
 
 
-def _buttons(interaction: Interaction) -> list[JSON]:
+def _buttons(interaction: Interaction, web: bool = False) -> list[JSON]:
     iid = interaction.id
     out: list[JSON] = []
     form = interaction.form
@@ -242,6 +281,9 @@ def _buttons(interaction: Interaction) -> list[JSON]:
             out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         else:
             out.append(button("Fill in…", ids.OPEN_FORM, iid, "primary"))
+        if web and not form.empty and not interaction.quick_accept:
+            # No URL on the button: the card is public, so the link is made for whoever clicks, and sent to them.
+            out.append(button(WEB_LABEL, ids.WEB_FORM, iid))
         out.append(button(interaction.decline_label, ids.DECLINE, iid))
         out.append(button("Cancel", ids.CANCEL, iid))
         return out
@@ -264,6 +306,14 @@ def _buttons(interaction: Interaction) -> list[JSON]:
         out.append(button(f"{interaction.accept_label}…", ids.OPEN_FORM, iid, "primary"))
     out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
     return out
+
+
+def web_link_text(url: str) -> str:
+    """The private message that hands a person their web-form link (mrkdwn)."""
+    # A link Slack would misread (`|`, `<`, `>` in a configured public address) is shown as text, not as a link.
+    link = f"<{url}|Open the form>" if not any(c in url for c in "<>| ") else visible_url(url)
+    return (f":globe_with_meridians: {link} to fill it in on the web. This link is for you only: it answers as "
+            "you, works once, and expires with the request or sooner. Do not share it.")
 
 
 # -- status lines --------------------------------------------------------------------------------------------------
@@ -306,7 +356,7 @@ def home(items: Sequence[tuple[Interaction, str | None]], now: float | None = No
     for interaction, permalink in ordered[:HOME_ITEMS]:
         link = f"\n<{permalink}|Open the card>" if permalink else ""
         message = safe_mrkdwn(" ".join(interaction.message.split()), 300)
-        blocks.append(section(f"*{title(interaction)}*\n{message}{link}"))
+        blocks.append(section(f"*{cap(title(interaction), HOME_TITLE)}*\n{message}{link}"))
         blocks.append(context(_waiting_line(interaction, now)))
     if len(ordered) > HOME_ITEMS:
         blocks.append(context(f"{len(ordered) - HOME_ITEMS} more are waiting; answer some to see them."))

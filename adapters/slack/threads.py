@@ -1,14 +1,21 @@
 """The threads the bot takes part in: replies there are addressed to it without a mention, even after a restart.
 
-Kept in the adapter's own persistent state (`Inbound.adapter_state("slack")`), cached in memory.
+Kept in the adapter's own persistent state (`Inbound.adapter_state("slack")`), cached in memory both ways: every
+message in a channel the bot is in asks whether its thread is one of the bot's, and most are not, so a thread found
+not to be one is remembered too (this process is the only one that adds threads), and the state is read once per
+thread, not once per message.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 from bridge.ports import AdapterState
 
 BOT_THREAD = "bot_thread"
 """Key prefix of a thread the bot takes part in, in the adapter's state."""
+NOT_OURS_KEPT = 10_000
+"""How many threads found not to be the bot's are remembered; the least recently asked are forgotten first."""
 
 
 class BotThreads:
@@ -16,21 +23,31 @@ class BotThreads:
         self._state = state
         self._known: set[tuple[str, str]] = set()
         """(channel, thread ts) known to be the bot's: a cache of `_state`."""
+        self._not_ours: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """(channel, thread ts) looked up in `_state` and not found."""
 
     def remember(self, team: str, channel: str, thread: str) -> None:
         if (channel, thread) not in self._known:
             self._known.add((channel, thread))
+            self._not_ours.pop((channel, thread), None)
             self._state.set(_key(team, channel, thread), "1")
 
     def includes(self, team: str, channel: str, thread: str) -> bool:
         """Whether the bot takes part in this thread: cached, else from the state (an earlier run's threads)."""
         if not thread:
             return False
-        if (channel, thread) in self._known:
+        where = (channel, thread)
+        if where in self._known:
             return True
+        if where in self._not_ours:
+            self._not_ours.move_to_end(where)
+            return False
         if self._state.get(_key(team, channel, thread)) == "1":
-            self._known.add((channel, thread))
+            self._known.add(where)
             return True
+        self._not_ours[where] = None
+        if len(self._not_ours) > NOT_OURS_KEPT:
+            self._not_ours.popitem(last=False)
         return False
 
 

@@ -50,6 +50,20 @@ def unescape(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
+_PUBLIC_WORDS = {"call": 3, "prompt": 3, "tools": 2, "prompts": 2, "resources": 2}
+"""How many words of a command the channel may see: the command, and the server and tool or prompt it names."""
+
+
+def public_command(text: str) -> tuple[str, bool]:
+    """What of a slash command's text its public line shows (`call everything echo`, not the arguments), and
+    whether anything was left out."""
+    words = text.split()
+    if not words:
+        return "", False
+    keep = _PUBLIC_WORDS.get(words[0].lower(), 1)
+    return " ".join(words[:keep]), len(words) > keep
+
+
 def is_person_message(event: Mapping[str, Any], bot_user_id: str) -> bool:
     """False for the bot's own messages, other bots, edits and joins: only what a person wrote reaches the core.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bridge.llm.anthropic_provider import AnthropicProvider
 from bridge.llm.errors import HumanAnswerRequired, LLMError
 from bridge.llm.human import HumanProvider
+from bridge.llm.lazy import LazyProvider
 from bridge.llm.openai_provider import OpenAIProvider
 from bridge.llm.sampling_convert import (
     InvalidSamplingRequest,
@@ -42,6 +43,7 @@ __all__ = [
     "LLMProvider",
     "LLMRequest",
     "LLMResponse",
+    "LazyProvider",
     "OpenAIProvider",
     "StopReason",
     "ToolCall",
@@ -76,14 +78,18 @@ def make_provider(
             server (Ollama, vLLM, LM Studio, LiteLLM) through `base_url`.
         model: The default model; "human" ignores it.
 
+    The SDK providers are `LazyProvider`s: their SDK is imported on the first completion (`bridge.llm.lazy`).
+
     Raises:
         ValueError: an unknown provider name (a config mistake, reported at startup).
-        LLMError: the provider's SDK extra is missing, or it found no credentials.
+        LLMError: the provider's SDK extra is missing (missing credentials are found on first use).
     """
     if provider == "openai":
-        return OpenAIProvider(model, api_key, base_url, timeout, max_retries)
+        return LazyProvider("openai", lambda: OpenAIProvider(model, api_key, base_url, timeout, max_retries),
+                            default_model=model)
     if provider == "anthropic":
-        return AnthropicProvider(model, api_key, base_url, timeout, max_retries)
+        return LazyProvider("anthropic", lambda: AnthropicProvider(model, api_key, base_url, timeout, max_retries),
+                            default_model=model)
     if provider == "human":
         return HumanProvider()
     raise ValueError(f"unknown LLM provider {provider!r}; expected one of {', '.join(PROVIDERS)}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -26,6 +27,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from bridge import observe
 from bridge.errors import StoreError
 from bridge.storage.api import Lease
 from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step
@@ -124,6 +126,7 @@ class PostgresDriver:
 
     async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
         # Shielded: a write, once sent, finishes and reports, so a cancelled caller never half-knows its outcome.
+        started = time.perf_counter()
         with anyio.CancelScope(shield=True):
             async with self._connection() as conn:
                 if len(steps) == 1 and not durable:
@@ -135,6 +138,7 @@ class PostgresDriver:
                         done = await _run_steps(conn, steps)
         if durable and any(d.count > 0 for d in done):
             self.durable_commits += 1
+        observe.store_committed(started)
         return done
 
     @asynccontextmanager

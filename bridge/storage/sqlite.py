@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 
 import anyio
 
+from bridge import observe
 from bridge.errors import StoreError
 from bridge.storage.api import Lease
 from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step
@@ -157,6 +159,7 @@ class SqliteDriver:
 
     async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
         self._check_open()
+        started = time.perf_counter()
         job = _Job(steps, durable)
         self._queued.append(job)
         with anyio.CancelScope(shield=True):
@@ -166,6 +169,7 @@ class SqliteDriver:
         if isinstance(result, Exception):
             raise result
         assert result is not None  # the loop ran until it was set
+        observe.store_committed(started)
         return result
 
     async def _take_turn(self) -> None:

@@ -227,8 +227,8 @@ def test_quorum_rules_that_cannot_hold_are_config_errors() -> None:
     from bridge.config import from_mapping
     from bridge.errors import ConfigError
 
-    bad = {"servers": {"s": {"command": "x", "approvers": {"people": ["a:1"], "required": 2},
-                             "roots": {"approvers": {"people": ["a:1", "a:2"], "required": 2}},
+    bad = {"servers": {"s": {"command": "x", "approvers": {"people": ["slack:U1"], "required": 2},
+                             "roots": {"approvers": {"people": ["slack:U1", "slack:U2"], "required": 2}},
                              "tools": {"approve": {"rm_*": {"approvers": {"groups": ["nope"]}}}}}},
            "channels": {"C1": {}, "slack:C2": {"servers": ["ghost"]}}}
     with pytest.raises(ConfigError) as caught:

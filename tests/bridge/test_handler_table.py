@@ -42,10 +42,11 @@ async def test_the_same_elicitation_handler_answers_a_legacy_callback_and_a_2026
                 await host.decide(DecisionIn(card.id, ALICE, "accept", {"n": 7}))
                 result = await chat.wait_message(f"{server}.fill:")
             assert json.loads(result.split("\n", 1)[1])["content"] == {"n": 7}
-        # The SDK was given this very object as its elicitation callback, for both sessions.
+        # The SDK was given this very object (inside the bounds) as its elicitation callback, for both sessions.
         for session in host.pool.sessions():
             assert session.client is not None
-            assert session.client.session._elicitation_callback is handler
+            callback: Any = session.client.session._elicitation_callback
+            assert callback.handler is handler
     [(legacy_handler, legacy_server, legacy_call), (modern_handler, modern_server, modern_call)] = seen
     assert legacy_handler == modern_handler == id(handler)
     assert (legacy_server, legacy_call) == ("old", None)  # a legacy callback: no stored call
@@ -65,4 +66,5 @@ async def test_a_denied_capability_is_not_registered_for_either_era(protocol: st
         assert session.client is not None
         callbacks: Any = host.handlers.callbacks(session)
         assert callbacks.sampling is None and callbacks.sampling_capabilities is None
-        assert callbacks.elicitation is host.handlers.elicitation and callbacks.list_roots is host.handlers.roots
+        assert callbacks.elicitation.handler is host.handlers.elicitation
+        assert callbacks.list_roots.handler is host.handlers.roots

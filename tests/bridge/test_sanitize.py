@@ -69,3 +69,11 @@ def test_fit_bytes_on_huge_multibyte_text() -> None:
 def test_an_all_cyrillic_name_is_flagged_as_internationalised() -> None:
     assert check_host("https://\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444").warning == \
         "an internationalised name, check it carefully"
+
+
+def test_a_url_card_s_host_detail_flags_a_look_alike() -> None:
+    from bridge.text import url_host
+
+    assert url_host("https://\u0430pple.com/login") == \
+        "\u0430pple.com (really xn--pple-43d.com: mixes scripts, check it carefully)"
+    assert url_host("https://example.org/x") == "example.org"

@@ -82,6 +82,16 @@ CASES: dict[str, Case] = {
         ["check-config", "{tmp}/c.yaml"], "install the bridge with its matrix extra", missing=("nio",),
         files={"c.yaml": yaml_file("{tmp}/s.db", "{matrix: {matrix}}")}),
     "check-config: missing file": Case(["check-config", "{tmp}/nope.yaml"], "cannot read"),
+    "check-config: approver platform in the wrong case": Case(
+        ["check-config", "{tmp}/c.yaml"],
+        "servers.e.approvers[0]: 'Slack:U1' can never match: write the platform in lower case (slack:U1)",
+        files={"c.yaml": "servers: {e: {command: echo, approvers: ['Slack:U1']}}\nchat: {console: {}}\n"}),
+    "check-config: approver without a platform": Case(
+        ["check-config", "{tmp}/c.yaml"], "servers.e.approvers[1]: 'U1' can never match: it needs its platform",
+        files={"c.yaml": "servers: {e: {command: echo, approvers: ['slack:U1', U1]}}\nchat: {console: {}}\n"}),
+    "check-config: approver wildcard": Case(
+        ["check-config", "{tmp}/c.yaml"], "servers.e.approvers[0]: '*' can never match: approvers are people",
+        files={"c.yaml": "servers: {e: {command: echo, approvers: ['*']}}\nchat: {console: {}}\n"}),
     "call: timeout soon": Case(["call", "--stdio", "node x.js", "--timeout", "soon", "tool"],
                                "--timeout: not a duration"),
     "call: bad JSON": Case(["call", "--stdio", "node x.js", "tool", "{"], "the arguments are not valid JSON"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import bridge.llm
@@ -10,6 +13,7 @@ from bridge.llm import (
     AnthropicProvider,
     HumanAnswerRequired,
     HumanProvider,
+    LazyProvider,
     LLMError,
     LLMMessage,
     LLMProvider,
@@ -37,13 +41,34 @@ async def test_make_provider_builds_each_kind() -> None:
         make_provider("human"),
     ]
     try:
-        assert [type(p) for p in built] == [OpenAIProvider, AnthropicProvider, HumanProvider]
+        assert [type(p) for p in built] == [LazyProvider, LazyProvider, HumanProvider]
         assert [p.name for p in built] == ["openai", "anthropic", "human"]
         assert [p.default_model for p in built] == ["gpt-x", "claude-x", None]
         assert [p.supports_tools for p in built] == [True, True, False]
+        # The SDK providers are built (their SDK imported) on first use, once.
+        openai, anthropic = built[0], built[1]
+        assert isinstance(openai, LazyProvider) and isinstance(anthropic, LazyProvider)
+        assert [type(await openai.provider()), type(await anthropic.provider())] == [OpenAIProvider, AnthropicProvider]
+        assert await openai.provider() is await openai.provider()
     finally:
         for p in built:
             await p.aclose()
+
+
+def test_the_sdk_is_imported_on_first_use_not_when_the_provider_is_made() -> None:
+    script = ("import sys; from bridge.llm import make_provider; "
+              "p = make_provider('anthropic', model='m', api_key='k'); "
+              "assert 'anthropic' not in sys.modules and 'openai' not in sys.modules; "
+              "make_provider('openai', model='m', api_key='k'); assert 'openai' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_a_missing_extra_is_still_found_at_start(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
+    with pytest.raises(LLMError, match=rf"the {name} provider needs: pip install 'mcp-chat-bridge\[llm\]'"):
+        make_provider(name, model="m", api_key="k")
 
 
 def test_unknown_provider_is_a_config_error() -> None:

@@ -154,7 +154,8 @@ def slash_command(
     trigger_id: str | None = None,
     response_url: str = DEFAULT_RESPONSE_URL,
 ) -> dict[str, str]:
-    """A slash command. All values are strings because over HTTP Slack sends it form-encoded."""
+    """A slash command, with ``text`` as the person typed it. Like Slack, the builder escapes ``&``, ``<`` and ``>``
+    in it (as in message text). All values are strings because over HTTP Slack sends it form-encoded."""
     return {
         "token": VERIFICATION_TOKEN,
         "team_id": TEAM_ID,
@@ -164,7 +165,7 @@ def slash_command(
         "user_id": user,
         "user_name": user.lower(),
         "command": command,
-        "text": text,
+        "text": text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
         "api_app_id": APP_ID,
         "is_enterprise_install": "false",
         "response_url": response_url,

@@ -70,6 +70,8 @@ class Call:
     """The bearer token the client sent, so tests can tell the bot client from the app-level one."""
     status: int
     response: JSON
+    connection: int = 0
+    """The client's TCP port: calls made over one kept-alive connection share it."""
 
     @property
     def ok(self) -> bool:
@@ -142,6 +144,7 @@ class FakeSlack:
         """User group id → member user ids, served by ``usergroups.users.list``."""
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
         self._drops: defaultdict[str, int] = defaultdict(int)
+        self._holds: defaultdict[str, deque[asyncio.Event]] = defaultdict(deque)
         self._ts_counter = itertools.count(1)
         self._view_counter = itertools.count(1)
         self._calls_changed = asyncio.Condition()
@@ -228,6 +231,13 @@ class FakeSlack:
         the client sees a disconnect although Slack did the work, as after a network failure mid-response."""
         self._drops[method] += 1
 
+    def hold_next(self, method: str) -> asyncio.Event:
+        """Carry out and record the next call to ``method`` at once, but send its answer only once the returned
+        event is set: the client is still waiting although Slack did the work (a slow ``views.open``, say)."""
+        release = asyncio.Event()
+        self._holds[method].append(release)
+        return release
+
     def add_message(self, channel: str, text: str, *, user: str, thread_ts: str | None = None) -> StoredMessage:
         """Seed a message (e.g. the user's mention) so ``conversations.replies`` and ``reactions.add`` find it."""
         message = StoredMessage(channel=channel, ts=self._next_ts(), text=text, user=user, thread_ts=thread_ts)
@@ -290,7 +300,10 @@ class FakeSlack:
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
         status, body, headers = self._answer(method, args, token)
-        await self._record(Call(method, args, token, status, body))
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        await self._record(Call(method, args, token, status, body, int(peer[1]) if peer else 0))
+        if self._holds[method]:
+            await self._holds[method].popleft().wait()
         if self._drops[method] and request.transport is not None:
             self._drops[method] -= 1
             request.transport.close()
@@ -414,8 +427,12 @@ class FakeSlack:
         return {"ok": True, "channel": message.channel, "ts": message.ts}
 
     def _chat_get_permalink(self, args: JSON) -> JSON:
+        """The workspace URL (``auth.test``'s) + ``archives/<channel>/p<ts without the dot>``; a reply in a thread
+        gets ``?thread_ts=<parent>&cid=<channel>``, as Slack documents."""
         message = self._message(args["channel"], args["message_ts"])
         permalink = f"https://fake-slack.invalid/archives/{message.channel}/p{message.ts.replace('.', '')}"
+        if message.thread_ts is not None and message.thread_ts != message.ts:
+            permalink += f"?thread_ts={message.thread_ts}&cid={message.channel}"
         return {"ok": True, "channel": message.channel, "permalink": permalink}
 
     def _views_open(self, args: JSON) -> JSON:

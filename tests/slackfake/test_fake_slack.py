@@ -194,12 +194,15 @@ async def test_messages_are_stored_updated_threaded_and_deleted(slack: FakeSlack
     await client.reactions_add(channel="C1", timestamp=mention.ts, name="eyes")
     thread = await client.conversations_replies(channel="C1", ts=mention.ts)
     permalink = await client.chat_getPermalink(channel="C1", message_ts=reply["ts"])
+    top = await client.chat_getPermalink(channel="C1", message_ts=mention.ts)
 
     assert reply["ts"] > mention.ts
     assert slack.messages[("C1", reply["ts"])].blocks == [{"type": "divider"}]
     assert [m["text"] for m in thread["messages"]] == ["<@UBOT> hi", "working…"]
     assert thread["messages"][0]["reactions"][0]["name"] == "eyes"
-    assert permalink["permalink"].endswith(f"/archives/C1/p{reply['ts'].replace('.', '')}")
+    assert permalink["permalink"] == (f"https://fake-slack.invalid/archives/C1/p{reply['ts'].replace('.', '')}"
+                                      f"?thread_ts={mention.ts}&cid=C1")  # a reply's link names its thread
+    assert top["permalink"] == f"https://fake-slack.invalid/archives/C1/p{mention.ts.replace('.', '')}"
     await client.chat_delete(channel="C1", ts=reply["ts"])
     assert ("C1", reply["ts"]) not in slack.messages
     with pytest.raises(SlackApiError, match="message_not_found"):
@@ -273,3 +276,31 @@ async def test_send_envelope_fails_instead_of_hanging_when_the_socket_drops(slac
             async with anyio.create_task_group() as tg:
                 tg.start_soon(drop_after_envelope)
                 await slack.send_envelope("events_api", event_app_mention("U1", "C1", "hi", "1.000001"))
+
+
+@pytest.mark.anyio
+async def test_a_held_answer_comes_after_the_work_and_calls_show_their_connection(slack: FakeSlack) -> None:
+    modal = {"type": "modal", "callback_id": "ask", "title": {"type": "plain_text", "text": "Ask"}, "blocks": []}
+    release = slack.hold_next("views.open")
+    answers: list[str] = []
+    async with aiohttp.ClientSession() as session:
+        client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url, session=session)
+
+        async def open_view() -> None:
+            answers.append((await client.views_open(trigger_id="t1", view=modal))["view"]["id"])
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(open_view)
+                held = await slack.wait_for_call("views.open")
+                assert held.response["view"]["id"] in slack.views and answers == []  # done, not yet answered
+                release.set()
+            await client.auth_test()
+            await client.auth_test()
+        alone = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
+        await alone.auth_test()
+        await alone.auth_test()
+    assert answers == [held.response["view"]["id"]]
+    shared, single = slack.calls_to("auth.test")[:2], slack.calls_to("auth.test")[2:]
+    assert shared[0].connection == shared[1].connection == held.connection  # one kept-alive connection
+    assert single[0].connection != single[1].connection  # slack_sdk's default: a session per call

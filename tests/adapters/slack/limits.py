@@ -4,9 +4,11 @@ Numbers from Slack's Block Kit reference (and slack_sdk's model constants): 50 b
 Home tab, 3000 characters a section text, 150 a header, 2000 an input label or hint, 24 a modal title/submit/close,
 3000 private_metadata, 25 elements an actions block, 75/2000 a button's text/value, 100 options in a select and 10
 in radio buttons or checkboxes, 75/150 an option's text/value, 150 a placeholder; email, URL and number inputs
-only in modals. Beyond sizes, what Slack is known to reject a whole view or message for (`invalid_blocks`): a button
-URL that is not http(s) with a host or holds spaces, an `initial_value` longer than the input's `max_length`, number
-strings in exponent form, decimals in an integer input, an initial number outside its bounds.
+only in modals; and about 12 000 characters of text in all a message's blocks (Slack answers `msg_blocks_too_long`
+beyond it; slackapi/bolt-js#2509). Beyond sizes, what Slack is known to reject a whole view or message for
+(`invalid_blocks`): a button URL that is not http(s) with a host or holds spaces, an `initial_value` longer than the
+input's `max_length`, number strings in exponent form, decimals in an integer input, an initial number outside its
+bounds.
 """
 
 from __future__ import annotations
@@ -20,9 +22,25 @@ JSON = dict[str, Any]
 MODAL_ONLY = {"email_text_input", "url_text_input", "number_input"}
 
 
+MESSAGE_TEXT = 12_000
+
+
 def check_message(blocks: list[JSON]) -> None:
     assert 0 < len(blocks) <= 50, f"{len(blocks)} blocks in a message"
+    total = text_length(blocks)
+    assert total <= MESSAGE_TEXT, f"{total} characters of text in a message's blocks"
     _check_blocks(blocks, "message")
+
+
+def text_length(value: Any) -> int:
+    """Characters in every text object (mrkdwn or plain_text) within `value`."""
+    if isinstance(value, dict):
+        if value.get("type") in ("mrkdwn", "plain_text") and isinstance(value.get("text"), str):
+            return len(value["text"])
+        return sum(text_length(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(text_length(v) for v in value)
+    return 0
 
 
 def check_modal(view: JSON) -> None:

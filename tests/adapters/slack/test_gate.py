@@ -20,6 +20,7 @@ from adapters.slack.client import clients
 from adapters.slack.gate import NOT_ALLOWED, AllowList
 from adapters.slack.intake import SeenMessages
 from adapters.slack.port import SlackPort
+from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.model import Interaction
@@ -63,7 +64,8 @@ async def gated(slack: FakeSlack, users: set[str], channels: frozenset[str] = fr
 
     async def nothing(interaction: Interaction, what: str) -> None: ...
 
-    port = SlackPort(made, BotThreads(MemoryState()), background, nothing, lambda interaction: None)
+    urls = ResponseUrls()
+    port = SlackPort(made, BotThreads(MemoryState()), background, nothing, lambda interaction: None, urls)
     seen = SeenMessages()
     gate = Gated(slack)
 
@@ -75,7 +77,7 @@ async def gated(slack: FakeSlack, users: set[str], channels: frozenset[str] = fr
         await port.tell(channel, user, text, thread)
 
     app = AsyncApp(client=made.bot, request_verification_enabled=False)
-    app.use(AllowList(settings, wanted, tell, background).middleware)
+    app.use(AllowList(settings, wanted, tell, background, urls).middleware)
 
     @app.event("app_mention")
     async def mention(event: JSON) -> None:

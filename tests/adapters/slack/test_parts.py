@@ -114,3 +114,27 @@ async def test_the_directory_pages_members_caches_groups_and_reuses_a_dm(slack: 
     assert counts == [3, 1, 1]
     with pytest.raises(PlatformAPIError, match="no_such_subteam"):
         await directory.group_members("S0NOPE")
+
+
+class CountingState:
+    """An adapter state that counts its reads."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.reads = 0
+
+    def get(self, key: str) -> str | None:
+        self.reads += 1
+        return self.values.get(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+
+def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bot_joins_it() -> None:
+    state = CountingState()
+    threads = BotThreads(state)
+    assert not any(threads.includes("T1", "C1", "5.0") for _ in range(100))  # a busy thread of other people
+    assert state.reads == 1
+    threads.remember("T1", "C1", "5.0")  # the bot answers there
+    assert threads.includes("T1", "C1", "5.0") and state.reads == 1

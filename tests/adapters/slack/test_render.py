@@ -89,6 +89,18 @@ def test_a_form_card_offers_fill_in_decline_and_cancel() -> None:
     assert buttons(blocks) == [(ids.OPEN_FORM, "Fill in…"), (ids.DECLINE, "Decline"), (ids.CANCEL, "Cancel")]
 
 
+def test_with_web_forms_on_form_cards_offer_the_web_but_approvals_do_not() -> None:
+    blocks = render.card(interaction(form=form(EVERY_FIELD)), web=True)
+    assert buttons(blocks) == [(ids.OPEN_FORM, "Fill in…"), (ids.WEB_FORM, "Fill in on the web"),
+                               (ids.DECLINE, "Decline"), (ids.CANCEL, "Cancel")]
+    assert "url" not in blocks[-1]["elements"][1]  # the card is public: the link is made for whoever clicks
+    for approval in (sampling(), tool_approval(), roots()):
+        assert ids.WEB_FORM not in [a for a, _ in buttons(render.card(approval, web=True))]
+    text = render.web_link_text("https://bridge.example.org/form/abc.def")
+    assert text.startswith(":globe_with_meridians: <https://bridge.example.org/form/abc.def|Open the form>")
+    assert "<" not in render.web_link_text("https://bridge.example.org/a|b/form/x")  # shown as text, not a link
+
+
 def test_a_single_boolean_or_small_choice_is_answered_inline() -> None:
     boolean = render.card(interaction(form=one_field({"type": "boolean", "title": "Proceed?"})))
     assert buttons(boolean) == [("mcp.choice.0", "Yes"), ("mcp.choice.1", "No"), (ids.DECLINE, "Decline"),
@@ -355,3 +367,49 @@ def test_grant_choices_are_buttons_and_a_private_copy_says_where_it_was_asked() 
     assert buttons(blocks) == [(ids.ACCEPT, "Approve"), (ids.grant_action("conversation"),
                                                          "Allow in this conversation for 1 h"), (ids.DECLINE, "Deny")]
     assert "Asked in <#C1>; your decision here is the decision there." in json.dumps(blocks)
+
+
+def test_a_card_with_many_long_details_stays_within_slack_s_total_for_a_message() -> None:
+    # A sampling request with a long conversation: every message a detail, each near a section's 3000 characters.
+    long = "say <this> & that " * 200  # 3 600 characters, more once escaped
+    card = sampling()
+    card = interaction(Kind.SAMPLING, form=card.form, message="The server wants the model to answer.",
+                       details=tuple(Detail(f"Message {i}", long) for i in range(30)), accept_label="Approve",
+                       decline_label="Deny", quick_accept=True)
+    for blocks in (render.card(card), render.finished_card(card, Outcome(Status.ACCEPTED, by=ADA))):
+        limits.check_message(blocks)  # 12 000 characters of text in all, counted escaped
+        assert "*Message 0:* say &lt;this&gt; &amp; that" in texts(blocks)
+        assert f"more details are not shown (`show {card.id}` lists everything)" in texts(blocks)
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://\u0430pple.com/login", "xn--pple-43d.com"),  # Cyrillic а: reads as apple.com
+    ("https://xn--pple-43d.com/login", "xn--pple-43d.com"),
+    ("https://b\u00fccher.example/", "xn--bcher-kva.example"),
+])
+def test_a_look_alike_or_internationalised_host_gets_no_button_and_shows_its_punycode(url: str, shown: str) -> None:
+    card = interaction(kind=Kind.URL, url=url, accept_label="Done", quick_accept=True)
+    blocks = render.card(card)
+    limits.check_message(blocks)
+    assert ids.OPEN_URL not in [action for action, _ in buttons(blocks)]
+    warning = texts([b for b in blocks if b["type"] == "context"])
+    assert "No *Open link* button: the host" in warning and f"really {shown}" in warning
+
+
+def test_server_text_goes_through_the_core_s_cleaner() -> None:
+    # C1 controls (a CSI that would colour a terminal), a line separator and a bidi isolate: bridge.sanitize.clean
+    hostile = "red\x9b31m text\u2028next \u2067line\u2069 \r\nend"
+    assert mrkdwn(hostile) == "red31m textnext line \nend"
+    assert plain(hostile, 100) == "red31m textnext line \nend"
+    assert "\x9b" not in texts(render.card(interaction(message=hostile)))
+
+
+def test_a_card_long_in_every_part_stays_within_slack_s_total_for_a_message() -> None:
+    long = "x<>&" * 1000
+    question = one_field({"type": "boolean", "title": long, "description": long})
+    for card in (interaction(form=question, message=long, server=ServerLabel(long[:200], long),
+                             details=(Detail("Arguments", long),), tool=long),
+                 interaction(kind=Kind.URL, url="https://\u0430pple.com/" + "y" * 4000, message=long,
+                             details=(Detail("Host", long),), accept_label="Done", quick_accept=True)):
+        limits.check_message(render.card(card))
+        limits.check_message(render.finished_card(card, Outcome(Status.DECLINED, by=ADA)))
