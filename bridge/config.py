@@ -19,6 +19,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bridge import DEFAULT_STORE, approver_entries, limits
+from bridge.auth_config import AuthConfig, auth_problems, build_auth, default_token_store
 from bridge.config_problems import error_message, error_path, substitute
 from bridge.errors import ConfigError
 from bridge.limits import Limits
@@ -80,6 +81,7 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     protocol: Protocol = "auto"
     scope: Literal["conversation", "shared"] = "conversation"
     title: str = ""
@@ -132,6 +134,8 @@ class LLMConfig:
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
     store: str = DEFAULT_STORE
+    secrets_key_env: str | None = None  # the environment variable with the key that encrypts stored OAuth tokens
+    token_store: str | None = None  # where encrypted OAuth tokens are kept; None: in memory (with a `:memory:` store)
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -212,6 +216,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
+        problems.extend(auth_problems(where, server, data, os.environ if env is None else env))
     problems.extend(approver_entries.problems(data))
     for key in (data.get("channels") or {}):
         if ":" not in str(key):
@@ -292,6 +297,8 @@ def _build(data: dict[str, Any]) -> Config:
     return Config(
         servers=servers,
         store=data.get("store", DEFAULT_STORE),
+        secrets_key_env=data.get("secrets_key_env"),
+        token_store=data.get("token_store") or default_token_store(data.get("store", DEFAULT_STORE)),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),
@@ -355,7 +362,8 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
-        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}), protocol=s.get("protocol", "auto"),
+        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}),
+        auth=build_auth(s.get("auth") or {}, parse_duration), protocol=s.get("protocol", "auto"),
         scope=s.get("scope", "conversation"), title=s.get("title", ""),
         approvers=_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),

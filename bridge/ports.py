@@ -30,6 +30,9 @@ class ChatPort(Protocol):
 
     platform: str
     """The platform name the adapter uses in `ConversationKey.platform` and `Actor.platform`."""
+    private_cards: bool
+    """Whether `post_card` shows a `private` card to its one approver only, inside its conversation (Slack: an
+    ephemeral message). Where not, the core posts private cards in a direct message instead (`direct`)."""
 
     async def post_card(self, interaction: Interaction) -> CardRef:
         """Show an interaction in its conversation, labelled with the server and the person it waits for."""

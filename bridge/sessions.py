@@ -1,4 +1,5 @@
-"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`.
+"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`; for a
+`per_user` server, one per person too (`bridge.session_keys`), with that person's account.
 
 Sessions start on first use, each in a task owned by the pool's task group, and close after an idle time or when
 the pool is full and room is needed. A server that fails to start raises `ServerStartError` with its stderr tail; one
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import tempfile
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable
@@ -23,23 +23,22 @@ from typing import IO, Any, Protocol
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, MessageHandlerFnT, SamplingFnT
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, SamplingCapability
 
-from bridge import __version__, catalog, observe, prestart
+from bridge import __version__, catalog, observe
 from bridge.config import Config, ServerConfig
-from bridge.errors import ServerStartError, ServerUnavailable
+from bridge.errors import AuthError, ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
 from bridge.prestart import Prestarts
+from bridge.session_keys import SHARED, SessionKey, auth_failure, personal, session_key
+from bridge.transports import client_mode, open_transport
 
 logger = logging.getLogger(__name__)
 
-SHARED = "*"
 STDERR_TAIL = 2000
 CLIENT_INFO = Implementation(name="mcp-chat-bridge", version=__version__)
 
@@ -85,6 +84,8 @@ class Session:
     server: ServerConfig
     conversation: ConversationKey | None
     """None for a shared session."""
+    person: Actor | None = None  # whose account it uses: `per_user` servers only (one session per person)
+    last_conversation: ConversationKey | None = None  # where a sign-in prompt for its person goes
     state: SessionState = SessionState.STARTING
     client: Client | None = None
     last_used: float = field(default_factory=time.monotonic)
@@ -112,8 +113,9 @@ class Session:
     _finished: anyio.Event = field(default_factory=anyio.Event)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.conversation.id() if self.conversation else SHARED, self.server.name)
+    def key(self) -> SessionKey:
+        return (self.conversation.id() if self.conversation else SHARED, self.server.name,
+                self.person.key if self.person else "")
 
     @property
     def protocol_version(self) -> str:
@@ -147,6 +149,8 @@ class Session:
 
 
 CallbackFactory = Callable[[Session], Callbacks]
+AuthFactory = Callable[[Session], httpx2.Auth | None]
+"""The HTTP auth (OAuth) for a url server's session, or None to send only its configured headers."""
 
 
 class SessionPool:
@@ -156,8 +160,10 @@ class SessionPool:
         self._config = config
         self.callbacks: CallbackFactory = callbacks or (lambda session: Callbacks())
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
-        self._sessions: dict[tuple[str, str], Session] = {}
-        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self.auth: AuthFactory | None = None
+        """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
+        self._sessions: dict[SessionKey, Session] = {}
+        self._locks: dict[SessionKey, anyio.Lock] = {}
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
         self.prestarts: Prestarts | None = None
@@ -188,31 +194,37 @@ class SessionPool:
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
 
-    def find(self, conversation: ConversationKey, server: str) -> Session | None:
+    def find(self, conversation: ConversationKey, server: str, person: Actor | None = None) -> Session | None:
+        """The session this use would get, if it is running; with no person, any of a `per_user` server's here."""
         cfg = self._config.servers.get(server)
         if cfg is None:
             return None
-        return self._sessions.get((SHARED if cfg.scope == "shared" else conversation.id(), server))
+        if personal(cfg) and (person is None or not person.user_id):
+            where = SHARED if cfg.scope == "shared" else conversation.id()
+            return next((s for k, s in self._sessions.items() if k[:2] == (where, server)), None)
+        return self._sessions.get(session_key(cfg, conversation, person))
 
     def by_client(self, client_session: object) -> Session | None:
         """The session whose MCP client session this is (for a server request the SDK hands over)."""
         return next((s for s in self._sessions.values()
                      if s.client is not None and s.client.session is client_session), None)
 
-    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]:
+    async def list_tools(self, conversation: ConversationKey, server: str, *, person: Actor | None = None,
+                         fresh: bool = False) -> list[Any]:
         """Every tool of a server (all pages), fetched once per session (again when `fresh`)."""
-        session = await self.get(conversation, server)
+        session = await self.get(conversation, server, person)
         assert session.client is not None
         if session.tools is None or fresh:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return list(session.tools.values())
 
-    async def get(self, conversation: ConversationKey, server: str) -> Session:
-        """The ready session for this conversation and server, started if needed.
+    async def get(self, conversation: ConversationKey, server: str, person: Actor | None = None) -> Session:
+        """The ready session for this conversation, server and (for a `per_user` server) person, started if needed.
 
         Raises:
             ServerUnavailable: no such server, it is disabled, or the pool is full of busy sessions.
             ServerStartError: it could not be started; the message carries its stderr tail.
+            AuthError: a `per_user` server and no known person, or its sign-in did not happen.
         """
         cfg = self._config.servers.get(server)
         if cfg is None:
@@ -221,18 +233,20 @@ class SessionPool:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
         if not server_allowed(self._config, conversation, server):
             raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
-        key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
+        key = session_key(cfg, conversation, person)
         async with self._locks.setdefault(key, anyio.Lock()):
             session = self._sessions.get(key)
             if session is not None and session.state is SessionState.READY:
                 session.last_used = time.monotonic()
+                session.last_conversation = conversation
                 return session
             await self._make_room()
-            session = Session(cfg, None if cfg.scope == "shared" else conversation)
+            session = Session(cfg, None if cfg.scope == "shared" else conversation,
+                              person if personal(cfg) else None, conversation)
             assert self._tg is not None
             try:
                 await self._tg.start(self._run, session)
-            except ServerStartError:
+            except (ServerStartError, AuthError):
                 raise
             except Exception as exc:
                 raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
@@ -241,9 +255,10 @@ class SessionPool:
             return session
 
     @asynccontextmanager
-    async def borrow(self, conversation: ConversationKey, server: str) -> AsyncIterator[Client]:
+    async def borrow(self, conversation: ConversationKey, server: str,
+                     person: Actor | None = None) -> AsyncIterator[Client]:
         """A ready client for work outside a tool call; the session is not closed for room or idleness meanwhile."""
-        session = await self.get(conversation, server)
+        session = await self.get(conversation, server, person)
         session.borrowed += 1
         try:
             assert session.client is not None
@@ -262,6 +277,11 @@ class SessionPool:
             del self._sessions[session.key]
         session._closed.set()
 
+    async def close_person(self, server: str, person: Actor) -> None:
+        """Close a person's sessions with a server (they logged out: their account must not be used any more)."""
+        for session in [s for k, s in self._sessions.items() if k[1:] == (server, person.key)]:
+            await self.close(session)
+
     async def close(self, session: Session) -> None:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
@@ -277,7 +297,7 @@ class SessionPool:
                 cb = self.callbacks(session)
                 client = Client(
                     target,
-                    mode=session.server.protocol,
+                    mode=client_mode(session.server.protocol),
                     elicitation_callback=cb.elicitation,
                     sampling_callback=cb.sampling,
                     sampling_capabilities=cb.sampling_capabilities,
@@ -289,6 +309,8 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                if session.server.protocol == "2026-07-28" and not session.modern:
+                    raise RuntimeError(f"pinned to protocol 2026-07-28, but it speaks {session.protocol_version}")
                 if cb.log_level is not None and not session.modern:
                     await _set_legacy_log_level(session.client, cb.log_level)
                 session.state = SessionState.READY
@@ -299,12 +321,14 @@ class SessionPool:
                 await session._closed.wait()
         except Exception as exc:
             if not started:
+                if (refused := auth_failure(exc)) is not None:
+                    raise refused from exc
                 observe.server_start_failed(session.server.name)
                 raise ServerStartError(session.server.name,
                                        f"{session.server.name} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
             # The server died or its transport broke while closing; the host reports it where it was in use.
-            logger.warning("session %s/%s ended with an error: %s", *session.key, _describe(exc))
+            logger.warning("session %s ended with an error: %s", "/".join(filter(None, session.key)), _describe(exc))
             session.error = session.error or _describe(exc)
         finally:
             if session.state is not SessionState.GONE:
@@ -316,22 +340,9 @@ class SessionPool:
             session._finished.set()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
-        cfg = session.server
-        if cfg.inprocess is not None:
-            return cfg.inprocess
-        if cfg.url:
-            # No read timeout: a legacy server keeps the response stream quiet while a person answers a form.
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None)))
-            return streamable_http_client(cfg.url, http_client=http)
-        assert cfg.command is not None
-        if self.prestarts is not None and (started := self.prestarts.take(cfg)) is not None:
-            session.stderr = started.stderr
-            return prestart.adopted(started)
-        session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
-                                       cwd=cfg.cwd)
-        return stdio_client(params, errlog=session.stderr)
+        auth = self.auth(session) if self.auth is not None else None
+        target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts)
+        return target
 
     async def _make_room(self) -> None:
         if len(self._sessions) < self._config.max_sessions:
@@ -348,7 +359,7 @@ class SessionPool:
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
-                    logger.info("closing idle session %s/%s", *session.key)
+                    logger.info("closing idle session %s", "/".join(filter(None, session.key)))
                     await self.close(session)
 
 

@@ -33,10 +33,11 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         cfg = self._config.servers.get(server)
         if cfg is None or cfg.disabled:
             return None  # the pool reports it
-        tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server)}
+        tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, person=ctx.requester)}
         if tool_name not in tools:
             # A tool added since the list was fetched must not slip past the rules because we know nothing of it.
-            tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, fresh=True)}
+            tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, person=ctx.requester,
+                                                                        fresh=True)}
         tool = tools.get(tool_name)
         if not tool_needs_approval(self._config, ctx.conversation, cfg, tool_name, tool.annotations if tool else None):
             return None

@@ -25,7 +25,15 @@ from mcp import MCPError
 from mcp.client import ClientRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
-from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, InputRequest, InputRequiredResult, InputResponse
+from mcp.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ElicitResult,
+    ErrorData,
+    InputRequest,
+    InputRequiredResult,
+    InputResponse,
+)
 
 from bridge import observe
 from bridge.audience import Audience
@@ -35,6 +43,7 @@ from bridge.errors import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
     URL_ELICITATION_REQUIRED,
+    AuthError,
     BridgeError,
     InputRefused,
     ServerGoneError,
@@ -112,8 +121,12 @@ class ToolCalls:
     # -- running -------------------------------------------------------------------------------------------------
 
     async def run(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
-                  arguments: Mapping[str, Any]) -> CallToolResult | None:
+                  arguments: Mapping[str, Any], *, retry_after_links: bool = False) -> CallToolResult | None:
         """Run a tool call and return its result; failures are reported in the conversation and return None.
+
+        `retry_after_links`: after a -32042 URL-required answer, once the person has answered every link "done", run
+        the call again on the same session (once), instead of asking them to run it again. A one-shot `call` uses it
+        (the person is at the terminal and the command should finish); chat keeps the call in the person's hands.
 
         Raises ServerUnavailable (no such server, disabled, no room) for the command layer to word.
         """
@@ -121,12 +134,20 @@ class ToolCalls:
         self._calls[call.id] = call
         try:
             with call.scope, observe.tool_call(server, tool):
-                session = await self._pool.get(conversation, server)
+                session = await self._pool.get(conversation, server, requester)
                 ctx = self._audience.context(server, session, conversation, requester, tool)
                 denied = await self._approval.answer(ctx, CallToolRequestParams(name=tool, arguments=dict(arguments)))
                 if denied is not None:
                     assert isinstance(denied, CallToolResult)
                     return denied
+                try:
+                    return await self._on_session(session, call, dict(arguments))
+                except MCPError as exc:
+                    if exc.code != URL_ELICITATION_REQUIRED or not retry_after_links:
+                        raise
+                    if not await self._url_required(call, exc, retrying=True):
+                        return None
+                # A second -32042 is told like any other (below): the person runs the call again.
                 return await self._on_session(session, call, dict(arguments))
             await self._finish_status(call, f"stopped by {call.stopped_by.label() if call.stopped_by else 'request'}")
             await self._out.say(conversation, f"Stopped {server}.{tool}.")
@@ -141,6 +162,9 @@ class ToolCalls:
         except InputRefused as exc:
             await self._out.say(conversation, f"{server}.{tool} was not continued: {shorten(exc.error.message, 500)}")
             return None
+        except AuthError as exc:  # no known person, or a sign-in that did not happen: never sent as anyone else
+            await self._out.say(conversation, str(exc))
+            return None
         except SessionError as exc:
             await self._out.say(conversation, session_error_text(exc, again=self.restart_hint))
             return None
@@ -153,7 +177,7 @@ class ToolCalls:
                          answered: Answers) -> CallToolResult:
         """Finish a 2026 call stored before a restart, under its stored id: `answered` waits for the answers on the
         cards already posted; the rest are asked again, then the call is retried."""
-        session = await self._pool.get(pending.conversation, pending.server)
+        session = await self._pool.get(pending.conversation, pending.server, pending.requester)
         call = ToolCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool)
         session.calls[call.id] = call
         try:
@@ -284,21 +308,33 @@ class ToolCalls:
 
     # -- what the conversation sees ------------------------------------------------------------------------------
 
-    async def _url_required(self, call: ToolCall, exc: MCPError) -> None:
-        """A legacy -32042 error: show each URL it names; the person retries the call after visiting them."""
+    async def _url_required(self, call: ToolCall, exc: MCPError, *, retrying: bool = False) -> bool:
+        """A legacy -32042 error: show each URL it names. True when every link was answered "done" (the caller may
+        retry); otherwise, or when `retrying` is false, the person runs the call again after visiting them."""
         name = f"{call.server}.{call.tool}"
         try:
             elicitations = UrlElicitationRequiredError.from_error(exc.error).elicitations
         except (ValueError, TypeError, KeyError):
+            elicitations = []
+        if not elicitations:
             await self._out.say(call.conversation, f"{name} needs a link visited first, but sent no usable link.")
-            return
-        session = self._pool.find(call.conversation, call.server)
+            return False
+        session = self._pool.find(call.conversation, call.server, call.requester)
         ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
+        then = ("It runs again once you say they are done." if retrying
+                else "Run the call again when you are done.")
         await self._out.say(call.conversation, f"{name} needs {len(elicitations)} link(s) visited before it can run. "
-                                               "Run the call again when you are done.")
+                                               + then)
+        done: list[bool] = []
+
+        async def one(params: Any) -> None:
+            answer = await self._elicitation.answer(ctx, params)
+            done.append(isinstance(answer, ElicitResult) and answer.action == "accept")
+
         async with anyio.create_task_group() as tg:
             for params in elicitations:
-                tg.start_soon(self._elicitation.answer, ctx, params)
+                tg.start_soon(one, params)
+        return len(done) == len(elicitations) and all(done)
 
     async def _show_progress(self, call: ToolCall, value: float, total: float | None, text: str | None) -> None:
         now = time.monotonic()
@@ -318,7 +354,7 @@ class ToolCalls:
 
     def _status_view(self, call: ToolCall, text: str, value: float | None = None, total: float | None = None,
                      done: bool = False) -> StatusView:
-        label = self._audience.label(call.server, self._pool.find(call.conversation, call.server))
+        label = self._audience.label(call.server, self._pool.find(call.conversation, call.server, call.requester))
         return StatusView(call.id, label, call.tool, shorten(text, 300), value, total, done, stoppable=not done)
 
     async def _finish_status(self, call: ToolCall, text: str) -> None:

@@ -46,6 +46,7 @@ class SlackAdapter:
     """A `ChatPort` for Slack plus the bolt app that turns Slack's events into `Inbound` calls. Run `serve()`."""
 
     platform = translate.PLATFORM
+    private_cards = True  # ephemeral messages
 
     def __init__(self, inbound: Inbound, settings: SlackSettings, config: Config) -> None:
         self.settings = settings

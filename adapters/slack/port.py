@@ -57,6 +57,8 @@ class SlackPort:
 
     async def post_card(self, interaction: Interaction) -> CardRef:
         conversation = interaction.conversation
+        if interaction.private and interaction.requester is not None:
+            return await self._post_ephemeral(interaction, interaction.requester.user_id)
         ts = await self.post(conversation, render.fallback(interaction),
                              render.card(interaction, web=self._web_forms()))
         data = {"channel": conversation.channel, "ts": ts}
@@ -72,10 +74,28 @@ class SlackPort:
         self._card_changed(interaction)
         return CardRef(interaction.id, data)
 
+    async def _post_ephemeral(self, interaction: Interaction, user: str) -> CardRef:
+        """A card only its person sees (a Connect prompt), in the conversation where they are."""
+        conversation = interaction.conversation
+        async with api_errors("chat.postEphemeral"):
+            response = await self._clients.bot.chat_postEphemeral(
+                channel=conversation.channel, user=user, text=render.fallback(interaction),
+                blocks=render.card(interaction), thread_ts=conversation.thread or None)
+        return CardRef(interaction.id, {"channel": conversation.channel, "ts": str(response.get("message_ts", "")),
+                                        "ephemeral": user, "thread": conversation.thread})
+
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
         """Replace open modals and bring the card to its final state, concurrently and within the broker's cleanup
         deadline. A rate-limited or slow card update is rescheduled in the background."""
         what = render.outcome_text(outcome)
+        if ref.data.get("ephemeral"):
+            # An ephemeral message cannot be edited: its person is told the end in another one.
+            async with api_errors("chat.postEphemeral"):
+                await self._clients.final.chat_postEphemeral(
+                    channel=ref.data["channel"], user=ref.data["ephemeral"], thread_ts=ref.data.get("thread") or None,
+                    text=f"{render.fallback(interaction)}: {what}",
+                    blocks=render.finished_summary(interaction, outcome))
+            return
         update: JSON = {"channel": ref.data["channel"], "ts": ref.data["ts"],
                         "text": f"{render.fallback(interaction)}: {what}",
                         "blocks": render.finished_card(interaction, outcome)}
@@ -110,6 +130,8 @@ class SlackPort:
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
         """An open card shown again with its progress (approvals so far, who still may)."""
+        if ref.data.get("ephemeral"):
+            return  # one person decides a private card: there is no progress to show
         async with api_errors("chat.update"):
             await self._clients.bot.chat_update(channel=ref.data["channel"], ts=ref.data["ts"],
                                                 text=render.fallback(interaction),

@@ -214,6 +214,11 @@ def finished_card(interaction: Interaction, outcome: Outcome) -> list[JSON]:
     return [*_body(interaction), context(outcome_text(outcome))]
 
 
+def finished_summary(interaction: Interaction, outcome: Outcome) -> list[JSON]:
+    """The end of a card that cannot be edited (an ephemeral one): its title and outcome, without the link again."""
+    return [section(f"*{title(interaction)}*"), context(outcome_text(outcome))]
+
+
 def _waiting_line(interaction: Interaction, now: float) -> str:
     requester = interaction.requester
     who = mention(requester) if requester else "an approver"
@@ -286,7 +291,8 @@ def _buttons(interaction: Interaction, web: bool = False) -> list[JSON]:
         # Only a well-formed web link gets a button (Slack rejects the whole card otherwise); any other stays in
         # the text, with the reason shown (`card`).
         if interaction.url and link_problem(interaction.url) is None:
-            out.append(button("Open link", ids.OPEN_URL, iid, url=interaction.url))
+            label = f"Connect {interaction.server.name}" if interaction.private else "Open link"
+            out.append(button(label, ids.OPEN_URL, iid, url=interaction.url))
         out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
         return out
