@@ -108,12 +108,11 @@ async def adopted(started: Prestarted) -> AsyncIterator[Any]:
     write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def reader() -> None:
-        buffer = b""
+        lines = LineSplitter()
         async with read_in:
             try:
                 async for chunk in stdout:
-                    *lines, buffer = (buffer + chunk).split(b"\n")
-                    for line in lines:
+                    for line in lines.feed(chunk):
                         try:
                             message: SessionMessage | Exception = SessionMessage(
                                 jsonrpc_message_adapter.validate_json(line, by_name=False))
@@ -143,6 +142,28 @@ async def adopted(started: Prestarted) -> AsyncIterator[Any]:
                 await _stop(process)
                 await read_out.aclose()
             tg.cancel_scope.cancel()
+
+
+class LineSplitter:
+    """Lines out of chunks, linear in their size: each chunk is searched once and a line is joined once. Adding each
+    chunk to the part of a line seen so far and splitting it all again (what the SDK's stdio reader does) copies and
+    searches a long line once per chunk: a 50 MB result in 64 KB chunks is 800 passes over up to 50 MB."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines this chunk ends (without their newline); the rest waits for the next chunk."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._parts.append(chunk[start:end])
+            lines.append(b"".join(self._parts))
+            self._parts.clear()
+            start = end + 1
+        if start < len(chunk):
+            self._parts.append(chunk[start:])
+        return lines
 
 
 async def _stop(process: Process) -> None:
