@@ -7,6 +7,10 @@ Each figure is a fresh child process (so its peak RSS is its own), calling one t
 - **bridge**: the bridge's `Host` with the same server configured as a stdio command and a fake chat port: `call
   big big {...}` in a conversation until the result's message is posted (session pool, tool calls, the kept result
   and its chat message);
+- **adopted**: the same bare `mcp.Client`, over the bridge's own stdio transport (`bridge.prestart.adopted`, what a
+  server marked `prestart: true` is read through) instead of the SDK's: the same server, another line reader;
+- **bridge-prestart**: the bridge as in **bridge**, with the server marked `prestart: true` (so read by
+  `bridge.prestart`);
 - **reader**: no process and no server: the SDK stdio reader's loop (`(buffer + chunk).split("\\n")` per chunk of
   `TextReceiveStream`, 64 KB from anyio) over the same line cut into 64 KB chunks, beside a linear reader (chunks
   collected until a newline, joined once): the CPU the reader alone spends on one long line.
@@ -63,7 +67,29 @@ async def sdk(size: int) -> int:
     return len(first.text)
 
 
-async def bridge(size: int) -> int:
+async def adopted(size: int) -> int:
+    from mcp import Client
+    from mcp.types import TextContent
+
+    from bridge.config import ServerConfig
+    from bridge.prestart import Prestarts
+    from bridge.prestart import adopted as adopted_transport
+
+    command, args = server_command()
+    cfg = ServerConfig(name="big", command=command, args=tuple(args), prestart=True)
+    prestarts = Prestarts()
+    await prestarts.start([cfg])
+    started = prestarts.take(cfg)
+    assert started is not None
+    async with Client(adopted_transport(started)) as client:
+        result = await client.call_tool("big", {"size": size})
+    started.stderr.close()
+    first = result.content[0]
+    assert isinstance(first, TextContent)
+    return len(first.text)
+
+
+async def bridge(size: int, prestart: bool = False) -> int:
     import anyio
 
     from bridge.config import ServerConfig
@@ -71,16 +97,26 @@ async def bridge(size: int) -> int:
     from bridge.testing import ALICE, ROOM, config_for, host_for
 
     command, args = server_command()
-    config = config_for({"big": ServerConfig(name="big", command=command, args=tuple(args), protocol="legacy",
-                                             tool_timeout=3600)})
-    host, chat = host_for(config)
+    from bridge.prestart import Prestarts
+
+    server = ServerConfig(name="big", command=command, args=tuple(args), protocol="legacy", tool_timeout=3600,
+                          prestart=prestart)
+    host, chat = host_for(config_for({"big": server}))
+    prestarts = Prestarts()
+    await prestarts.start([server])
+    host.pool.prestarts = prestarts
     async with host:
         text = f"call big big {json.dumps({'size': size})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
         with anyio.fail_after(3600):
             message = await chat.wait_message("big.big:")
+    await prestarts.aclose()
     assert "show " in message, message[-300:]
     return len(message)
+
+
+async def bridge_prestart(size: int) -> int:
+    return await bridge(size, prestart=True)
 
 
 def reader(size: int) -> dict[str, float]:
@@ -120,7 +156,8 @@ def child(kind: str, size: int) -> None:
         figures = reader(size)
     else:
         started = time.perf_counter()
-        length = anyio.run(sdk if kind == "sdk" else bridge, size)
+        runs = {"sdk": sdk, "adopted": adopted, "bridge": bridge, "bridge-prestart": bridge_prestart}
+        length = anyio.run(runs[kind], size)
         figures = {"seconds": time.perf_counter() - started, "length": length}
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(figures))
@@ -141,7 +178,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--mb", type=float, default=50.0)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="sdk,bridge,reader")
+    parser.add_argument("--only", default="sdk,adopted,bridge,bridge-prestart,reader")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -155,10 +192,10 @@ def main() -> None:
     for kind in args.only.split(","):
         results = [run(kind, size) for _ in range(args.runs)]
         for n, r in enumerate(results, 1):
-            print(f"  {kind:6} run {n}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+            print(f"  {kind:15} run {n}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                                      for k, v in r.items()))
         keys = [k for k, v in results[0].items() if isinstance(v, float)]
-        print(f"  {kind:6} median: " + ", ".join(f"{k} {statistics.median(r[k] for r in results):.2f}" for k in keys))
+        print(f"  {kind:15} median: " + ", ".join(f"{k} {statistics.median(r[k] for r in results):.2f}" for k in keys))
 
 
 if __name__ == "__main__":
