@@ -73,7 +73,7 @@ async def adopted(size: int) -> int:
 
     from bridge.config import ServerConfig
     from bridge.prestart import Prestarts
-    from bridge.prestart import adopted as adopted_transport
+    from bridge.stdio import adopted as adopted_transport
 
     command, args = server_command()
     cfg = ServerConfig(name="big", command=command, args=tuple(args), prestart=True)
@@ -81,7 +81,7 @@ async def adopted(size: int) -> int:
     await prestarts.start([cfg])
     started = prestarts.take(cfg)
     assert started is not None
-    async with Client(adopted_transport(started)) as client:
+    async with Client(adopted_transport(started.process)) as client:
         result = await client.call_tool("big", {"size": size})
     started.stderr.close()
     first = result.content[0]

@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -18,7 +19,8 @@ from bridge.config import ServerConfig
 from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import ConversationKey, MessageIn
-from bridge.prestart import INHERITED, LineSplitter, Prestarts
+from bridge.prestart import Prestarts
+from bridge.stdio import INHERITED, LineSplitter
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 
 pytestmark = pytest.mark.anyio
@@ -88,9 +90,12 @@ async def test_an_adopted_servers_last_words_are_reported() -> None:
     assert "crashy stopped during the call" in text
 
 
-async def test_a_long_result_reaches_chat_whole_from_an_adopted_process() -> None:
+@pytest.mark.parametrize("prestart", [True, False])
+async def test_a_long_result_reaches_chat_whole_through_the_bridges_stdio_reader(prestart: bool) -> None:
     size = 3_000_007  # about 46 of the pipe's 64 KB reads for one line
-    async with bridge(WHOAMI, limits=Limits(tool_result_size=4 * 1024**2)) as (host, chat, _):
+    server = replace(WHOAMI, prestart=prestart)
+    async with bridge(server, limits=Limits(tool_result_size=4 * 1024**2)) as (host, chat, prestarts):
+        assert ("who" in prestarts._waiting) is prestart
         head = await ask(host, chat, f'call who text {{"size": {size}}}')
         result_id = head.rsplit("`show ", 1)[1].split("`", 1)[0]
         await host.run_message(MessageIn(ROOM, ALICE, f"show {result_id}", explicit_command=True))
