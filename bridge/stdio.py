@@ -3,7 +3,7 @@ JSON-RPC message per line) spoken over its pipes, as `mcp.client.stdio.stdio_cli
 linear in a line's length.
 
 The SDK's reader adds each chunk of stdout to the part of a line seen so far and splits the whole again, so one long
-line costs a pass over all of it per chunk: a 50 MB tool result took about 190 s there, against 5 s here
+line costs a pass over all of it per chunk: a 50 MB tool result took 97 to 188 s through it, against 3 s here
 (`bench/big_result.py`). Servers started ahead of need (`bridge.prestart`) are spoken to the same way.
 
 The environment is the SDK's for stdio servers (only the variables in `INHERITED`, then the server's `env`), so a
