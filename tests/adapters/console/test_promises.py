@@ -148,7 +148,11 @@ async def test_call_exits_after_the_result_while_its_input_stays_open() -> None:
         await process.stdin.send(b"accept\n")  # and the input stays open, as a terminal's does
         with anyio.fail_after(30):
             code = await process.wait()
-        out = (await process.stdout.receive()).decode()
+        chunks = []
+        with anyio.fail_after(10):
+            async for chunk in process.stdout:  # the whole output, whatever the pipe's chunking
+                chunks.append(chunk)
+        out = b"".join(chunks).decode()
     finally:
         if process.returncode is None:
             process.kill()
