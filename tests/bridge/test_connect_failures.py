@@ -1,7 +1,7 @@
 """Per-person sign-ins that do not go to plan, in chat (a fake chat port; the real protected MCP server, its
-authorization server and the bridge's HTTP server): the authorization server's refusals told in plain words (at the
-consent screen, and at the token endpoint: to the browser, on the card and in chat), a redirect that comes after its prompt expired refused, and an expired
-refresh token asking the person again."""
+authorization server and the bridge's HTTP server): the authorization server's refusals told in plain words to the
+browser, on the card and in chat (at the consent screen, and at the token endpoint), a redirect that comes after its
+prompt expired refused, and an expired refresh token asking the person again."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words_to_the_b
                 card = await connect_card(chat, ADA)
                 visit = await sign_in(card.url, "ada")
             outcome = await chat.wait_finished(card.id)
-        stored = await VaultStorage(host.accounts.clients.vault(host.config.servers["s"]), web.url, ADA.key).get_tokens()
+        vault = host.accounts.clients.vault(host.config.servers["s"])
+        stored = await VaultStorage(vault, web.url, ADA.key).get_tokens()
     said = "\n".join(m.text for m in chat.messages if m.conversation == CHANNEL)
     plain = "the authorization server refused the sign-in to s: the sign-in is no longer valid (used, expired or " \
         "revoked); run the call again to sign in anew (The code has already been used)"
