@@ -84,7 +84,7 @@ class Authorization:
     def end(self, error: str | None) -> None:
         """Record the end once (the first one counts)."""
         if not self.finished.is_set():
-            self.error = error if self.error is None else self.error
+            self.error = error
             self.done.set()
             self.finished.set()
 
