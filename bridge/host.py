@@ -106,6 +106,7 @@ class Host:
             await stack.enter_async_context(self.pool)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             self._exit = stack.pop_all()
+        self.accounts.run_in(self._tg)
         self._tg.start_soon(self.resumer.resume_all, self._tg)
         return self
 
