@@ -6,17 +6,24 @@ People who may not decide are refused privately and the card stays open. Whateve
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
 are answered after a restart.
+
+A durable interaction may also be *parked* (`ask(..., park=True)`): its card is posted and `ask` raises `Parked` at
+once, so no task waits for it. Its deadline is kept by the broker's one timer (`bridge.deadlines`); when it is
+decided, expires or is withdrawn, the broker finishes its card and hands the outcome to `on_parked` (the tool-call
+owner continues the call) in a task of its own task group (`run`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 
+from bridge.deadlines import Deadlines
 from bridge.errors import AdapterError
 from bridge.model import (
     Actor,
@@ -36,6 +43,16 @@ from bridge.store import Store, StoredInteraction
 
 logger = logging.getLogger(__name__)
 
+ParkedHandler = Callable[[str, str, Outcome], Awaitable[None]]
+"""Called with (pending call id, input key, outcome) once a parked interaction has ended and its card is final."""
+
+
+class Parked(Exception):  # noqa: N818 - a signal, not an error: the card is posted and nobody waits here
+    """Raised by `Broker.ask(..., park=True)` once the card is posted: the answer arrives through `on_parked`."""
+
+    def __init__(self, interaction_id: str) -> None:
+        super().__init__(interaction_id)
+        self.interaction_id = interaction_id
 
 
 @dataclass(slots=True)
@@ -44,7 +61,10 @@ class _Waiter:
     durable: bool
     card: CardRef | None = None
     outcome: Outcome | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event | None = None
+    """Set when decided; only a waiter with a task waiting on it has one."""
+    parked: tuple[str, str] | None = None
+    """(pending call id, input key) of a parked interaction: nobody waits, `on_parked` gets the outcome."""
 
 
 class Broker:
@@ -56,15 +76,32 @@ class Broker:
         self._waiters: dict[str, _Waiter] = {}
         self._closing = False
         self._registered = anyio.Event()
+        self._deadlines = Deadlines(self._expire_parked)
+        self._tg: TaskGroup | None = None
+        self.on_parked: ParkedHandler | None = None
+        """Who continues a call when one of its parked interactions ends (set by the tool-call owner)."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep the deadlines of parked interactions and run what follows their decisions, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                await self._deadlines.run()
+            finally:
+                self._tg = None
 
     # -- asking --------------------------------------------------------------------------------------------------
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
-                  input_key: str | None = None) -> Outcome:
+                  input_key: str | None = None, park: bool = False) -> Outcome:
         """Post `interaction` and wait for its outcome. Durable interactions (part of a stored 2026 call) survive
-        shutdown; the rest are cancelled by it."""
+        shutdown; the rest are cancelled by it. With `park` (durable ones only), raise `Parked` once the card is
+        posted instead of waiting."""
         self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
         waiter = _Waiter(interaction, durable=pending_call is not None)
+        if not park:
+            waiter.done = anyio.Event()
         self._waiters[interaction.id] = waiter
         try:
             waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
@@ -79,17 +116,17 @@ class Broker:
                 self._settle(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
             raise
         self._store.set_card(interaction.id, waiter.card)
+        if park and pending_call is not None and input_key is not None and waiter.outcome is None:
+            self._park(waiter, pending_call, input_key)
+            raise Parked(interaction.id)
+        if waiter.done is None:
+            waiter.done = anyio.Event()
+            if waiter.outcome is not None:
+                waiter.done.set()
         return await self._wait(waiter)
 
-    async def retire(self, stored: StoredInteraction, reason: str) -> None:
-        """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
-        and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
-        outcome = Outcome(Status.CANCELLED, reason=reason)
-        self._store.finish_interaction(stored.interaction, outcome)
-        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
-
-    async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
-        """Wait again on an interaction whose card was posted before a restart."""
+    async def repark(self, interaction: Interaction, card: CardRef | None, pending_call: str, input_key: str) -> None:
+        """Take up again, parked, an interaction whose card was posted before a restart (posting it if it was not)."""
         waiter = _Waiter(interaction, durable=True, card=card)
         self._waiters[interaction.id] = waiter
         if card is None:
@@ -98,7 +135,32 @@ class Broker:
                 self._store.set_card(interaction.id, waiter.card)
             except AdapterError as exc:
                 logger.warning("could not re-post card %s: %s", interaction.id, exc)
-        return await self._wait(waiter)
+        if waiter.outcome is None:
+            self._park(waiter, pending_call, input_key)
+
+    def _park(self, waiter: _Waiter, pending_call: str, input_key: str) -> None:
+        waiter.parked = (pending_call, input_key)
+        self._deadlines.add(waiter.interaction.id, waiter.interaction.expires_at)
+        self._registered.set()
+        self._registered = anyio.Event()
+
+    def _expire_parked(self, interaction_id: str) -> None:
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None and waiter.parked is not None and waiter.outcome is None:
+            self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+
+    async def _after_parked(self, waiter: _Waiter, outcome: Outcome) -> None:
+        await self._finish_card(waiter, outcome)
+        assert waiter.parked is not None
+        if self.on_parked is not None:
+            await self.on_parked(*waiter.parked, outcome)
+
+    async def retire(self, stored: StoredInteraction, reason: str) -> None:
+        """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
+        and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
+        outcome = Outcome(Status.CANCELLED, reason=reason)
+        self._store.finish_interaction(stored.interaction, outcome)
+        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
     async def _wait(self, waiter: _Waiter) -> Outcome:
         interaction = waiter.interaction
@@ -106,6 +168,7 @@ class Broker:
         self._registered = anyio.Event()
         outcome: Outcome | None = None
         try:
+            assert waiter.done is not None
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
                 await waiter.done.wait()
             outcome = waiter.outcome
@@ -129,7 +192,15 @@ class Broker:
         if waiter.outcome is None:
             waiter.outcome = outcome
             self._store.finish_interaction(waiter.interaction, outcome)
-            waiter.done.set()
+            if waiter.done is not None:
+                waiter.done.set()
+            if waiter.parked is not None:
+                self._waiters.pop(waiter.interaction.id, None)
+                if self._tg is None:
+                    logger.warning("parked interaction %s ended while the broker is not running",
+                                   waiter.interaction.id)
+                else:
+                    self._tg.start_soon(self._after_parked, waiter, outcome)
         return waiter.outcome
 
     async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
@@ -218,6 +289,12 @@ class Broker:
         if waiter is not None:
             self._settle(waiter, Outcome(Status.FAILED, reason=reason))
 
+    def withdraw(self, interaction_id: str, reason: str) -> None:
+        """End an open interaction as cancelled because its call was stopped or ended without it."""
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None:
+            self._settle(waiter, Outcome(Status.CANCELLED, reason=reason))
+
     # -- introspection -------------------------------------------------------------------------------------------
 
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
@@ -248,7 +325,8 @@ class Broker:
         return waiter.interaction if waiter else None
 
     def statistics(self) -> dict[str, int]:
-        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None)}
+        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None),
+                "parked": sum(1 for w in self._waiters.values() if w.outcome is None and w.parked is not None)}
 
     @property
     def closing(self) -> bool:

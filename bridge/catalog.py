@@ -98,7 +98,8 @@ async def argument_field(client: Client, prompt: Prompt, name: str, description:
         try:
             result = await client.complete(PromptReference(type="ref/prompt", name=prompt.name),
                                            {"name": name, "value": ""}, context_arguments=known or None)
-            options = tuple(Option(v, v) for v in result.completion.values[:100] if v)
+            # A server may repeat a value; a choice with duplicate options is not a valid form (nor a valid card).
+            options = tuple(Option(v, v) for v in dict.fromkeys(v for v in result.completion.values[:100] if v))
         except Exception:  # noqa: BLE001 - completions are a convenience; without them the field is free text
             options = ()
     kind = FieldKind.CHOICE if options else FieldKind.TEXT

@@ -63,7 +63,7 @@ class Host:
             notices=ServerNotices(self.broker, store, self.outbound))
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation)
-        self.resumer = Resumer(store, self.broker, self.calls, self.outbound.say)
+        self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
                                         audience, self.outbound.say)
@@ -83,6 +83,7 @@ class Host:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.pool)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
+            await self._tg.start(self.broker.run)
             self._exit = stack.pop_all()
         self._tg.start_soon(self.resumer.resume_all, self._tg)
         return self

@@ -20,12 +20,21 @@ def needs_approval(rules: Sequence[tuple[str, Literal["always", "never"]]], tool
                    annotations: ToolAnnotations | None) -> bool:
     """The first rule whose glob matches the tool name decides; with none, a tool that declares itself destructive
     (and not read-only) asks. Annotations are the server's claims: rules are how a team overrides them."""
-    for pattern, verdict in rules:
-        if fnmatch.fnmatchcase(tool, pattern):
-            return verdict == "always"
+    by_rule = rule_verdict(rules, tool)
+    if by_rule is not None:
+        return by_rule
     if annotations is None:
         return False
     return annotations.destructive_hint is True and annotations.read_only_hint is not True
+
+
+def rule_verdict(rules: Sequence[tuple[str, Literal["always", "never"]]], tool: str) -> bool | None:
+    """Whether the configured rules alone decide that `tool` needs approval (True/False), or None when none matches
+    and the tool's own annotations decide."""
+    for pattern, verdict in rules:
+        if fnmatch.fnmatchcase(tool, pattern):
+            return verdict == "always"
+    return None
 
 
 def mask_arguments(arguments: Mapping[str, Any]) -> str:

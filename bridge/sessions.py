@@ -91,7 +91,7 @@ class Session:
     error: str = ""
     tools: dict[str, Any] | None = None
     """The server's tools by name, fetched on first need (for approval rules and the agent)."""
-    call_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    call_lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     """Held around each call on a legacy session: a 2025-11-25 server's request does not say which open call it
     belongs to, so with two calls open its card could reach the wrong conversation or the wrong person."""
     url_elicitations: dict[str, str] = field(default_factory=dict)
@@ -156,6 +156,8 @@ class SessionPool:
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
         self._sessions: dict[tuple[str, str], Session] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._room = anyio.Event()
+        """Set (and replaced) whenever a session stops being busy or closes: someone waiting for room looks again."""
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
 
@@ -203,11 +205,22 @@ class SessionPool:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return list(session.tools.values())
 
-    async def get(self, conversation: ConversationKey, server: str) -> Session:
+    async def tool(self, session: Session, name: str) -> Any:
+        """One of the session's tools by name (an `mcp.types.Tool`, or None), from the list fetched on first need;
+        fetched again once when the name is not in it (a tool added since must not slip past approval rules)."""
+        if session.tools is None or name not in session.tools:
+            assert session.client is not None
+            session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
+        return session.tools.get(name)
+
+    async def get(self, conversation: ConversationKey, server: str, *, wait: float = 0.0) -> Session:
         """The ready session for this conversation and server, started if needed.
 
+        When the pool is full of busy sessions, wait up to `wait` seconds for one to become idle or close (a call
+        continued after a decision waits as long as it takes: `max_sessions` bounds running calls).
+
         Raises:
-            ServerUnavailable: no such server, it is disabled, or the pool is full of busy sessions.
+            ServerUnavailable: no such server, it is disabled, or the pool stayed full of busy sessions.
             ServerStartError: it could not be started; the message carries its stderr tail.
         """
         cfg = self._config.servers.get(server)
@@ -216,23 +229,36 @@ class SessionPool:
         if cfg.disabled:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
         key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
-        async with self._locks.setdefault(key, anyio.Lock()):
-            session = self._sessions.get(key)
-            if session is not None and session.state is SessionState.READY:
-                session.last_used = time.monotonic()
-                return session
-            await self._make_room()
-            session = Session(cfg, None if cfg.scope == "shared" else conversation)
-            assert self._tg is not None
-            try:
-                await self._tg.start(self._run, session)
-            except ServerStartError:
-                raise
-            except Exception as exc:
-                raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
-                                       session.stderr_tail()) from exc
-            self._sessions[key] = session
+        session = self._sessions.get(key)
+        if session is not None and session.state is SessionState.READY:
+            session.last_used = time.monotonic()
             return session
+        lock = self._locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                return await self._start(key, cfg, conversation, wait)
+        finally:
+            if not lock.locked():  # nobody else holds or was handed it: one lock per conversation would pile up
+                self._locks.pop(key, None)
+
+    async def _start(self, key: tuple[str, str], cfg: ServerConfig, conversation: ConversationKey,
+                     wait: float) -> Session:
+        server = cfg.name
+        session = self._sessions.get(key)
+        if session is not None and session.state is SessionState.READY:
+            return session  # started by whoever held the lock before us
+        await self._make_room(wait)
+        session = Session(cfg, None if cfg.scope == "shared" else conversation)
+        assert self._tg is not None
+        try:
+            await self._tg.start(self._run, session)
+        except ServerStartError:
+            raise
+        except Exception as exc:
+            raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
+                                   session.stderr_tail()) from exc
+        self._sessions[key] = session
+        return session
 
     @asynccontextmanager
     async def borrow(self, conversation: ConversationKey, server: str) -> AsyncIterator[Client]:
@@ -244,7 +270,14 @@ class SessionPool:
             yield session.client
         finally:
             session.borrowed -= 1
-            session.last_used = time.monotonic()
+            self.released(session)
+
+    def released(self, session: Session) -> None:
+        """A call or a command stopped using `session`: it is idle from now if nothing else uses it."""
+        session.last_used = time.monotonic()
+        if not session.busy:
+            self._room.set()
+            self._room = anyio.Event()
 
     def mark_gone(self, session: Session, reason: str) -> None:
         """Drop a session whose server died; the next use starts a new one."""
@@ -307,6 +340,8 @@ class SessionPool:
             if session.stderr is not None:
                 session.stderr.close()
             session._finished.set()
+            self._room.set()
+            self._room = anyio.Event()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
         cfg = session.server
@@ -323,13 +358,16 @@ class SessionPool:
                                        cwd=cfg.cwd)
         return stdio_client(params, errlog=session.stderr)
 
-    async def _make_room(self) -> None:
-        if len(self._sessions) < self._config.max_sessions:
+    async def _make_room(self, wait: float) -> None:
+        with anyio.move_on_after(wait):
+            while len(self._sessions) >= self._config.max_sessions:
+                idle = [s for s in self._sessions.values() if not s.busy]
+                if idle:
+                    await self.close(min(idle, key=lambda s: s.last_used))
+                else:
+                    await self._room.wait()
             return
-        idle = sorted((s for s in self._sessions.values() if not s.busy), key=lambda s: s.last_used)
-        if not idle:
-            raise ServerUnavailable("The bridge is at its session limit and every session is busy; try again shortly.")
-        await self.close(idle[0])
+        raise ServerUnavailable("The bridge is at its session limit and every session is busy; try again shortly.")
 
     async def _reap_idle(self) -> None:
         interval = max(1.0, min(self._config.idle_timeout / 2, 30.0))

@@ -30,6 +30,7 @@ from bridge.model import (
     Status,
 )
 from bridge.ports import AdapterState, RestorableCard
+from bridge.store_rows import UNREADABLE, AuditRow, RunningCall, Unreadable, read_each
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -57,6 +58,14 @@ CREATE TABLE IF NOT EXISTS interactions (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS interactions_open ON interactions (status);
+CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call);
+CREATE TABLE IF NOT EXISTS running_calls (
+    id TEXT PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    started_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS pending_calls (
     id TEXT PRIMARY KEY,
     conversation TEXT NOT NULL,
@@ -92,20 +101,6 @@ CREATE TABLE IF NOT EXISTS history (
     message TEXT NOT NULL
 );
 """
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    at: float
-    interaction_id: str
-    kind: str
-    server: str
-    conversation: str
-    outcome: str
-    actor: str | None
-    actor_name: str | None
-    requester: str | None
-    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,19 +203,34 @@ class Store:
         row = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE id = ?",
             (interaction_id,)).fetchone()
-        return _stored(row) if row else None
+        found = read_each([row] if row else [], _stored, lambda r: None)[0]
+        return found[0] if found else None
 
     def open_interactions(self) -> list[StoredInteraction]:
+        return self.restore_interactions()[0]
+
+    def restore_interactions(self) -> tuple[list[StoredInteraction], list[Unreadable]]:
+        """Open interactions, each read on its own: the ones that cannot be read (or rebuilt) come back apart."""
         rows = self._db.execute(
-            "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE status = 'open'"
-            " ORDER BY created_at").fetchall()
-        return [_stored(row) for row in rows]
+            "SELECT body, status, card, pending_call, input_key, outcome, id, conversation FROM interactions"
+            " WHERE status = 'open' ORDER BY created_at").fetchall()
+        return read_each(rows, lambda r: _stored(r[:7]), lambda r: Unreadable("interactions", r[6], r[7], r[3]))
+
+    def close_unreadable(self, row: Unreadable, reason: str) -> None:
+        """Close an interaction that cannot be read: it ends as failed, with an audit row."""
+        outcome = Outcome(Status.FAILED, reason=reason)
+        with self._tx() as db:
+            db.execute("UPDATE interactions SET status = ?, outcome = ? WHERE id = ?",
+                       (outcome.status.value, _dump_outcome(outcome), row.id))
+            db.execute("INSERT INTO audit (at, interaction_id, kind, server, conversation, outcome, detail)"
+                       " VALUES (?,?,?,?,?,?,?)", (time.time(), row.id, UNREADABLE, UNREADABLE, row.conversation,
+                                                   outcome.status.value, reason))
 
     def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]:
         rows = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE pending_call = ?"
             " AND created_at >= ? ORDER BY created_at", (pending_call, since)).fetchall()
-        return [_stored(row) for row in rows]
+        return read_each(rows, _stored, lambda r: None)[0]
 
     # -- pending 2026 calls --------------------------------------------------------------------------------------
 
@@ -236,11 +246,30 @@ class Store:
         self._db.execute("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     def pending_calls(self) -> list[PendingCall]:
+        return self.restore_pending_calls()[0]
+
+    def restore_pending_calls(self) -> tuple[list[PendingCall], list[Unreadable]]:
         rows = self._db.execute(
             "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
             " FROM pending_calls ORDER BY created_at").fetchall()
-        return [PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3], json.loads(r[4]), r[5],
-                            json.loads(r[6]), _load_actor(r[7]), r[8]) for r in rows]
+        return read_each(rows, lambda r: PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3],
+                                                     json.loads(r[4]), r[5], json.loads(r[6]), _load_actor(r[7]),
+                                                     r[8]),
+                         lambda r: Unreadable("pending_calls", r[0], r[1], r[0], f"{r[2]}.{r[3]}"))
+
+    # -- calls running (any era), to tell their conversations after a crash ------------------------------------
+
+    def record_running_call(self, call_id: str, conversation: ConversationKey, server: str, tool: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO running_calls (id, conversation, server, tool, started_at)"
+                         " VALUES (?,?,?,?,?)", (call_id, conversation.id(), server, tool, time.time()))
+
+    def end_running_call(self, call_id: str) -> None:
+        self._db.execute("DELETE FROM running_calls WHERE id = ?", (call_id,))
+
+    def running_calls(self) -> list[RunningCall]:
+        rows = self._db.execute("SELECT id, conversation, server, tool, started_at FROM running_calls"
+                                " ORDER BY started_at").fetchall()
+        return [RunningCall(*row) for row in rows]
 
     # -- per-conversation data -----------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """Tool approval: a risky tool call waits for a person before it runs.
 
 The fourth handler of the table, asked by the tool-call owner before it sends `tools/call` (rather than by a
-server). `answer` returns None to go ahead, or the tool error the caller (a person, or the agent) reads instead.
+server). `required` is the cheap check made for every call: the configured rules first, then the tool's annotations
+from the session's cached tool list. `answer` posts the card and returns None to go ahead, or the tool error the
+caller (a person, or the agent) reads instead.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextCont
 
 from bridge.config import Config
 from bridge.model import Detail, Kind, Status
-from bridge.policy import mask_arguments, needs_approval
+from bridge.policy import mask_arguments, needs_approval, rule_verdict
 from bridge.presentation import describe_outcome
 from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
-from bridge.sessions import SessionPool
+from bridge.sessions import Session, SessionPool
 from bridge.text import shorten
 
 
@@ -23,18 +25,24 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         self._config = config
         self._pool = pool
 
+    async def required(self, session: Session, tool_name: str) -> bool:
+        """Whether calling `tool_name` on `session` needs a person's approval first."""
+        rules = session.server.tool_rules
+        by_rule = rule_verdict(rules, tool_name) if rules else None
+        if by_rule is not None:
+            return by_rule  # the rules decide: the tool list is not needed
+        tool = await self._pool.tool(session, tool_name)
+        return needs_approval((), tool_name, tool.annotations if tool else None)
+
     async def answer(self, ctx: RequestContext, params: CallToolRequestParams) -> CallToolResult | ErrorData | None:
         server, tool_name = ctx.server.name, params.name
         cfg = self._config.servers.get(server)
         if cfg is None or cfg.disabled:
             return None  # the pool reports it
-        tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server)}
-        if tool_name not in tools:
-            # A tool added since the list was fetched must not slip past the rules because we know nothing of it.
-            tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, fresh=True)}
-        tool = tools.get(tool_name)
-        if not needs_approval(cfg.tool_rules, tool_name, tool.annotations if tool else None):
+        session = await self._pool.get(ctx.conversation, server)
+        if not await self.required(session, tool_name):
             return None
+        tool = await self._pool.tool(session, tool_name)
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""
         interaction = new_interaction(
