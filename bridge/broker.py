@@ -47,7 +47,7 @@ ParkedHandler = Callable[[str, str, Outcome], Awaitable[None]]
 """Called with (pending call id, input key, outcome) once a parked interaction has ended and its card is final."""
 
 
-class Parked(Exception):  # noqa: N818 - a signal, not an error: the card is posted and nobody waits here
+class Parked(Exception):
     """Raised by `Broker.ask(..., park=True)` once the card is posted: the answer arrives through `on_parked`."""
 
     def __init__(self, interaction_id: str) -> None:

@@ -128,7 +128,8 @@ class Resumer:
             self._store.close_unreadable(row, f"could not be restored after the restart: {row.reason}")
             what = f"The request {row.id}"
         await self._tell(row.conversation, f"{what} could not be restored after the restart and was closed "
-                                           f"({shorten(row.reason, 200)}). Run the command again if it is still needed.")
+                                           f"({shorten(row.reason, 200)}). Run the command again if it is still "
+                                           "needed.")
 
     async def _tell(self, conversation_id: str, text: str) -> None:
         try:

@@ -46,9 +46,10 @@ from bridge.audience import Audience
 from bridge.broker import Broker, Parked
 from bridge.elicitation import to_result
 from bridge.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, InputRefused, ServerGoneError
+from bridge.mcp_session import CallInfo, Session
 from bridge.model import Actor, ConversationKey, Kind, Outcome, Status
 from bridge.request_context import CURRENT
-from bridge.sessions import CallInfo, Session, SessionPool
+from bridge.sessions import SessionPool
 from bridge.store import PendingCall, Store, StoredInteraction
 
 logger = logging.getLogger(__name__)

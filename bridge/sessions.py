@@ -10,138 +10,32 @@ the SDK does not pause its clock for that. Deadlines for people are the broker's
 
 from __future__ import annotations
 
-import enum
 import logging
 import tempfile
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from typing import Any
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, MessageHandlerFnT, SamplingFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import Implementation, SamplingCapability
+from mcp.types import Implementation
 
 from bridge import __version__, catalog
 from bridge.config import Config, ServerConfig
 from bridge.errors import ServerStartError, ServerUnavailable
-from bridge.model import Actor, ConversationKey
+from bridge.mcp_session import SHARED, Callbacks, Session, SessionState
+from bridge.model import ConversationKey
 
 logger = logging.getLogger(__name__)
 
-SHARED = "*"
-STDERR_TAIL = 2000
 CLIENT_INFO = Implementation(name="mcp-chat-bridge", version=__version__)
-
-
-class SessionState(enum.StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    CLOSED = "closed"
-    GONE = "gone"
-
-
-class CallInfo(Protocol):
-    """A tool call in flight on a session (`bridge.toolcalls.ToolCall`): who caused it and where, so server requests
-    reach the right people."""
-
-    @property
-    def conversation(self) -> ConversationKey: ...
-
-    @property
-    def requester(self) -> Actor | None: ...
-
-    @property
-    def tool(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Callbacks:
-    """The client-side handlers for one session. Passing one declares the capability, so only pass what we serve."""
-
-    elicitation: ElicitationFnT | None = None
-    sampling: SamplingFnT | None = None
-    sampling_capabilities: SamplingCapability | None = None
-    list_roots: ListRootsFnT | None = None
-    logging: LoggingFnT | None = None
-    message_handler: MessageHandlerFnT | None = None
-    log_level: Any = None
-
-
-@dataclass(eq=False)
-class Session:
-    """One live MCP client and what the host needs to know about it."""
-
-    server: ServerConfig
-    conversation: ConversationKey | None
-    """None for a shared session."""
-    state: SessionState = SessionState.STARTING
-    client: Client | None = None
-    last_used: float = field(default_factory=time.monotonic)
-    calls: dict[str, CallInfo] = field(default_factory=dict)
-    stderr: IO[str] | None = None
-    error: str = ""
-    tools: dict[str, Any] | None = None
-    """The server's tools by name, fetched on first need (for approval rules and the agent)."""
-    call_lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
-    """Held around each call on a legacy session: a 2025-11-25 server's request does not say which open call it
-    belongs to, so with two calls open its card could reach the wrong conversation or the wrong person."""
-    url_elicitations: dict[str, str] = field(default_factory=dict)
-    """Legacy URL elicitation ids (the server's) -> interaction ids, for notifications/elicitation/complete."""
-    borrowed: int = 0
-    """Commands using the client outside a tool call (a prompt waiting on its argument card): not idle."""
-
-    @property
-    def serial(self) -> bool:
-        return not self.modern
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.calls) or self.borrowed > 0
-    _closed: anyio.Event = field(default_factory=anyio.Event)
-    _finished: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.conversation.id() if self.conversation else SHARED, self.server.name)
-
-    @property
-    def protocol_version(self) -> str:
-        return self.client.protocol_version if self.client is not None else ""
-
-    @property
-    def modern(self) -> bool:
-        return self.protocol_version >= "2026-07-28"
-
-    async def wait_closed(self) -> None:
-        """Wait until this session's task has ended (closed, idle-reaped, or gone)."""
-        await self._finished.wait()
-
-    def stderr_tail(self) -> str:
-        if self.stderr is None:
-            return ""
-        try:
-            self.stderr.flush()
-            self.stderr.seek(0, 2)
-            size = self.stderr.tell()
-            self.stderr.seek(max(0, size - STDERR_TAIL))
-            return self.stderr.read().strip()
-        except (OSError, ValueError):
-            return ""
-
-    def context_for_request(self) -> CallInfo | None:
-        """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one."""
-        if not self.calls:
-            return None
-        return next(iter(self.calls.values()))
 
 
 CallbackFactory = Callable[[Session], Callbacks]
@@ -158,6 +52,7 @@ class SessionPool:
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._room = anyio.Event()
         """Set (and replaced) whenever a session stops being busy or closes: someone waiting for room looks again."""
+        self._starting = 0
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
 
@@ -250,6 +145,7 @@ class SessionPool:
         await self._make_room(wait)
         session = Session(cfg, None if cfg.scope == "shared" else conversation)
         assert self._tg is not None
+        self._starting += 1  # counted against max_sessions while it starts
         try:
             await self._tg.start(self._run, session)
         except ServerStartError:
@@ -257,6 +153,8 @@ class SessionPool:
         except Exception as exc:
             raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
                                    session.stderr_tail()) from exc
+        finally:
+            self._starting -= 1
         self._sessions[key] = session
         return session
 
@@ -268,6 +166,16 @@ class SessionPool:
         try:
             assert session.client is not None
             yield session.client
+        finally:
+            session.borrowed -= 1
+            self.released(session)
+
+    @contextmanager
+    def hold(self, session: Session) -> Iterator[Session]:
+        """Keep `session` busy (not closed for room or idleness) while the caller prepares to use it."""
+        session.borrowed += 1
+        try:
+            yield session
         finally:
             session.borrowed -= 1
             self.released(session)
@@ -360,7 +268,7 @@ class SessionPool:
 
     async def _make_room(self, wait: float) -> None:
         with anyio.move_on_after(wait):
-            while len(self._sessions) >= self._config.max_sessions:
+            while len(self._sessions) + self._starting >= self._config.max_sessions:
                 idle = [s for s in self._sessions.values() if not s.busy]
                 if idle:
                     await self.close(min(idle, key=lambda s: s.last_used))

@@ -11,11 +11,12 @@ from __future__ import annotations
 from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextContent
 
 from bridge.config import Config
+from bridge.mcp_session import Session
 from bridge.model import Detail, Kind, Status
 from bridge.policy import mask_arguments, needs_approval, rule_verdict
 from bridge.presentation import describe_outcome
 from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
-from bridge.sessions import Session, SessionPool
+from bridge.sessions import SessionPool
 from bridge.text import shorten
 
 
@@ -40,9 +41,10 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         if cfg is None or cfg.disabled:
             return None  # the pool reports it
         session = await self._pool.get(ctx.conversation, server)
-        if not await self.required(session, tool_name):
-            return None
-        tool = await self._pool.tool(session, tool_name)
+        with self._pool.hold(session):
+            if not await self.required(session, tool_name):
+                return None
+            tool = await self._pool.tool(session, tool_name)
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""
         interaction = new_interaction(

@@ -28,11 +28,12 @@ from bridge.audience import Audience
 from bridge.broker import Broker
 from bridge.elicitation import Elicitation
 from bridge.errors import URL_ELICITATION_REQUIRED, BridgeError, InputRefused, SessionError
+from bridge.mcp_session import Session
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.outbound import Outbound
 from bridge.request_context import new_id
 from bridge.rounds import ParkedCall, Rounds, guarded
-from bridge.sessions import Session, SessionPool
+from bridge.sessions import SessionPool
 from bridge.store import Store
 from bridge.text import result_text, session_error_text, shorten
 from bridge.tool_approval import ToolApproval
@@ -183,7 +184,9 @@ class ToolCalls:
 
     async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool) -> CallToolResult | None:
         session = await self._pool.get(call.conversation, call.server, wait=ROOM_WAIT)
-        if await self._approval.required(session, call.tool):
+        with self._pool.hold(session):
+            needs_approval = await self._approval.required(session, call.tool)
+        if needs_approval:
             ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
             denied = await self._approval.answer(ctx, CallToolRequestParams(name=call.tool, arguments=arguments))
             if denied is not None:
@@ -191,13 +194,14 @@ class ToolCalls:
                 return denied
             # The card may have taken minutes, with the session idle: it may have been closed for room meanwhile.
             session = await self._pool.get(call.conversation, call.server, wait=ROOM_WAIT)
-        if session.modern:
-            return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session)
-        if session.serial:
-            # A legacy server's request does not say which open call it belongs to: one call at a time.
-            async with session.call_lock:
-                return await self._legacy(session, call, arguments)
-        return await self._legacy(session, call, arguments)
+        with self._pool.hold(session):
+            if session.modern:
+                return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session)
+            if session.serial:
+                # A legacy server's request does not say which open call it belongs to: one call at a time.
+                async with session.call_lock:
+                    return await self._legacy(session, call, arguments)
+            return await self._legacy(session, call, arguments)
 
     async def _legacy(self, session: Session, call: ToolCall, arguments: dict[str, Any]) -> CallToolResult:
         session.calls[call.id] = call

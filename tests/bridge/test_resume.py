@@ -19,7 +19,7 @@ from mcp.types import Completion
 from bridge.config import ServerConfig
 from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
-from bridge.model import DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Status, Verdict
+from bridge.model import DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Verdict
 from bridge.request_context import RequestContext, new_interaction
 from bridge.store import Store
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
@@ -68,7 +68,8 @@ async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_serv
     async with host2:
         with anyio.fail_after(30):
             await host2.wait_open(card.id)
-            assert (await host2.decide(DecisionIn(card.id, ALICE, "accept", {"guests": "4"}))).verdict is Verdict.CLAIMED
+            decided = await host2.decide(DecisionIn(card.id, ALICE, "accept", {"guests": "4"}))
+            assert decided.verdict is Verdict.CLAIMED
             data = await result_of(chat2, "book")
     # The fresh process rejected the old state; the call ran again and the same question got the same answer.
     assert data["action"] == "accept" and data["content"] == {"guests": 4} and data["tag"] == "t1"
@@ -215,7 +216,7 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
         """Greet someone."""
         return f"Hello {name}"
 
-    @server.completion()
+    @server.completion()  # type: ignore[no-untyped-call, untyped-decorator]
     async def complete(ref: Any, argument: Any, context: Any) -> Completion:
         return Completion(values=["ada", "ada", "grace"])
 
@@ -224,7 +225,8 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
         await host.handle_message(MessageIn(ROOM, ALICE, "prompt prompts greet", explicit_command=True))
         with anyio.fail_after(10):
             card = await chat.wait_card()
-            assert (await host.decide(DecisionIn(card.id, ALICE, "accept", {"name": "grace"}))).verdict is Verdict.CLAIMED
+            decided = await host.decide(DecisionIn(card.id, ALICE, "accept", {"name": "grace"}))
+            assert decided.verdict is Verdict.CLAIMED
             await chat.wait_message("Hello grace")
     assert [o.value for o in card.form.field("name").options] == ["ada", "grace"]
     assert Draft202012Validator(dict(card.form.schema)).is_valid({"name": "grace"})
