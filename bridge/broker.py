@@ -75,7 +75,8 @@ class Broker:
         self._port_for = port_for
         self._waiters: dict[str, _Waiter] = {}
         self._closing = False
-        self._registered = anyio.Event()
+        self._registered: anyio.Event | None = None
+        """Set when an interaction opens (posted, parked or resumed); only made while someone waits for one."""
         self._deadlines = Deadlines(self._expire_parked)
         self._tg: TaskGroup | None = None
         self.on_parked: ParkedHandler | None = None
@@ -141,8 +142,12 @@ class Broker:
     def _park(self, waiter: _Waiter, pending_call: str, input_key: str) -> None:
         waiter.parked = (pending_call, input_key)
         self._deadlines.add(waiter.interaction.id, waiter.interaction.expires_at)
-        self._registered.set()
-        self._registered = anyio.Event()
+        self._opened()
+
+    def _opened(self) -> None:
+        if self._registered is not None:
+            self._registered.set()
+            self._registered = None
 
     def _expire_parked(self, interaction_id: str) -> None:
         waiter = self._waiters.get(interaction_id)
@@ -164,8 +169,7 @@ class Broker:
 
     async def _wait(self, waiter: _Waiter) -> Outcome:
         interaction = waiter.interaction
-        self._registered.set()
-        self._registered = anyio.Event()
+        self._opened()
         outcome: Outcome | None = None
         try:
             assert waiter.done is not None
@@ -313,6 +317,8 @@ class Broker:
     async def wait_open(self, interaction_id: str) -> Interaction:
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
         while (waiter := self._waiters.get(interaction_id)) is None or waiter.outcome is not None:
+            if self._registered is None:
+                self._registered = anyio.Event()
             await self._registered.wait()
         return waiter.interaction
 

@@ -14,6 +14,7 @@ import logging
 import tempfile
 import time
 import warnings
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
@@ -50,8 +51,8 @@ class SessionPool:
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
         self._sessions: dict[tuple[str, str], Session] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
-        self._room = anyio.Event()
-        """Set (and replaced) whenever a session stops being busy or closes: someone waiting for room looks again."""
+        self._room_waiters: deque[anyio.Event] = deque()
+        """Who waits for room, first come first served: each session that stops being busy or closes wakes one."""
         self._starting = 0
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
@@ -184,8 +185,11 @@ class SessionPool:
         """A call or a command stopped using `session`: it is idle from now if nothing else uses it."""
         session.last_used = time.monotonic()
         if not session.busy:
-            self._room.set()
-            self._room = anyio.Event()
+            self._roomier()
+
+    def _roomier(self) -> None:
+        if self._room_waiters:
+            self._room_waiters.popleft().set()
 
     def mark_gone(self, session: Session, reason: str) -> None:
         """Drop a session whose server died; the next use starts a new one."""
@@ -248,8 +252,7 @@ class SessionPool:
             if session.stderr is not None:
                 session.stderr.close()
             session._finished.set()
-            self._room.set()
-            self._room = anyio.Event()
+            self._roomier()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
         cfg = session.server
@@ -273,7 +276,17 @@ class SessionPool:
                 if idle:
                     await self.close(min(idle, key=lambda s: s.last_used))
                 else:
-                    await self._room.wait()
+                    woken = anyio.Event()
+                    self._room_waiters.append(woken)
+                    try:
+                        await woken.wait()
+                    except BaseException:
+                        # Given up (timed out, cancelled): out of the queue, and a wake-up it got goes to the next.
+                        if woken.is_set():
+                            self._roomier()
+                        else:
+                            self._room_waiters.remove(woken)
+                        raise
             return
         raise ServerUnavailable("The bridge is at its session limit and every session is busy; try again shortly.")
 

@@ -26,12 +26,21 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         self._config = config
         self._pool = pool
 
-    async def required(self, session: Session, tool_name: str) -> bool:
-        """Whether calling `tool_name` on `session` needs a person's approval first."""
+    def known(self, session: Session, tool_name: str) -> bool | None:
+        """Whether calling `tool_name` needs approval, when that is known without asking the server (the rules
+        decide, or the tool is in the session's cached list); None when the tool list must be fetched."""
         rules = session.server.tool_rules
         by_rule = rule_verdict(rules, tool_name) if rules else None
         if by_rule is not None:
             return by_rule  # the rules decide: the tool list is not needed
+        tool = session.tools.get(tool_name) if session.tools is not None else None
+        return None if tool is None else needs_approval((), tool_name, tool.annotations)
+
+    async def required(self, session: Session, tool_name: str) -> bool:
+        """Whether calling `tool_name` on `session` needs a person's approval first."""
+        known = self.known(session, tool_name)
+        if known is not None:
+            return known
         tool = await self._pool.tool(session, tool_name)
         return needs_approval((), tool_name, tool.annotations if tool else None)
 

@@ -184,8 +184,10 @@ class ToolCalls:
 
     async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool) -> CallToolResult | None:
         session = await self._pool.get(call.conversation, call.server, wait=ROOM_WAIT)
-        with self._pool.hold(session):
-            needs_approval = await self._approval.required(session, call.tool)
+        needs_approval = self._approval.known(session, call.tool)
+        if needs_approval is None:
+            with self._pool.hold(session):
+                needs_approval = await self._approval.required(session, call.tool)
         if needs_approval:
             ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
             denied = await self._approval.answer(ctx, CallToolRequestParams(name=call.tool, arguments=arguments))
@@ -194,14 +196,13 @@ class ToolCalls:
                 return denied
             # The card may have taken minutes, with the session idle: it may have been closed for room meanwhile.
             session = await self._pool.get(call.conversation, call.server, wait=ROOM_WAIT)
+        if session.modern:
+            # Registered on the session before anything is awaited, so it is not closed for room meanwhile.
+            return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session)
+        # A legacy server's request does not say which open call it belongs to: one call at a time.
         with self._pool.hold(session):
-            if session.modern:
-                return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session)
-            if session.serial:
-                # A legacy server's request does not say which open call it belongs to: one call at a time.
-                async with session.call_lock:
-                    return await self._legacy(session, call, arguments)
-            return await self._legacy(session, call, arguments)
+            async with session.call_lock:
+                return await self._legacy(session, call, arguments)
 
     async def _legacy(self, session: Session, call: ToolCall, arguments: dict[str, Any]) -> CallToolResult:
         session.calls[call.id] = call
