@@ -155,10 +155,14 @@ class Broker:
             self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
 
     async def _after_parked(self, waiter: _Waiter, outcome: Outcome) -> None:
-        await self._finish_card(waiter, outcome)
-        assert waiter.parked is not None
-        if self.on_parked is not None:
-            await self.on_parked(*waiter.parked, outcome)
+        try:
+            await self._finish_card(waiter, outcome)
+            assert waiter.parked is not None
+            if self.on_parked is not None:
+                await self.on_parked(*waiter.parked, outcome)
+        except Exception:
+            # The top of a broker task: one call failing after its decision must not stop every card.
+            logger.exception("continuing after interaction %s failed", waiter.interaction.id)
 
     async def retire(self, stored: StoredInteraction, reason: str) -> None:
         """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled

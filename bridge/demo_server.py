@@ -8,10 +8,11 @@ open; on a 2026-07-28 connection it returns `input_required` and reads the answe
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.types import (
     ElicitRequest,
     ElicitRequestFormParams,
@@ -48,7 +49,24 @@ EVERY_FIELD: dict[str, Any] = {
     "required": ["name", "email", "start", "city"],
 }
 
-server = MCPServer("mcp-chat-bridge-demo", instructions="A demo server: plan a trip, connect an account, count down.")
+STATE_KEY_ENV = "MCP_DEMO_STATE_KEY"
+"""With a key (32 bytes or more) here, the demo seals its `requestState` with it and accepts it for a day, so a
+pending form survives a restart of the demo (run over stdio, it restarts with the bridge). Without one, the SDK's
+default applies: a key held only by this process, for 600 seconds; the bridge then runs the call again after a
+restart and reuses the answers already given."""
+
+
+def _state_security() -> RequestStateSecurity | None:
+    key = os.environ.get(STATE_KEY_ENV, "")
+    if not key:
+        return None
+    if len(key.encode()) < 32:
+        raise SystemExit(f"{STATE_KEY_ENV} must be at least 32 bytes long")
+    return RequestStateSecurity(keys=[key.encode()], ttl=24 * 3600)
+
+
+server = MCPServer("mcp-chat-bridge-demo", instructions="A demo server: plan a trip, connect an account, count down.",
+                   request_state_security=_state_security())
 
 
 async def ask(ctx: Context, key: str, params: ElicitRequestFormParams | ElicitRequestURLParams,

@@ -232,3 +232,15 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
     assert Draft202012Validator(dict(card.form.schema)).is_valid({"name": "grace"})
     Draft202012Validator.check_schema(dict(card.form.schema))
     assert len(set(card.form.schema["properties"]["name"]["enum"])) == 2
+
+
+def test_the_demo_server_keeps_its_state_key_across_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge import demo_server
+
+    monkeypatch.setenv(demo_server.STATE_KEY_ENV, "k" * 32)
+    first, second = demo_server._state_security(), demo_server._state_security()
+    assert first is not None and second is not None and first.ttl > 600
+    assert second.codec.unseal(first.codec.seal(b"state")) == b"state"
+    monkeypatch.setenv(demo_server.STATE_KEY_ENV, "short")
+    with pytest.raises(SystemExit, match="at least 32 bytes"):
+        demo_server._state_security()
