@@ -149,7 +149,7 @@ class Rounds:
         state = record.request_state if record else None
         responses: dict[str, InputResponse] | None = record.responses if record else None
         reuse: dict[str, tuple[Signature, InputResponse]] | None = None
-        note = ""
+        asked_before: set[str] = set()
         retried_gone = rerun = False
         try:
             for _ in range(MAX_ROUNDS):
@@ -170,8 +170,9 @@ class Rounds:
                 except MCPError as exc:
                     if rerun or state is None or not invalid_state(exc):
                         raise
-                    rerun, state, responses, note = True, None, None, RERUN_NOTE
+                    rerun, state, responses = True, None, None
                     reuse = self._answers_given(call.id)
+                    asked_before = set(reuse)
                     continue
                 if not isinstance(result, InputRequiredResult):
                     self._end(call.id)
@@ -190,8 +191,9 @@ class Rounds:
                     if given is not None and given[0] == signature(request):
                         record.responses[key] = given[1]
                 outstanding = {k: r for k, r in requests.items() if k not in record.responses}
-                with self._on(session, call):
-                    await self.answer(session, record, outstanding, park=park, note=note)
+                if outstanding:
+                    with self._on(session, call):
+                        await self.answer(session, record, outstanding, park=park, again=asked_before)
                 if record.waiting:
                     return None
                 self.parked.pop(call.id, None)
@@ -225,9 +227,10 @@ class Rounds:
         return await self.drive(call, record.arguments, progress, park=True, session=session, record=record)
 
     async def answer(self, session: Session, record: ParkedCall, requests: Mapping[str, InputRequest], *,
-                     park: bool, note: str = "") -> None:
+                     park: bool, again: set[str] | frozenset[str] = frozenset()) -> None:
         """Answer input requests of `record`'s round: each response lands in `record.responses`, each parked card in
-        `record.waiting`. The first refusal withdraws the rest and ends the call (InputRefused)."""
+        `record.waiting`; the cards of keys in `again` say why they are asked again. The first refusal withdraws the
+        rest and ends the call (InputRefused)."""
         assert session.client is not None
         client_session = session.client.session
         refusal: list[ErrorData] = []
@@ -235,8 +238,9 @@ class Rounds:
         async def one(key: str, request: InputRequest, cancel: anyio.CancelScope | None) -> None:
             ctx = self._audience.context(record.server, session, record.conversation, record.requester,
                                          record.tool, pending_call=record.id, input_key=key)
-            if note or (park and isinstance(request, ElicitRequest)):
-                ctx = replace(ctx, park=park and isinstance(request, ElicitRequest), note=note)
+            if key in again or (park and isinstance(request, ElicitRequest)):
+                ctx = replace(ctx, park=park and isinstance(request, ElicitRequest),
+                              note=RERUN_NOTE if key in again else "")
             token = CURRENT.set(ctx)
             try:
                 meta = request.params.meta if request.params else None
