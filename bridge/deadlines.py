@@ -22,6 +22,8 @@ class Deadlines:
 
     def add(self, key: str, at: float) -> None:
         """Call `expire(key)` at wall-clock time `at` (time.time()), or at once if that has passed."""
+        # Kept on the event loop's clock (as cancel scopes are), so a test's virtual clock moves it too.
+        at = anyio.current_time() + (at - time.time())
         earliest = self._heap[0][0] if self._heap else None
         heapq.heappush(self._heap, (at, key))
         if earliest is None or at < earliest:
@@ -33,7 +35,7 @@ class Deadlines:
     async def run(self) -> None:
         """Expire entries as they come due, until cancelled."""
         while True:
-            now = time.time()
+            now = anyio.current_time()
             while self._heap and self._heap[0][0] <= now:
                 _, key = heapq.heappop(self._heap)
                 self._expire(key)

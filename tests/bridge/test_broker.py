@@ -13,7 +13,7 @@ import anyio
 import pytest
 import trio.testing
 
-from bridge.broker import Broker
+from bridge.broker import Broker, Parked
 from bridge.forms import form_from_schema
 from bridge.model import DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
 from bridge.store import Store
@@ -122,3 +122,29 @@ async def test_quick_accept_sends_the_prefilled_defaults() -> None:
         await b.wait_open(item.id)
         b.decide_nowait(DecisionIn(item.id, ALICE, "accept"))
     assert results[0].content == {"n": 4}
+
+
+async def test_a_parked_request_holds_no_task_and_expires_on_the_broker_s_one_timer() -> None:
+    b, chat, store = broker()
+    item = interaction(3600)
+    ended: list[tuple[str, str, Outcome]] = []
+    done = anyio.Event()
+
+    async def on_parked(call_id: str, key: str, outcome: Outcome) -> None:
+        ended.append((call_id, key, outcome))
+        done.set()
+
+    b.on_parked = on_parked
+    async with anyio.create_task_group() as tg:
+        await tg.start(b.run)
+        with pytest.raises(Parked):
+            await b.ask(item, pending_call="call-1", input_key="k", park=True)
+        assert b.statistics() == {"open": 1, "parked": 1} and item.id not in chat.finished
+        started = anyio.current_time()
+        await done.wait()
+        assert anyio.current_time() - started > 3590  # virtual seconds: the one timer moved with the clock
+        tg.cancel_scope.cancel()
+    [(call_id, key, outcome)] = ended
+    assert (call_id, key, outcome.status) == ("call-1", "k", Status.EXPIRED)
+    assert chat.finished[item.id].status is Status.EXPIRED  # the card was finished before the call went on
+    assert [r.outcome for r in store.audit_rows(item.id)] == ["expired"]
