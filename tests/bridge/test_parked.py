@@ -11,11 +11,13 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
 from bridge.config import ServerConfig
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Verdict
+from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +137,52 @@ async def test_tool_rules_that_decide_skip_the_tool_list() -> None:
             await chat.wait_card()
         [session] = host.pool.sessions()
         assert session.tools is None  # no tools/list was needed to know the call needs no approval
+
+
+def two_forms_server() -> MCPServer:
+    """One round with two questions; a schema outside the subset for the second when `bad` is set."""
+    server = MCPServer("pair")
+
+    def form(name: str, kind: str = "string") -> ElicitRequest:
+        schema = {"type": "object", "properties": {name: {"type": kind}}, "required": [name]}
+        return ElicitRequest(params=ElicitRequestFormParams(message=f"{name}?", requested_schema=schema))
+
+    @server.tool()
+    async def pair(ctx: Context, bad: bool = False) -> str | InputRequiredResult:
+        """Ask two things at once."""
+        answers = ctx.input_responses or {}
+        if {"a", "b"} <= set(answers):
+            return json.dumps({k: v.content for k, v in answers.items() if isinstance(v, ElicitResult)})
+        return InputRequiredResult(input_requests={"a": form("a"), "b": form("b", "object" if bad else "string")},
+                                   request_state="pair")
+
+    return server
+
+
+@pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
+async def test_a_round_with_two_parked_cards_goes_on_after_the_last_answer(order: tuple[str, str]) -> None:
+    host, chat = host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
+    async with host:
+        await host.run_message(MessageIn(ROOM, ALICE, "call pair pair", explicit_command=True))
+        with anyio.fail_after(10):
+            cards = {c.message.rstrip("?"): c for c in chat.cards.values()}
+            assert set(cards) == {"a", "b"} and host.broker.statistics()["parked"] == 2
+            await host.decide(DecisionIn(cards[order[0]].id, ALICE, "accept", {order[0]: "first"}))
+            await chat.wait_finished(cards[order[0]].id)
+            assert not [m for m in chat.messages if m.text.startswith("pair.pair:")]  # still waiting for the other
+            await host.decide(DecisionIn(cards[order[1]].id, ALICE, "accept", {order[1]: "second"}))
+            text = await chat.wait_message("pair.pair:\n")
+    assert json.loads(text.split("\n", 1)[1]) == {order[0]: {order[0]: "first"}, order[1]: {order[1]: "second"}}
+
+
+async def test_a_refused_question_withdraws_the_parked_card_of_the_same_round() -> None:
+    host, chat = host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
+    async with host:
+        await host.run_message(MessageIn(ROOM, ALICE, 'call pair pair {"bad": true}', explicit_command=True))
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            outcome = await chat.wait_finished(card.id)
+            failure = await chat.wait_message("was not continued")
+    assert outcome.status is Status.CANCELLED and "ended without this answer" in outcome.reason
+    assert "Unsupported requestedSchema" in failure
+    assert host.calls.rounds.parked == {} and host.store.pending_calls() == []
