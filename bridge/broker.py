@@ -170,11 +170,12 @@ class Broker:
                 if post_copies:
                     await self._post_copies(waiter)
                 while waiter.outcome is None:
-                    waiter.wake = anyio.Event()
-                    await waiter.wake.wait()
-                    if waiter.outcome is None and waiter.progressed:
+                    if waiter.progressed:  # checked before each wait: an approval counted meanwhile is not missed
                         waiter.progressed = False
                         await self._update_cards(waiter)
+                        continue
+                    waiter.wake = anyio.Event()
+                    await waiter.wake.wait()
             outcome = waiter.outcome
             if outcome is None:
                 outcome = self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))

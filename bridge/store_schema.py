@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS interactions (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS interactions_open ON interactions (status);
-CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call);
+CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at);
 CREATE TABLE IF NOT EXISTS running_calls (
     id TEXT PRIMARY KEY,
     conversation TEXT NOT NULL,
