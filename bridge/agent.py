@@ -16,7 +16,7 @@ from mcp.types import CallToolResult
 
 from bridge.budgets import Budgets
 from bridge.config import Config
-from bridge.errors import SessionError
+from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.outbound import Say
@@ -47,7 +47,8 @@ def load_message(data: dict[str, Any]) -> LLMMessage:
 
 
 class ToolLister(Protocol):
-    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]: ...
+    async def list_tools(self, conversation: ConversationKey, server: str, *, person: Actor | None = None,
+                         fresh: bool = False) -> list[Any]: ...
 
 
 class CallRunner(Protocol):
@@ -112,8 +113,8 @@ class Agent:
             if cfg.disabled or not server_allowed(self._config, message.conversation, server):
                 continue
             try:
-                tools = await self._tools_of.list_tools(message.conversation, server)
-            except SessionError as exc:
+                tools = await self._tools_of.list_tools(message.conversation, server, person=message.actor)
+            except (SessionError, AuthError) as exc:
                 await self._say(message.conversation, f"{server} is unavailable to the agent: {exc}")
                 continue
             for tool in tools:

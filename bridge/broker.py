@@ -124,6 +124,7 @@ class Broker:
             try:
                 waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
                 self._store.set_card(interaction.id, waiter.card)
+                observe.card_posted(interaction)
             except AdapterError as exc:
                 logger.warning("could not re-post card %s: %s", interaction.id, exc)
         if waiter.outcome is None:

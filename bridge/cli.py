@@ -1,4 +1,4 @@
-"""The `mcp-chat-bridge` command: run, demo, call, check-config, import-servers, schema, audit.
+"""The `mcp-chat-bridge` command: run, demo, call, tools, check-config, import-servers, schema, audit.
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.
@@ -18,11 +18,12 @@ import logging
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from bridge import DEFAULT_STORE, __version__, redaction
 from bridge.errors import ConfigError
-from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, report
+from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_auth_tracebacks, report
 
 if TYPE_CHECKING:
     import anyio
@@ -105,6 +106,15 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
+    tools = sub.add_parser("tools", parents=[common],
+                           help="print a server's tool definitions as it sends them (names, schemas)")
+    tools.add_argument("-c", "--config")
+    tools.add_argument("--url", help="a streamable HTTP server instead of a configured one")
+    tools.add_argument("--stdio", help="a stdio server command instead of a configured one")
+    tools.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
+    tools.add_argument("--timeout", default=None, help="how long to wait for a sign-in, e.g. 10m")
+    tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
+    tools.add_argument("target", nargs="*", help="SERVER (with -c)")
     check = sub.add_parser("check-config", parents=[common], help="validate a config file the way run does")
     check.add_argument("file")
     imp = sub.add_parser("import-servers", parents=[common],
@@ -129,6 +139,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging(args.log_level, args.log_json, debug=args.debug)
+    quiet_auth_tracebacks(args.log_level)
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -171,13 +182,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from bridge.config import load
 
-        return anyio.run(_run, load(args.config), args.worker_id)
+        return anyio.run(_run, load(args.config), args.worker_id, args.config)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
-    if args.command == "call":
+    if args.command in ("call", "tools"):
         from bridge import oneshot
 
-        return anyio.run(oneshot.call, args)
+        return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
     return EXIT_USAGE
 
 
@@ -249,24 +260,38 @@ def open_store(path: str) -> Store:
         raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
 
 
-async def _run(config: Config, worker_id: str | None = None) -> int:
+async def _run(config: Config, worker_id: str | None = None, path: str = "FILE") -> int:
     from bridge import preflight
-    from bridge.prestart import Prestarts
 
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
     redaction.install(config.redactor)  # first: every later log line is redacted
+    return await _serve(config, worker_id, path)
+
+
+async def _serve(config: Config, worker_id: str | None, path: str) -> int:
+    from bridge.prestart import Prestarts
+    from bridge.storage.lock import ProcessLock
+
+    # One process per SQLite store: a second `run` on the same file would close the first's live cards at start-up
+    # and resume its 2026 calls a second time. The kernel drops the lock however this process dies.
+    try:
+        lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
+    except OSError as exc:  # the folder is missing or not writable: the same words as opening the store itself
+        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
     prestarts = Prestarts()
     try:
-        # First, before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
+        # Before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
         await prestarts.start(config.servers.values())
-        return await _serve(config, worker_id, prestarts)
+        return await _serve_locked(config, worker_id, prestarts, path)
     finally:
         await prestarts.aclose()
+        if lock is not None:
+            lock.release()
 
 
-async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) -> int:
+async def _serve_locked(config: Config, worker_id: str | None, prestarts: Prestarts, path: str) -> int:
     import anyio
 
     from bridge import tracing
@@ -281,19 +306,26 @@ async def _serve(config: Config, worker_id: str | None, prestarts: Prestarts) ->
             watching.enter_context(tracing.traces(config.telemetry))
             host = Host(config, store)
             host.pool.prestarts = prestarts
+            # Shared accounts are signed in by an admin at a terminal (the message that asks names this file);
+            # per-person ones in chat, the redirect coming back to the HTTP server (routed before the host starts:
+            # resumed calls may need a sign-in at once).
+            host.accounts.set_config_path(path)
+            http = None
+            if config.http.listen:
+                # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
+                from bridge.http_server import HttpServer
+
+                http = HttpServer(config.http.listen, config.http.public_url)
+                host.accounts.serve_redirects(http)
             async with host, anyio.create_task_group() as tg:
                 adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
                 for adapter in adapters:
                     host.attach(adapter)
                 tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
-                if config.http.listen:
-                    # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start
-                    # time.
+                if http is not None:
                     from bridge import monitoring
-                    from bridge.http_server import HttpServer
                     from bridge.webform import web_forms
 
-                    http = HttpServer(config.http.listen, config.http.public_url)
                     watching.enter_context(monitoring.install(http, host, adapters,
                                                               worker_id or monitoring.default_worker_id()))
                     forms = web_forms(config.http, http, host)

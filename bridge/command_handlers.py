@@ -22,12 +22,13 @@ from mcp.types import GetPromptResult
 from bridge import catalog, commands
 from bridge.agent import Agent
 from bridge.audience import Audience
+from bridge.auth.accounts import Accounts
 from bridge.broker import Broker
 from bridge.budgets import Budgets
 from bridge.config import Config
 from bridge.content_text import block_text
 from bridge.durations import time_left
-from bridge.errors import CommandError, ServerUnavailable, SessionError
+from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
 from bridge.grants import Grants
 from bridge.llm import LLMMessage
@@ -61,6 +62,7 @@ class CommandHandlers:
     say: Say
     grants: Grants
     budgets: Budgets
+    accounts: Accounts
 
     async def run(self, message: MessageIn, command: commands.Command) -> None:
         conversation = message.conversation
@@ -70,7 +72,7 @@ class CommandHandlers:
         try:
             handler = getattr(self, f"_cmd_{command.name}")
             await handler(message, command)
-        except (CommandError, ServerUnavailable) as exc:
+        except (CommandError, ServerUnavailable, AuthError) as exc:
             await self.say(conversation, str(exc))
         except SessionError as exc:
             await self.say(conversation, session_error_text(exc))
@@ -107,9 +109,12 @@ class CommandHandlers:
         out: list[str] = []
         for name in names:
             try:
-                tools = await self.pool.list_tools(message.conversation, name)
+                tools = await self.pool.list_tools(message.conversation, name, person=message.actor)
             except SessionError as exc:
                 out.append(session_error_text(exc))
+                continue
+            except AuthError as exc:
+                out.append(str(exc))
                 continue
             out.append(f"{name}: {len(tools)} tools")
             for tool in tools:
@@ -220,7 +225,7 @@ class CommandHandlers:
         """`prompts` and `resources`: every page from each server asked for, or a note that it has none."""
         out: list[str] = []
         for name in self._server_names(command, message.conversation):
-            async with self.pool.borrow(message.conversation, name) as client:
+            async with self.pool.borrow(message.conversation, name, message.actor) as client:
                 items = await fetch(client) if offered(client) else None
             if items is None:
                 out.append(f"{name}: no {what}")
@@ -232,7 +237,7 @@ class CommandHandlers:
     async def _cmd_prompt(self, message: MessageIn, command: commands.Command) -> None:
         server, name = command.args
         # Borrowed for the whole exchange: the argument cards may take minutes, and the session must stay open.
-        async with self.pool.borrow(message.conversation, server) as client:
+        async with self.pool.borrow(message.conversation, server, message.actor) as client:
             result = await self._get_prompt(client, message, server, name, command)
         if result is None:
             return
@@ -250,7 +255,7 @@ class CommandHandlers:
             raise CommandError(f"{server} has no prompt named {name!r}. Try `prompts {server}`.")
         arguments = {k: str(v) for k, v in command.arguments.items()}
         missing = [a for a in prompt.arguments or [] if a.required and a.name not in arguments]
-        session = self.pool.find(message.conversation, server)
+        session = self.pool.find(message.conversation, server, message.actor)
         for n, argument in enumerate(missing, 1):
             # One argument at a time: a server's completions for later arguments depend on the earlier answers.
             field = await catalog.argument_field(client, prompt, argument.name, argument.description, arguments)
@@ -268,7 +273,7 @@ class CommandHandlers:
 
     async def _cmd_read(self, message: MessageIn, command: commands.Command) -> None:
         server, uri = command.args
-        async with self.pool.borrow(message.conversation, server) as client:
+        async with self.pool.borrow(message.conversation, server, message.actor) as client:
             result = await client.read_resource(uri)
         await self.say(message.conversation, catalog.contents_text(list(result.contents)))
 
@@ -301,3 +306,12 @@ class CommandHandlers:
     async def _cmd_usage(self, message: MessageIn, command: commands.Command) -> None:
         await self.say(message.conversation, self.budgets.report(message.conversation, message.actor))
 
+    # -- a person's own accounts (per_user servers) --------------------------------------------------------------
+
+    async def _cmd_accounts(self, message: MessageIn, command: commands.Command) -> None:
+        names = await self.accounts.connected(message.actor)
+        await self.say(message.conversation, f"Your connected accounts: {', '.join(names)}." if names else
+                       "You have not connected any server that works with each person's own account.")
+
+    async def _cmd_logout(self, message: MessageIn, command: commands.Command) -> None:
+        await self.say(message.conversation, await self.accounts.logout(command.args[0], message.actor))

@@ -29,10 +29,12 @@ HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   reset                              forget this conversation's agent history
   grants                             approvals that hold here beyond one call (Allow for …)
   revoke <grant id>                  end a grant
-  usage                              your and this conversation's model tokens today, against the budgets"""
+  usage                              your and this conversation's model tokens today, against the budgets
+  accounts                           the servers you connected your own account to
+  logout <server>                    forget (and revoke) your own account's sign-in for a server"""
 
 NAMES = ("help", "servers", "tools", "call", "pending", "cancel", "prompts", "prompt", "resources", "read", "roots",
-         "reset", "show", "grants", "revoke", "usage")
+         "reset", "show", "grants", "revoke", "usage", "accounts", "logout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ def parse(text: str) -> Command:
         return Command(name, error="Usage: read <server> <uri>")
     if name == "revoke" and len(args) != 1:
         return Command(name, error="Usage: revoke <grant id> (see `grants`)")
+    if name == "logout" and len(args) != 1:
+        return Command(name, error="Usage: logout <server> (see `accounts`)")
     if name == "roots" and args and args[0] not in ("add", "remove"):
         return Command(name, error="Usage: roots | roots add <uri> [name] | roots remove <uri>")
     if name == "roots" and args and len(args) < 2:

@@ -19,6 +19,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bridge import DEFAULT_STORE, approver_entries, limits
+from bridge.auth_config import AuthConfig, auth_problems, build_auth, default_token_store
+from bridge.config_problems import error_message, error_path, substitute
 from bridge.errors import ConfigError
 from bridge.limits import Limits
 from bridge.model import ConversationScope
@@ -27,7 +29,6 @@ from bridge.secret_names import looks_secret
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
 from bridge.tracing import TelemetryConfig, telemetry_config
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
@@ -80,6 +81,7 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     protocol: Protocol = "auto"
     scope: Literal["conversation", "shared"] = "conversation"
     title: str = ""
@@ -132,6 +134,8 @@ class LLMConfig:
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
     store: str = DEFAULT_STORE
+    secrets_key_env: str | None = None  # the environment variable with the key that encrypts stored OAuth tokens
+    token_store: str | None = None  # where encrypted OAuth tokens are kept; None: in memory (with a `:memory:` store)
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -174,7 +178,7 @@ def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
     except yaml.YAMLError as exc:
         raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     problems: list[str] = []
-    value = _substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
+    value = substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
                         os.environ if env is None else env, "store", problems, set())
     if problems or not isinstance(value, str):
         raise ConfigError(problems or ["store: must be a string"])
@@ -194,14 +198,14 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
     problems: list[str] = []
     unset: set[str] = set()
     from_env: list[str] = []
-    data = _substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
+    data = substitute(raw, os.environ if env is None else env, "", problems, unset, from_env)
     if not isinstance(data, dict):
         raise ConfigError(["(top): the config must be a mapping"])
     validator = Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        where = _path(error.absolute_path)
+        where = error_path(error.absolute_path)
         if where not in unset:  # an unset variable is named as such, not again as a bad value
-            problems.append(f"{where}: {_message(error)}")
+            problems.append(f"{where}: {error_message(error)}")
     for name, server in (data.get("servers") or {}).items():
         if not isinstance(server, dict):
             continue
@@ -212,6 +216,7 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
             problems.append(f"{where}: has both command and url; a server is either stdio or HTTP")
         if "/" in name or not name:
             problems.append(f"{where}: server names may not contain '/'")
+        problems.extend(auth_problems(where, server, data, os.environ if env is None else env))
     problems.extend(approver_entries.problems(data))
     for key in (data.get("channels") or {}):
         if ":" not in str(key):
@@ -292,6 +297,8 @@ def _build(data: dict[str, Any]) -> Config:
     return Config(
         servers=servers,
         store=data.get("store", DEFAULT_STORE),
+        secrets_key_env=data.get("secrets_key_env"),
+        token_store=data.get("token_store") or default_token_store(data.get("store", DEFAULT_STORE)),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),
@@ -355,7 +362,8 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
     approve: dict[str, Any] = tools.get("approve") or {}
     return ServerConfig(
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
-        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}), protocol=s.get("protocol", "auto"),
+        cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}),
+        auth=build_auth(s.get("auth") or {}, parse_duration), protocol=s.get("protocol", "auto"),
         scope=s.get("scope", "conversation"), title=s.get("title", ""),
         approvers=_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),
@@ -378,61 +386,3 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
     )
-
-
-def _substitute(value: Any, env: Mapping[str, str], path: str, problems: list[str], unset: set[str],
-                found: list[str] | None = None) -> Any:
-    """Replace `${VAR}` from `env`. An unset variable is a problem; its `${VAR}` is left in place (so checks that
-    only need the value to be present do not complain too) and its path goes into `unset`. Each value taken from
-    the environment is added to `found`: they are treated as secrets, which is what the environment is for here."""
-    if isinstance(value, str):
-        def repl(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in env:
-                if found is not None:
-                    found.append(env[name])
-                return env[name]
-            if default is not None:
-                return default
-            problems.append(f"{path or '(top)'}: environment variable {name} is not set")
-            unset.add(path or "(top)")
-            return match.group(0)
-        return _ENV.sub(repl, value)
-    if isinstance(value, dict):
-        return {k: _substitute(v, env, f"{path}.{k}" if path else str(k), problems, unset, found)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, env, f"{path}[{i}]", problems, unset, found) for i, v in enumerate(value)]
-    return value
-
-
-def _path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top)"
-
-
-def _message(error: Any) -> str:
-    if error.validator == "additionalProperties":
-        extra = re.findall(r"'([^']+)'", error.message.split("(")[-1])
-        return f"unknown key {', '.join(extra) or error.message}" if extra else error.message
-    if error.validator == "enum":
-        return f"must be one of {', '.join(map(str, error.validator_value))}"
-    if error.validator == "oneOf" and "duration" in str(error.schema.get("description", "")):
-        return "must be a duration: a number of seconds above 0, or like 30s, 10m, 2h"
-    if error.validator == "oneOf" and "Bytes" in str(error.schema.get("description", "")):
-        return "must be a size like 64KB or 1MB"
-    if error.validator == "required":
-        return str(error.message).replace("is a required property", "is required")
-    # jsonschema's own messages quote the offending value, which may be a secret pasted in the wrong place.
-    if error.validator == "type":
-        expected = error.validator_value
-        return f"must be of type {' or '.join(expected) if isinstance(expected, list) else expected}"
-    if error.validator == "pattern":
-        return f"does not match the pattern {error.validator_value}"
-    if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
-        return f"is out of range ({error.validator} {error.validator_value})"
-    if error.validator == "oneOf":
-        return "is not a valid value here"
-    return f"is not valid ({error.validator})"

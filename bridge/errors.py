@@ -13,6 +13,9 @@
     ├── StoreError               the store (SQLite file or Postgres) failed or cannot be used
     │   ├── StoreLocked          another bridge process holds this SQLite store; names its pid
     │   └── StoreSchemaError     the store was written by a newer bridge, or a migration failed
+    ├── AuthError                OAuth could not finish: a person did not sign in in time, the authorization server
+    │                            refused, or the server needs a sign-in this process cannot ask for
+    ├── TokenStoreError          stored tokens cannot be read (wrong key, tampered file)
     └── AdapterError             a chat platform failed
         ├── PlatformAPIError     an API call failed (translated once, at the adapter's edge)
         └── RateLimited          the platform asked us to slow down; `retry_after` seconds
@@ -116,6 +119,14 @@ class StoreLocked(StoreError):
 
 class StoreSchemaError(StoreError):
     pass
+
+
+class AuthError(BridgeError):
+    """Authorization did not complete; the message is meant for the person and never holds a token."""
+
+
+class TokenStoreError(BridgeError):
+    """Stored tokens cannot be opened (another key, or the file was tampered with)."""
 
 
 class AdapterError(BridgeError):

@@ -7,11 +7,13 @@ this module unwraps them and turns each leaf into a sentence. The traceback is f
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import traceback
 from collections.abc import Iterator
 
 from bridge.errors import BridgeError, ConfigError
+from bridge.sanitize import clean
 
 EXIT_USAGE = 2
 """Config, usage, input and connection errors: something the user can fix."""
@@ -69,5 +71,24 @@ def full_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
 
+class _NoAuthTracebacks(logging.Filter):
+    """The SDK logs its OAuth failures with a traceback; the bridge says what failed in one line instead (a sign-in
+    that is needed is routine, not a crash). `--log-level debug` keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("mcp.client.auth") and record.exc_info:
+            record.exc_info = None
+            record.exc_text = None
+            return record.getMessage() != "OAuth flow error"
+        return True
+
+
+def quiet_auth_tracebacks(level: str) -> None:
+    if level != "debug":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_NoAuthTracebacks())
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "(no message)"
+    # Errors may quote a server (a tool name, its message): cleaned like every other output of server text.
+    return " ".join(clean(text).split()) or "(no message)"

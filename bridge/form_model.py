@@ -201,6 +201,9 @@ class Field:
                 value = int(number)
             else:
                 value = int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+        elif self.kind in (FieldKind.NUMBER, FieldKind.INTEGER) and isinstance(value, float) \
+                and not math.isfinite(value):
+            raise ValueError("enter a finite number")  # JSON has no infinity; the schema check would let it pass
         elif self.kind is FieldKind.INTEGER and isinstance(value, float) and value.is_integer():
             value = int(value)  # a whole number from a numeric widget: the server asked for an integer
         self.check(value)

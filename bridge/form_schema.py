@@ -167,7 +167,7 @@ def _field(name: str, prop: Any, required: bool) -> Field:
 
 def _options(prop: Mapping[str, Any], where: str) -> tuple[Option, ...]:
     if "oneOf" in prop:
-        return _titled(prop["oneOf"], f"{where}.oneOf")
+        return _titled(prop["oneOf"], f"{where}.oneOf", exclusive=True)
     names = prop.get("enumNames")
     return _plain(prop["enum"], names, f"{where}.enum")
 
@@ -181,7 +181,7 @@ def _plain(values: Any, names: Any, where: str) -> tuple[Option, ...]:
     return _unique(Option(v, t) for v, t in zip(values, titles, strict=True))
 
 
-def _titled(entries: Any, where: str) -> tuple[Option, ...]:
+def _titled(entries: Any, where: str, *, exclusive: bool = False) -> tuple[Option, ...]:
     if not isinstance(entries, list) or not entries:
         raise UnsupportedSchema(f"{where} must be a non-empty list of {{const, title}}")
     options: list[Option] = []
@@ -189,6 +189,9 @@ def _titled(entries: Any, where: str) -> tuple[Option, ...]:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("const"), str):
             raise UnsupportedSchema(f"{where}: every entry needs a string const")
         options.append(Option(entry["const"], str(entry.get("title", entry["const"]))))
+    if exclusive and len({o.value for o in options}) != len(options):
+        # Under oneOf an answer must match exactly one entry: a repeated const could never be chosen.
+        raise UnsupportedSchema(f"{where} has duplicate values, so they could never be chosen")
     return _unique(options)
 
 

@@ -3,7 +3,8 @@
 It builds the parts and wires each to what it needs (small protocols or the part itself, never the host): the
 outbound chat ports, the broker, the session pool with the handler table (elicitation, sampling, roots, tool
 approval: one object each for both MCP eras), the tool-call owner, resume after a restart, the agent and the command
-handlers. Inbound calls are answered by those parts; long work runs in tasks of the host's task group.
+handlers, and the OAuth accounts sessions sign in with. Inbound calls are answered by those parts; long work runs in
+tasks of the host's task group.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from anyio.abc import TaskGroup
 from bridge import commands, form_schema
 from bridge.agent import Agent
 from bridge.audience import Audience
+from bridge.auth.accounts import Accounts
 from bridge.bounds import Bounds
 from bridge.broker import Broker
 from bridge.budgets import Budgets
@@ -62,6 +64,8 @@ class Host:
         self.grants = Grants(store, self.outbound.say)
         self.budgets = Budgets(config.budgets, store)
         self.pool = SessionPool(config)
+        self.accounts = Accounts(config, self.broker, self.outbound, self.pool)
+        self.pool.auth = self.accounts.auth_for
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
         # Cards the handlers ask for go through the `limits:` bounds on their way to the broker.
@@ -80,7 +84,7 @@ class Host:
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
-                                        audience, self.outbound.say, self.grants, self.budgets)
+                                        audience, self.outbound.say, self.grants, self.budgets, self.accounts)
         self._links: LinkIssuer | None = None
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
@@ -126,6 +130,7 @@ class Host:
         try:
             await exit_stack.__aexit__(None, None, None)
         finally:
+            self.accounts.close()
             with anyio.CancelScope(shield=True):
                 await self.llm.aclose()
 
@@ -190,6 +195,9 @@ class Host:
         if self._links is None or interaction is None:
             return None
         return self._links.link_for(interaction, actor)
+
+    def web_forms_enabled(self) -> bool:
+        return self._links is not None
 
 
 class LinkIssuer(Protocol):

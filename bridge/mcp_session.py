@@ -15,8 +15,8 @@ from mcp.types import SamplingCapability
 
 from bridge.config import ServerConfig
 from bridge.model import Actor, ConversationKey
+from bridge.session_keys import SHARED, SessionKey
 
-SHARED = "*"
 STDERR_TAIL = 2000
 
 
@@ -61,6 +61,8 @@ class Session:
     server: ServerConfig
     conversation: ConversationKey | None
     """None for a shared session."""
+    person: Actor | None = None  # whose account it uses: `per_user` servers only (one session per person)
+    last_conversation: ConversationKey | None = None  # where a sign-in prompt for its person goes
     state: SessionState = SessionState.STARTING
     client: Client | None = None
     last_used: float = field(default_factory=time.monotonic)
@@ -88,8 +90,9 @@ class Session:
     _finished: anyio.Event = field(default_factory=anyio.Event)
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.conversation.id() if self.conversation else SHARED, self.server.name)
+    def key(self) -> SessionKey:
+        return (self.conversation.id() if self.conversation else SHARED, self.server.name,
+                self.person.key if self.person else "")
 
     @property
     def protocol_version(self) -> str:

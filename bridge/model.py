@@ -210,6 +210,10 @@ class Interaction:
     """On a private copy of a card: the conversation the request was made in (the copy lives in a direct message)."""
     grants: tuple[GrantOption, ...] = ()
     """Wider scopes an approver may allow with the accept (tool and sampling approvals)."""
+    private: bool = False
+    """Shown to its one approver only (a person's Connect prompt): a platform that can show one person a card inside
+    a conversation does so (`ChatPort.private_cards`, Slack's ephemeral messages); otherwise the core posts it in a
+    direct message with them, and the console, which has one person, prints it on stderr."""
 
     def may_decide(self, actor: Actor) -> bool:
         return not self.approvers or actor.key in self.approvers

@@ -30,6 +30,9 @@ class ChatPort(Protocol):
 
     platform: str
     """The platform name the adapter uses in `ConversationKey.platform` and `Actor.platform`."""
+    private_cards: bool
+    """Whether `post_card` shows a `private` card to its one approver only, inside its conversation (Slack: an
+    ephemeral message). Where not, the core posts private cards in a direct message instead (`direct`)."""
 
     async def post_card(self, interaction: Interaction) -> CardRef:
         """Show an interaction in its conversation, labelled with the server and the person it waits for."""
@@ -156,6 +159,11 @@ class Inbound(Protocol):
         """A one-time address where `actor` can fill this card's form in a browser, or None (web forms are not
         configured, the card has no form, or it is not theirs to answer). Whoever holds the link answers as that
         person, so adapters send it to them privately only: never in the room."""
+        ...
+
+    def web_forms_enabled(self) -> bool:
+        """Whether cards may offer "Fill in on the web" (`web_link` can give links), so adapters show the offer
+        only when it can be kept."""
         ...
 
 

@@ -2,7 +2,7 @@
 
 The config file itself was validated when it was loaded (`bridge.config.load`); these are the checks that need the
 installed software: at least one chat adapter configured, and each configured adapter importable (its extra
-installed).
+installed); and the HTTP server that `per_user` sign-ins come back to.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 from bridge.config import Config
+from bridge.session_keys import personal
 
 ADAPTERS = ("console", "slack", "matrix")
 
@@ -23,6 +24,10 @@ def problems(config: Config) -> list[str]:
         problem = adapter_import_problem(name)
         if problem:
             found.append(problem)
+    if config.chat and not config.http.listen:
+        found.extend(f"servers.{name}.auth: per_user in chat needs http.listen: each person's sign-in comes back to "
+                     "the bridge's HTTP server (<http.public_url>/oauth/callback)"
+                     for name, server in config.servers.items() if personal(server) and not server.disabled)
     return found
 
 

@@ -46,12 +46,12 @@ def describe_status(outcome: Outcome, person: Person = plain) -> str:
 def describe_outcome(outcome: Outcome, person: Person = plain) -> str:
     """A one-line summary of an outcome for cards: 'accepted by Ada', 'expired', 'cancelled: the bridge restarted'.
 
-    The reason is added where nobody decided (a failure, a cancel by the bridge itself), since then it is the only
-    explanation a person gets.
+    The reason is added where nobody decided (a failure, a cancel by the bridge itself, a link flow or sign-in the
+    bridge saw finish), since then it is the only explanation a person gets.
     """
     text = describe_status(outcome, person)
-    return f"{text}: {outcome.reason}" if outcome.reason and outcome.status in (Status.FAILED, Status.CANCELLED) \
-        and outcome.by is None else text
+    return f"{text}: {outcome.reason}" if outcome.reason and outcome.status in (
+        Status.FAILED, Status.CANCELLED, Status.ACCEPTED) and outcome.by is None else text
 
 
 def describe_progress(interaction: Interaction, person: Person = plain) -> list[str]:

@@ -27,6 +27,7 @@ class RedactingPort:
     def __init__(self, port: ChatPort, redactor: Redactor) -> None:
         self.inner = port
         self.platform = port.platform
+        self.private_cards = port.private_cards
         self._redactor = redactor
 
     def _card(self, interaction: Interaction) -> Interaction:

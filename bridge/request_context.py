@@ -22,6 +22,7 @@ from bridge.errors import INVALID_REQUEST
 from bridge.form_model import Form
 from bridge.model import Actor, ConversationKey, Detail, GrantOption, Interaction, Kind, Outcome, ServerLabel
 from bridge.policy import QUORUM_KINDS, approver_rule
+from bridge.session_keys import personal
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +62,13 @@ class RequestContext:
         """Who decides a request of this kind: people, groups, approvals required, and where they are asked.
 
         The plain-list form keeps the requester among the deciders; the rule form names them exactly (with
-        `requester: true` adding the requester). Forms and links are the requester's own to answer whatever the rule.
+        `requester: true` adding the requester). Forms and links are the requester's own to answer whatever the rule,
+        and on a `per_user` server (the requester's own account) theirs alone.
         """
         if self.config is None:
             return self.approvers, (), 1, "thread"
+        if personal(self.config) and self.requester is not None and kind in (Kind.FORM, Kind.URL):
+            return frozenset({self.requester.key}), (), 1, "thread"
         rule = approver_rule(self.config, kind, self.tool)
         people = set(rule.people)
         if self.requester is not None and (rule.requester or kind in (Kind.FORM, Kind.URL)):

@@ -155,7 +155,7 @@ class Rounds:
         try:
             for _ in range(MAX_ROUNDS):
                 if session is None or session.client is None:
-                    session = await self._pool.get(call.conversation, call.server, wait=math.inf)
+                    session = await self._pool.get(call.conversation, call.server, call.requester, wait=math.inf)
                 try:
                     with self._on(session, call):
                         assert session.client is not None
@@ -215,7 +215,7 @@ class Rounds:
         session: Session | None = None
         try:
             if missing:
-                session = await self._pool.get(call.conversation, call.server, wait=math.inf)
+                session = await self._pool.get(call.conversation, call.server, call.requester, wait=math.inf)
                 with self._on(session, call):
                     await self.answer(session, record, missing, park=True)
                 if record.waiting:

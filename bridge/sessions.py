@@ -1,4 +1,5 @@
-"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`.
+"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`; for a
+`per_user` server, one per person too (`bridge.session_keys`), with that person's account.
 
 Sessions start on first use, each in a task owned by the pool's task group, and close after an idle time or when
 the pool is full and room is needed. A server that fails to start raises `ServerStartError` with its stderr tail; one
@@ -11,7 +12,6 @@ the SDK does not pause its clock for that. Deadlines for people are the broker's
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 import warnings
 from collections import deque
@@ -22,19 +22,19 @@ from typing import Any
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client, MCPError
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation
 
-from bridge import __version__, catalog, observe, prestart
+from bridge import __version__, catalog, observe
 from bridge.config import Config, ServerConfig
-from bridge.errors import ServerStartError, ServerUnavailable
-from bridge.mcp_session import SHARED, Callbacks, Session, SessionState
-from bridge.model import ConversationKey
+from bridge.errors import AuthError, ServerStartError, ServerUnavailable
+from bridge.mcp_session import Callbacks, Session, SessionState
+from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
 from bridge.prestart import Prestarts
+from bridge.session_keys import SHARED, SessionKey, auth_failure, personal, session_key
+from bridge.transports import client_mode, open_transport
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ CLIENT_INFO = Implementation(name="mcp-chat-bridge", version=__version__)
 
 
 CallbackFactory = Callable[[Session], Callbacks]
+AuthFactory = Callable[[Session], httpx2.Auth | None]
+"""The HTTP auth (OAuth) for a url server's session, or None to send only its configured headers."""
 
 
 class SessionPool:
@@ -51,8 +53,10 @@ class SessionPool:
         self._config = config
         self.callbacks: CallbackFactory = callbacks or (lambda session: Callbacks())
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
-        self._sessions: dict[tuple[str, str], Session] = {}
-        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self.auth: AuthFactory | None = None
+        """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
+        self._sessions: dict[SessionKey, Session] = {}
+        self._locks: dict[SessionKey, anyio.Lock] = {}
         self._room_waiters: deque[anyio.Event] = deque()
         """Who waits for room, first come first served: each session that stops being busy or closes wakes one."""
         self._starting = 0
@@ -86,20 +90,25 @@ class SessionPool:
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
 
-    def find(self, conversation: ConversationKey, server: str) -> Session | None:
+    def find(self, conversation: ConversationKey, server: str, person: Actor | None = None) -> Session | None:
+        """The session this use would get, if it is running; with no person, any of a `per_user` server's here."""
         cfg = self._config.servers.get(server)
         if cfg is None:
             return None
-        return self._sessions.get((SHARED if cfg.scope == "shared" else conversation.id(), server))
+        if personal(cfg) and (person is None or not person.user_id):
+            where = SHARED if cfg.scope == "shared" else conversation.id()
+            return next((s for k, s in self._sessions.items() if k[:2] == (where, server)), None)
+        return self._sessions.get(session_key(cfg, conversation, person))
 
     def by_client(self, client_session: object) -> Session | None:
         """The session whose MCP client session this is (for a server request the SDK hands over)."""
         return next((s for s in self._sessions.values()
                      if s.client is not None and s.client.session is client_session), None)
 
-    async def list_tools(self, conversation: ConversationKey, server: str, *, fresh: bool = False) -> list[Any]:
+    async def list_tools(self, conversation: ConversationKey, server: str, *, person: Actor | None = None,
+                         fresh: bool = False) -> list[Any]:
         """Every tool of a server (all pages), fetched once per session (again when `fresh`)."""
-        session = await self.get(conversation, server)
+        session = await self.get(conversation, server, person)
         assert session.client is not None
         if session.tools is None or fresh:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
@@ -113,8 +122,9 @@ class SessionPool:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return session.tools.get(name)
 
-    async def get(self, conversation: ConversationKey, server: str, *, wait: float = 0.0) -> Session:
-        """The ready session for this conversation and server, started if needed.
+    async def get(self, conversation: ConversationKey, server: str, person: Actor | None = None, *,
+                  wait: float = 0.0) -> Session:
+        """The ready session for this conversation, server and (for a `per_user` server) person, started if needed.
 
         When the pool is full of busy sessions, wait up to `wait` seconds for one to become idle or close (a call
         continued after a decision waits as long as it takes: `max_sessions` bounds running calls).
@@ -122,6 +132,7 @@ class SessionPool:
         Raises:
             ServerUnavailable: no such server, it is disabled, or the pool stayed full of busy sessions.
             ServerStartError: it could not be started; the message carries its stderr tail.
+            AuthError: a `per_user` server and no known person, or its sign-in did not happen.
         """
         cfg = self._config.servers.get(server)
         if cfg is None:
@@ -130,32 +141,35 @@ class SessionPool:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
         if not server_allowed(self._config, conversation, server):
             raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
-        key = (SHARED if cfg.scope == "shared" else conversation.id(), server)
+        key = session_key(cfg, conversation, person)
         session = self._sessions.get(key)
         if session is not None and session.state is SessionState.READY:
             session.last_used = time.monotonic()
+            session.last_conversation = conversation
             return session
         lock = self._locks.setdefault(key, anyio.Lock())
         try:
             async with lock:
-                return await self._start(key, cfg, conversation, wait)
+                return await self._start(key, cfg, conversation, person, wait)
         finally:
             if not lock.locked():  # nobody else holds or was handed it: one lock per conversation would pile up
                 self._locks.pop(key, None)
 
-    async def _start(self, key: tuple[str, str], cfg: ServerConfig, conversation: ConversationKey,
-                     wait: float) -> Session:
+    async def _start(self, key: SessionKey, cfg: ServerConfig, conversation: ConversationKey,
+                     person: Actor | None, wait: float) -> Session:
         server = cfg.name
         session = self._sessions.get(key)
         if session is not None and session.state is SessionState.READY:
+            session.last_conversation = conversation
             return session  # started by whoever held the lock before us
         await self._make_room(wait)
-        session = Session(cfg, None if cfg.scope == "shared" else conversation)
+        session = Session(cfg, None if cfg.scope == "shared" else conversation,
+                          person if personal(cfg) else None, conversation)
         assert self._tg is not None
         self._starting += 1  # counted against max_sessions while it starts
         try:
             await self._tg.start(self._run, session)
-        except ServerStartError:
+        except (ServerStartError, AuthError):
             raise
         except Exception as exc:
             raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
@@ -166,9 +180,10 @@ class SessionPool:
         return session
 
     @asynccontextmanager
-    async def borrow(self, conversation: ConversationKey, server: str) -> AsyncIterator[Client]:
+    async def borrow(self, conversation: ConversationKey, server: str,
+                     person: Actor | None = None) -> AsyncIterator[Client]:
         """A ready client for work outside a tool call; the session is not closed for room or idleness meanwhile."""
-        session = await self.get(conversation, server)
+        session = await self.get(conversation, server, person)
         session.borrowed += 1
         try:
             assert session.client is not None
@@ -207,6 +222,11 @@ class SessionPool:
             del self._sessions[session.key]
         session._closed.set()
 
+    async def close_person(self, server: str, person: Actor) -> None:
+        """Close a person's sessions with a server (they logged out: their account must not be used any more)."""
+        for session in [s for k, s in self._sessions.items() if k[1:] == (server, person.key)]:
+            await self.close(session)
+
     async def close(self, session: Session) -> None:
         if self._sessions.get(session.key) is session:
             del self._sessions[session.key]
@@ -222,7 +242,7 @@ class SessionPool:
                 cb = self.callbacks(session)
                 client = Client(
                     target,
-                    mode=session.server.protocol,
+                    mode=client_mode(session.server.protocol),
                     elicitation_callback=cb.elicitation,
                     sampling_callback=cb.sampling,
                     sampling_capabilities=cb.sampling_capabilities,
@@ -234,6 +254,8 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                if session.server.protocol == "2026-07-28" and not session.modern:
+                    raise RuntimeError(f"pinned to protocol 2026-07-28, but it speaks {session.protocol_version}")
                 if cb.log_level is not None and not session.modern:
                     await _set_legacy_log_level(session.client, cb.log_level)
                 session.state = SessionState.READY
@@ -244,12 +266,14 @@ class SessionPool:
                 await session._closed.wait()
         except Exception as exc:
             if not started:
+                if (refused := auth_failure(exc)) is not None:
+                    raise refused from exc
                 observe.server_start_failed(session.server.name)
                 raise ServerStartError(session.server.name,
                                        f"{session.server.name} failed to start: {_describe(exc)}",
                                        session.stderr_tail()) from exc
             # The server died or its transport broke while closing; the host reports it where it was in use.
-            logger.warning("session %s/%s ended with an error: %s", *session.key, _describe(exc))
+            logger.warning("session %s ended with an error: %s", "/".join(filter(None, session.key)), _describe(exc))
             session.error = session.error or _describe(exc)
         finally:
             if session.state is not SessionState.GONE:
@@ -262,22 +286,9 @@ class SessionPool:
             self._roomier()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
-        cfg = session.server
-        if cfg.inprocess is not None:
-            return cfg.inprocess
-        if cfg.url:
-            # No read timeout: a legacy server keeps the response stream quiet while a person answers a form.
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None)))
-            return streamable_http_client(cfg.url, http_client=http)
-        assert cfg.command is not None
-        if self.prestarts is not None and (started := self.prestarts.take(cfg)) is not None:
-            session.stderr = started.stderr
-            return prestart.adopted(started)
-        session.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None,
-                                       cwd=cfg.cwd)
-        return stdio_client(params, errlog=session.stderr)
+        auth = self.auth(session) if self.auth is not None else None
+        target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts)
+        return target
 
     async def _make_room(self, wait: float) -> None:
         with anyio.move_on_after(wait):
@@ -307,7 +318,7 @@ class SessionPool:
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
-                    logger.info("closing idle session %s/%s", *session.key)
+                    logger.info("closing idle session %s", "/".join(filter(None, session.key)))
                     await self.close(session)
 
 

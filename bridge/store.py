@@ -89,8 +89,7 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
-    def _write(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        """One statement, committed on its own (autocommit)."""
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:  # one statement, autocommitted
         started = time.perf_counter()
         cursor = self._db.execute(sql, params)
         observe.store_committed(started)

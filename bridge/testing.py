@@ -42,8 +42,9 @@ class Posted:
 class FakeChatPort:
     """A chat platform in memory: every call is recorded; `wait_*` helpers block until something matches."""
 
-    def __init__(self, platform: str = "test") -> None:
+    def __init__(self, platform: str = "test", *, private_cards: bool = False) -> None:
         self.platform = platform
+        self.private_cards = private_cards
         self.cards: dict[str, Interaction] = {}
         self.finished: dict[str, Outcome] = {}
         self.finish_calls: list[tuple[str, Outcome]] = []

@@ -53,7 +53,7 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         cfg = self._config.servers.get(server)
         if cfg is None or cfg.disabled:
             return None  # the pool reports it
-        session = await self._pool.get(ctx.conversation, server)
+        session = await self._pool.get(ctx.conversation, server, ctx.requester)
         with self._pool.hold(session):
             if not await self.required(session, ctx.conversation, tool_name):
                 return None

@@ -22,13 +22,13 @@ import anyio
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
-from mcp.types import CallToolRequestParams, CallToolResult, InputRequest
+from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, InputRequest
 
 from bridge import observe
 from bridge.audience import Audience
 from bridge.broker import Broker
 from bridge.elicitation import Elicitation
-from bridge.errors import URL_ELICITATION_REQUIRED, BridgeError, InputRefused, SessionError
+from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
 from bridge.limits import Limits
 from bridge.mcp_session import Session
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
@@ -61,6 +61,10 @@ class ToolCall:
     last_edit: float = 0.0
     stopped_by: Actor | None = None
     parked: bool = False
+
+
+class _Told(Exception):
+    """The call ended and its conversation has been told why already (links it needed were not all visited)."""
 
 
 class ToolCalls:
@@ -117,16 +121,20 @@ class ToolCalls:
     # -- running -------------------------------------------------------------------------------------------------
 
     async def run(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
-                  arguments: Mapping[str, Any], *, park: bool = False) -> CallToolResult | None:
+                  arguments: Mapping[str, Any], *, park: bool = False,
+                  retry_after_links: bool = False) -> CallToolResult | None:
         """Run a tool call and return its result; failures are reported in the conversation and return None.
 
         With `park`, a 2026 call that must wait for people is parked and None is returned: its result is reported
-        in the conversation when it comes (`report`). Raises ServerUnavailable (no such server, disabled, no room)
-        for the command layer to word.
+        in the conversation when it comes (`report`). `retry_after_links`: after a -32042 URL-required answer, once
+        the person has answered every link "done", run the call again (once), instead of asking them to run it
+        again. A one-shot `call` uses it (the person is at the terminal and the command should finish); chat keeps
+        the call in the person's hands. Raises ServerUnavailable (no such server, disabled, no room) for the command
+        layer to word.
         """
         call = ToolCall(new_id(), conversation, requester, server, tool)
         self._store.record_running_call(call.id, conversation, server, tool)
-        return await self._supervised(call, lambda: self._start(call, dict(arguments), park))
+        return await self._supervised(call, lambda: self._start(call, dict(arguments), park, retry_after_links))
 
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
@@ -179,6 +187,11 @@ class ToolCalls:
             await self._out.say(call.conversation, f"{call.server}.{call.tool} was not continued: "
                                                    f"{shorten(exc.error.message, 500)}")
             return None
+        except AuthError as exc:  # no known person, or a sign-in that did not happen: never sent as anyone else
+            await self._out.say(call.conversation, str(exc))
+            return None
+        except _Told:
+            return None
         except SessionError as exc:
             await self._out.say(call.conversation, session_error_text(exc, again=self.restart_hint))
             return None
@@ -193,8 +206,9 @@ class ToolCalls:
             if call.status is not None and not call.scope.cancel_called:
                 await self._finish_status(call, "waiting for answers on its cards" if call.parked else "done")
 
-    async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool) -> CallToolResult | None:
-        session = await self._pool.get(call.conversation, call.server, wait=ROOM_WAIT)
+    async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool,
+                     retry_after_links: bool) -> CallToolResult | None:
+        session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
         needs_approval = self._approval.known(session, call.conversation, call.tool)
         if needs_approval is None:
             with self._pool.hold(session):
@@ -206,7 +220,20 @@ class ToolCalls:
                 assert isinstance(denied, CallToolResult)
                 return denied
             # The card may have taken minutes, with the session idle: it may have been closed for room meanwhile.
-            session = await self._pool.get(call.conversation, call.server, wait=ROOM_WAIT)
+            session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
+        try:
+            return await self._on_session(session, call, arguments, park)
+        except MCPError as exc:
+            if exc.code != URL_ELICITATION_REQUIRED or not retry_after_links:
+                raise
+            if not await self._url_required(call, exc, retrying=True):
+                raise _Told from exc
+        # Once more, without asking for approval again; a second -32042 is told like any other: run it again.
+        session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
+        return await self._on_session(session, call, arguments, park)
+
+    async def _on_session(self, session: Session, call: ToolCall, arguments: dict[str, Any],
+                          park: bool) -> CallToolResult | None:
         if session.modern:
             # Registered on the session before anything is awaited, so it is not closed for room meanwhile.
             return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session)
@@ -233,21 +260,33 @@ class ToolCalls:
 
     # -- what the conversation sees ------------------------------------------------------------------------------
 
-    async def _url_required(self, call: ToolCall, exc: MCPError) -> None:
-        """A legacy -32042 error: show each URL it names; the person retries the call after visiting them."""
+    async def _url_required(self, call: ToolCall, exc: MCPError, *, retrying: bool = False) -> bool:
+        """A legacy -32042 error: show each URL it names. True when every link was answered "done" (the caller may
+        retry); otherwise, or when `retrying` is false, the person runs the call again after visiting them."""
         name = f"{call.server}.{call.tool}"
         try:
             elicitations = UrlElicitationRequiredError.from_error(exc.error).elicitations
         except (ValueError, TypeError, KeyError):
+            elicitations = []
+        if not elicitations:
             await self._out.say(call.conversation, f"{name} needs a link visited first, but sent no usable link.")
-            return
-        session = self._pool.find(call.conversation, call.server)
+            return False
+        session = self._pool.find(call.conversation, call.server, call.requester)
         ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
+        then = ("It runs again once you say they are done." if retrying
+                else "Run the call again when you are done.")
         await self._out.say(call.conversation, f"{name} needs {len(elicitations)} link(s) visited before it can run. "
-                                               "Run the call again when you are done.")
+                                               + then)
+        done: list[bool] = []
+
+        async def one(params: Any) -> None:
+            answer = await self._elicitation.answer(ctx, params)
+            done.append(isinstance(answer, ElicitResult) and answer.action == "accept")
+
         async with anyio.create_task_group() as tg:
             for params in elicitations:
-                tg.start_soon(self._elicitation.answer, ctx, params)
+                tg.start_soon(one, params)
+        return len(done) == len(elicitations) and all(done)
 
     async def _show_progress(self, call: ToolCall, value: float, total: float | None, text: str | None) -> None:
         now = time.monotonic()
@@ -267,7 +306,7 @@ class ToolCalls:
 
     def _status_view(self, call: ToolCall, text: str, value: float | None = None, total: float | None = None,
                      done: bool = False) -> StatusView:
-        label = self._audience.label(call.server, self._pool.find(call.conversation, call.server))
+        label = self._audience.label(call.server, self._pool.find(call.conversation, call.server, call.requester))
         return StatusView(call.id, label, call.tool, shorten(text, 300), value, total, done, stoppable=not done)
 
     async def _finish_status(self, call: ToolCall, text: str) -> None:

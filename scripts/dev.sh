@@ -2,7 +2,7 @@
 # Set up everything and run the demo or the whole test suite on a fresh Debian machine (Python 3.11, Node 20, npm).
 #   bash scripts/dev.sh demo    # the console chat with the bundled demo MCP server
 #   bash scripts/dev.sh test    # lint, types, import contracts and every test (installs npm peers, Synapse, Chromium,
-#                               PostgreSQL)
+#                               # PostgreSQL and the MCP conformance suite with Node 22)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -45,6 +45,7 @@ case "${1:-}" in
     bash scripts/install-postgres.sh
     bash scripts/install-containers.sh
     bash scripts/install-linters.sh
+    bash scripts/install-conformance.sh
     "$VENV/bin/ruff" check bridge adapters tests bench
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"

@@ -87,12 +87,14 @@ class ConsoleAdapter:
     """A chat port for one terminal user."""
 
     platform = "console"
+    private_cards = False  # one person: a private card is shown where it is, on stderr (`err`)
 
     def __init__(self, host: Inbound, lines: AsyncIterator[str], out: TextIO, *, user: str = "you",
-                 accept_commands: bool = True) -> None:
+                 accept_commands: bool = True, err: TextIO | None = None) -> None:
         self._host = host
         self._lines = lines
         self._out = out
+        self._err = err if err is not None else sys.stderr
         self.actor = Actor("console", user, user)
         self.conversation = ConversationKey("console", "local", "terminal")
         self._accept_commands = accept_commands
@@ -104,10 +106,12 @@ class ConsoleAdapter:
 
     # -- output --------------------------------------------------------------------------------------------------
 
-    def _print(self, *lines: str) -> None:
+    def _print(self, *lines: str, private: bool = False) -> None:
+        """Print on stdout, or for a private card (a sign-in link) on stderr, out of the chat's transcript."""
+        stream = self._err if private else self._out
         for line in lines:
-            print(line, file=self._out)
-        self._out.flush()
+            print(line, file=stream)
+        stream.flush()
 
     def _poke(self) -> None:
         self._changed.set()
@@ -130,7 +134,7 @@ class ConsoleAdapter:
         return CardRef(interaction.id)
 
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
-        self._print(render.finished(interaction, outcome))
+        self._print(render.finished(interaction, outcome), private=interaction.private)
         self._drop(interaction.id)
 
     def _drop(self, interaction_id: str) -> None:
@@ -258,19 +262,20 @@ class ConsoleAdapter:
             self._drop(card.interaction.id)
 
     def _show(self, card: _Card, step: Step, *, first: bool = False) -> None:
+        private = card.interaction.private
         if first:
-            self._print(*render.card_header(card.interaction))
+            self._print(*render.card_header(card.interaction), private=private)
             link = self._host.web_link(card.interaction.id, self.actor)
             if link is not None:  # the console is one person's, so printing the link here is private
-                self._print(f"│ Or fill it in on the web: {link}")
+                self._print(f"│ Or fill it in on the web: {link}", private=private)
         if step.kind is StepKind.REASK:
-            self._print(f"│ ✗ {render.clean(step.message)}")
+            self._print(f"│ ✗ {render.clean(step.message)}", private=private)
         question = step.question
         if question is None:
             return
         if question.field is None and card.dialog.answers and step.kind is StepKind.ASK:
-            self._print("│ Your answers:", *render.summary(card.dialog))
-        self._print(*render.question(question))
+            self._print("│ Your answers:", *render.summary(card.dialog), private=private)
+        self._print(*render.question(question), private=private)
 
 
 def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> ConsoleAdapter:

@@ -29,6 +29,7 @@ from adapters.matrix.restore import Restorer
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
+from adapters.matrix.weblinks import WebLinks
 from bridge.config import Config
 from bridge.errors import AdapterError
 from bridge.model import Actor, ConversationKey
@@ -57,7 +58,8 @@ class MatrixAdapter(MatrixPort):
         asker = Asker(outbox, index)
         super().__init__(inbound, outbox, index, asker)
         self.answers = Answers(inbound, settings, index, asker, self.forms, self.ended, self.notify,
-                               own_event=self._own_event)
+                               own_event=self._own_event,
+                               web=WebLinks(inbound, outbox, self.direct, self.notify))
         self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
         self.intake = Intake(self.client, settings, self.connection, self._handle)
         self._warned_plain: set[str] = set()

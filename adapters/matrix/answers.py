@@ -24,9 +24,11 @@ from adapters.matrix.cards import Card
 from adapters.matrix.client import RoomEvent
 from adapters.matrix.ended import Ended, EndedCard, looks_like_answer
 from adapters.matrix.formflow import ANSWER_KEYS, DECIDE_KEYS, FormFlow
+from adapters.matrix.formtext import WEB
 from adapters.matrix.index import CardIndex
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn, command_text
+from adapters.matrix.weblinks import WEB_WORDS, WebLinks
 from bridge.dialog import Step, StepKind
 from bridge.errors import AdapterError
 from bridge.model import Action, Actor, ConversationKey, DecisionIn, Verdict
@@ -44,8 +46,10 @@ MAX_LOOKED_UP = 2_000
 
 class Answers:
     def __init__(self, inbound: Inbound, settings: MatrixSettings, index: CardIndex, asker: Asker, forms: FormFlow,
-                 ended: Ended, notify: Notify, *, own_event: OwnEvent | None = None) -> None:
+                 ended: Ended, notify: Notify, *, own_event: OwnEvent | None = None,
+                 web: WebLinks | None = None) -> None:
         self.inbound = inbound
+        self.web = web
         self.own_event = own_event
         self._looked_up: OrderedDict[tuple[str, str], str] = OrderedDict()
         self.settings = settings
@@ -127,6 +131,11 @@ class Answers:
                     not await self._late(self.ended.of(reaction.room_id, reaction.target), actor):
                 await self._late_elsewhere(reaction.room_id, (reaction.target,), actor)
             return
+        if reaction.key == WEB and reaction.target == card.root and self._offers_web(card):
+            if await self._may_answer(card, actor):
+                assert self.web is not None
+                await self.web.send(card, actor)
+            return
         if card.form is not None:
             if not self.forms.answers_key(card, reaction.target, reaction.key):
                 why = self.forms.misplaced(card, reaction.target, reaction.key)
@@ -158,12 +167,28 @@ class Answers:
                 await self._late_elsewhere(text.room_id, (rel.reply_to,), actor)
         if not await self._may_answer(card, actor):
             return True
+        if card.form is not None and self._asks_for_web(card, text.body):
+            assert self.web is not None
+            await self.web.send(card, actor)
+            return True
         if card.form is not None:
             await self.forms.reply(card, text, actor, timestamp)
             return True
         assert card.dialog is not None
         await self._run(card, card.reply(text.body), actor)
         return True
+
+    def _offers_web(self, card: Card) -> bool:
+        return card.form is not None and self.web is not None and not card.interaction.form.empty and \
+            self.web.enabled()
+
+    def _asks_for_web(self, card: Card, body: str) -> bool:
+        """A reply `!web` (or `web` once no typed question waits, where it could be an answer)."""
+        word = body.strip().lower()
+        if word not in WEB_WORDS or not self._offers_web(card):
+            return False
+        assert card.form is not None
+        return word.startswith("!") or not card.form.state.pending()
 
     def _ended_for(self, text: TextIn) -> EndedCard | None:
         """The ended card a message answers, if it answers one (see `ended`)."""

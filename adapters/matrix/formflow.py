@@ -58,7 +58,7 @@ class FormFlow:
         parts = FormParts(layout, FormState(layout))
         problems = parts.state.problems(interaction.form)
         text = formtext.card(interaction, layout, parts.state, people, now=time.time(), in_thread=thread is not None,
-                             problems=problems)
+                             problems=problems, web=self._web(interaction))
         root = await self.outbox.post(room_id, render.message(
             text, msgtype="m.text", thread=thread, mentions=[p.user_id for p in people],
             mark={"interaction": interaction.id, "part": "card"}))
@@ -88,6 +88,10 @@ class FormFlow:
         assert card.form is not None
         card.form.pill = True
         await self.outbox.post(card.room_id, render.reaction(card.root, render.ACCEPT), event_type="m.reaction")
+
+    def _web(self, interaction: Interaction) -> bool:
+        """Whether the card offers a private web-form link (web forms are on, and there is something to fill)."""
+        return not interaction.form.empty and self.inbound.web_forms_enabled()
 
     # -- answers -------------------------------------------------------------------------------------------------
 
@@ -185,7 +189,8 @@ class FormFlow:
         people = [Mention(p.user_id, p.name) for p in waits_for(card.interaction)]
         text = formtext.card(card.interaction, f.layout, f.state, people, now=time.time(),
                              in_thread=bool(card.interaction.conversation.thread),
-                             problems=f.state.problems(card.interaction.form))
+                             problems=f.state.problems(card.interaction.form),
+                             web=self._web(card.interaction))
         await self.outbox.post(card.room_id, render.edit(card.root, render.message(text, msgtype="m.text")))
 
     async def _reask(self, card: Card, problems: Mapping[int, str], *, sending: bool = False) -> None:

@@ -30,6 +30,8 @@ MIN_SHARE = 160
 POLL_QUESTION_BUDGET = 1_500
 ANSWER_BUDGET = 300
 LEAVE_EMPTY = "Leave empty"
+WEB = "🌐"
+"""The reaction on a form card that asks for a private web-form link (`weblinks`)."""
 
 
 def field_text(slot: Slot, share: int) -> Text:
@@ -67,9 +69,9 @@ def upper_first(text: str) -> str:
 
 
 def card(interaction: Interaction, layout: Layout, state: FormState, people: Sequence[Mention], *, now: float,
-         in_thread: bool, problems: Mapping[int, str]) -> Text:
+         in_thread: bool, problems: Mapping[int, str], web: bool = False) -> Text:
     """The card's first message, at posting and as it is edited while typed answers come in. `problems`: what
-    stops it from being sent now (`FormState.problems`)."""
+    stops it from being sent now (`FormState.problems`); `web`: web forms are on (the card says how to get a link)."""
     parts = [*render.header(interaction), GAP]
     lines = layout.lines
     if lines:
@@ -98,8 +100,16 @@ def card(interaction: Interaction, layout: Layout, state: FormState, people: Seq
                                f"{example.number}."))
     if elsewhere:
         parts.extend([GAP, *elsewhere])
+    if web:
+        parts.extend([GAP, web_offer()])
     parts.extend([GAP, send_line(state, problems), render.waiting(interaction, people, now)])
     return join_lines(parts)
+
+
+def web_offer() -> Text:
+    """How to get a private web-form link; never the link itself, since the room is not private."""
+    return bold(f"{WEB} Or fill it in on the web:") + plain(
+        f" react {WEB} to this message (or reply !web), and a private link comes to you in a direct message.")
 
 
 def numbers(slots: Sequence[Slot]) -> str:

@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 class MatrixPort:
     platform = PLATFORM
+    private_cards = False  # Matrix cannot show one person a message in a room: private cards go to a DM
 
     def __init__(self, inbound: Inbound, outbox: Outbox, index: CardIndex, asker: Asker) -> None:
         self.outbox = outbox

@@ -46,6 +46,7 @@ class SlackAdapter:
     """A `ChatPort` for Slack plus the bolt app that turns Slack's events into `Inbound` calls. Run `serve()`."""
 
     platform = translate.PLATFORM
+    private_cards = True  # ephemeral messages
 
     def __init__(self, inbound: Inbound, settings: SlackSettings, config: Config) -> None:
         self.settings = settings
@@ -58,7 +59,7 @@ class SlackAdapter:
         self.home = HomeTab(inbound, self.clients, self.background)
         self.modals = Modals(inbound, self.clients, people, self.background)
         self.port = SlackPort(self.clients, threads, self.background, self.modals.close_all, self.home.refresh,
-                              response_urls)
+                              response_urls, inbound.web_forms_enabled)
         intake = Intake(inbound, config.conversation_scope, settings.slash_command, people, self.port, threads,
                         self.background)
         allow = AllowList(settings, intake.wanted, self.port.tell, self.background, response_urls)

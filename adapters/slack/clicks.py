@@ -21,12 +21,13 @@ from adapters.slack.people import People
 from adapters.slack.port import SlackPort
 from adapters.slack.responses import channel_of
 from bridge.errors import AdapterError
-from bridge.model import Action, DecisionIn
+from bridge.model import Action, DecisionIn, Verdict
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+NO_WEB_LINK = "This request cannot be filled in on the web now; answer it here."
 DECISIONS: dict[str, Action] = {ids.ACCEPT: "accept", ids.DECLINE: "decline", ids.CANCEL: "cancel"}
 
 
@@ -95,6 +96,28 @@ class Clicks:
         except AdapterError as exc:
             logger.warning("could not open the form for %s: %s", interaction_id, exc)
             await self._port.tell(meta.channel, who.user_id, f"The form could not be opened ({exc}); try again.")
+
+    async def on_web_form(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
+        await self._acked(ack, body)
+        self._background.spawn(f"web link for {action['value']}", functools.partial(
+            self._web_link, body, str(action["value"])))
+
+    async def _web_link(self, body: JSON, interaction_id: str) -> None:
+        """The clicker's own one-time link, made now (the card is public, so no link is in it) and sent to them
+        alone; someone who may not answer is told why by the core, as for any click."""
+        who = await self._people.of(body["user"])
+        channel = channel_of(body)
+        interaction = still_open(self._inbound, interaction_id)
+        link = self._inbound.web_link(interaction_id, who) if interaction is not None else None
+        if interaction is None or link is None:
+            result = await self._inbound.check(interaction_id, who)  # refused or ended: the core says so
+            if result.verdict is Verdict.CLAIMED:  # theirs to answer, but no link (it is about to expire)
+                await self._port.tell(channel, who.user_id, NO_WEB_LINK)
+            return
+        try:
+            await self._port.send_web_link(channel, who.user_id, link, interaction.conversation.thread or None)
+        except AdapterError as exc:
+            logger.warning("could not send %s their web link for %s: %s", who.user_id, interaction_id, exc)
 
     async def on_link(self, ack: AsyncAck) -> None:
         # A link button opens in the browser; Slack still reports the click, which only needs an ack.

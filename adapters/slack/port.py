@@ -45,8 +45,10 @@ class SlackPort:
 
     def __init__(self, clients: SlackClients, threads: BotThreads, background: Background,
                  close_modals: CloseModals, card_changed: CardChanged,
-                 response_urls: ResponseUrls | None = None) -> None:
+                 response_urls: ResponseUrls | None = None, web_forms: Callable[[], bool] = lambda: False) -> None:
         self._clients = clients
+        self._web_forms = web_forms
+        """Whether cards offer "Fill in on the web" (asked at each render: web forms are set up after adapters)."""
         self.response_urls = response_urls or ResponseUrls()
         self._threads = threads
         self._background = background
@@ -55,7 +57,10 @@ class SlackPort:
 
     async def post_card(self, interaction: Interaction) -> CardRef:
         conversation = interaction.conversation
-        ts = await self.post(conversation, render.fallback(interaction), render.card(interaction))
+        if interaction.private and interaction.requester is not None:
+            return await self._post_ephemeral(interaction, interaction.requester.user_id)
+        ts = await self.post(conversation, render.fallback(interaction),
+                             render.card(interaction, web=self._web_forms()))
         data = {"channel": conversation.channel, "ts": ts}
         try:
             link = permalinks.permalink(await self._clients.workspace_url(), conversation.channel, ts,
@@ -69,10 +74,28 @@ class SlackPort:
         self._card_changed(interaction)
         return CardRef(interaction.id, data)
 
+    async def _post_ephemeral(self, interaction: Interaction, user: str) -> CardRef:
+        """A card only its person sees (a Connect prompt), in the conversation where they are."""
+        conversation = interaction.conversation
+        async with api_errors("chat.postEphemeral"):
+            response = await self._clients.bot.chat_postEphemeral(
+                channel=conversation.channel, user=user, text=render.fallback(interaction),
+                blocks=render.card(interaction), thread_ts=conversation.thread or None)
+        return CardRef(interaction.id, {"channel": conversation.channel, "ts": str(response.get("message_ts", "")),
+                                        "ephemeral": user, "thread": conversation.thread})
+
     async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
         """Replace open modals and bring the card to its final state, concurrently and within the broker's cleanup
         deadline. A rate-limited or slow card update is rescheduled in the background."""
         what = render.outcome_text(outcome)
+        if ref.data.get("ephemeral"):
+            # An ephemeral message cannot be edited: its person is told the end in another one.
+            async with api_errors("chat.postEphemeral"):
+                await self._clients.final.chat_postEphemeral(
+                    channel=ref.data["channel"], user=ref.data["ephemeral"], thread_ts=ref.data.get("thread") or None,
+                    text=f"{render.fallback(interaction)}: {what}",
+                    blocks=render.finished_summary(interaction, outcome))
+            return
         update: JSON = {"channel": ref.data["channel"], "ts": ref.data["ts"],
                         "text": f"{render.fallback(interaction)}: {what}",
                         "blocks": render.finished_card(interaction, outcome)}
@@ -107,9 +130,12 @@ class SlackPort:
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
         """An open card shown again with its progress (approvals so far, who still may)."""
+        if ref.data.get("ephemeral"):
+            return  # one person decides a private card: there is no progress to show
         async with api_errors("chat.update"):
             await self._clients.bot.chat_update(channel=ref.data["channel"], ts=ref.data["ts"],
-                                                text=render.fallback(interaction), blocks=render.card(interaction))
+                                                text=render.fallback(interaction),
+                                                blocks=render.card(interaction, web=self._web_forms()))
         self._card_changed(interaction)
 
     async def _update_later(self, interaction_id: str, update: JSON, delay: float) -> None:
@@ -164,6 +190,11 @@ class SlackPort:
             await self._private(channel, user_id, render.plain_message(text), thread)
         except AdapterError as exc:
             logger.warning("could not tell %s privately: %s", user_id, exc)
+
+    async def send_web_link(self, channel: str, user_id: str, url: str, thread: str | None = None) -> None:
+        """Hand a person their one-time web-form link, privately only (ephemeral, or their click's response_url):
+        whoever holds it answers as them. Raises the platform's error when neither reaches them."""
+        await self._private(channel, user_id, render.web_link_text(url), thread)
 
     async def _private(self, channel: str, user_id: str, text: str, thread: str | None) -> None:
         """An ephemeral message (already marked up); through the person's latest response_url in this channel

@@ -56,6 +56,7 @@ MIN_DETAIL = 200
 HOME_ITEMS = 40
 INLINE_CHOICES = 5
 """A single choice with up to this many options is answered by buttons in the message."""
+WEB_LABEL = "Fill in on the web"
 BUTTON_URL = 3000
 """Slack's limit for a button's `url`."""
 _status_updates = itertools.count(1)
@@ -185,8 +186,9 @@ def _body(interaction: Interaction) -> list[JSON]:
     return blocks
 
 
-def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
-    """An open card: body, what is asked, who it waits for and until when, and the buttons."""
+def card(interaction: Interaction, now: float | None = None, *, web: bool = False) -> list[JSON]:
+    """An open card: body, what is asked, who it waits for and until when, and the buttons. `web`: web forms are
+    on, so a form card offers "Fill in on the web" (each clicker gets their own link, privately)."""
     blocks = _body(interaction)
     problem = link_problem(interaction.url) if interaction.kind is Kind.URL and interaction.url else None
     if problem:
@@ -203,13 +205,18 @@ def card(interaction: Interaction, now: float | None = None) -> list[JSON]:
     if describe_progress(interaction):
         blocks.append(context(with_people(lambda person: "\n".join(describe_progress(interaction, person)))))
     blocks.append(context(_waiting_line(interaction, time.time() if now is None else now)))
-    blocks.append({"type": "actions", "block_id": f"{interaction.id}.act", "elements": _buttons(interaction)})
+    blocks.append({"type": "actions", "block_id": f"{interaction.id}.act", "elements": _buttons(interaction, web)})
     return blocks
 
 
 def finished_card(interaction: Interaction, outcome: Outcome) -> list[JSON]:
     """A card at its end: no buttons, the outcome and who decided (new block ids, as Slack asks for updates)."""
     return [*_body(interaction), context(outcome_text(outcome))]
+
+
+def finished_summary(interaction: Interaction, outcome: Outcome) -> list[JSON]:
+    """The end of a card that cannot be edited (an ephemeral one): its title and outcome, without the link again."""
+    return [section(f"*{title(interaction)}*"), context(outcome_text(outcome))]
 
 
 def _waiting_line(interaction: Interaction, now: float) -> str:
@@ -259,7 +266,7 @@ def inline_field(interaction: Interaction) -> int | None:
     return None
 
 
-def _buttons(interaction: Interaction) -> list[JSON]:
+def _buttons(interaction: Interaction, web: bool = False) -> list[JSON]:
     iid = interaction.id
     out: list[JSON] = []
     form = interaction.form
@@ -274,6 +281,9 @@ def _buttons(interaction: Interaction) -> list[JSON]:
             out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         else:
             out.append(button("Fill in…", ids.OPEN_FORM, iid, "primary"))
+        if web and not form.empty and not interaction.quick_accept:
+            # No URL on the button: the card is public, so the link is made for whoever clicks, and sent to them.
+            out.append(button(WEB_LABEL, ids.WEB_FORM, iid))
         out.append(button(interaction.decline_label, ids.DECLINE, iid))
         out.append(button("Cancel", ids.CANCEL, iid))
         return out
@@ -281,7 +291,8 @@ def _buttons(interaction: Interaction) -> list[JSON]:
         # Only a well-formed web link gets a button (Slack rejects the whole card otherwise); any other stays in
         # the text, with the reason shown (`card`).
         if interaction.url and link_problem(interaction.url) is None:
-            out.append(button("Open link", ids.OPEN_URL, iid, url=interaction.url))
+            label = f"Connect {interaction.server.name}" if interaction.private else "Open link"
+            out.append(button(label, ids.OPEN_URL, iid, url=interaction.url))
         out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
         return out
@@ -295,6 +306,14 @@ def _buttons(interaction: Interaction) -> list[JSON]:
         out.append(button(f"{interaction.accept_label}…", ids.OPEN_FORM, iid, "primary"))
     out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
     return out
+
+
+def web_link_text(url: str) -> str:
+    """The private message that hands a person their web-form link (mrkdwn)."""
+    # A link Slack would misread (`|`, `<`, `>` in a configured public address) is shown as text, not as a link.
+    link = f"<{url}|Open the form>" if not any(c in url for c in "<>| ") else visible_url(url)
+    return (f":globe_with_meridians: {link} to fill it in on the web. This link is for you only: it answers as "
+            "you, works once, and expires with the request or sooner. Do not share it.")
 
 
 # -- status lines --------------------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ class Case:
     """Packages to make unimportable."""
     code: int = 2
     extra_lines: int = 0
-    """Lines the conversation itself prints before the error (only `call`, whose console talks on stderr)."""
+    """Lines the conversation itself prints before the error (`call`'s console talks on stderr; none of these cases
+    gets that far: `call` fetches a fresh tool list first, and its failure is the one line)."""
 
 
 def closed_port() -> int:

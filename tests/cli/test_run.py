@@ -112,3 +112,21 @@ def test_run_serves_health_on_the_configured_port(tmp_path: Path) -> None:
             assert pipe is not None
             pipe.close()
     assert proc.returncode == 0
+
+
+def test_a_second_run_on_the_same_store_is_refused_in_one_line(tmp_path: Path) -> None:
+    proc, lines, _db, reader = start(tmp_path, "auto")
+    try:
+        wait_line(lines, "mcp-chat-bridge")  # the first bridge is up and holds the store
+        second = subprocess.run([sys.executable, "-m", "bridge.cli", "run", "-c", str(tmp_path / "bridge.yaml")],
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            assert pipe is not None
+            pipe.close()
+    assert second.returncode == 2
+    assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
+    assert f"is in use by process {proc.pid}" in second.stderr

@@ -83,10 +83,15 @@ class Person:
         self.user_id: str = client.user_id
         self.room_id = room_id
         self.seen: list[Any] = []
+        self.room_of: dict[str, str] = {}
+        """The room each seen event came in, by event id."""
         client.add_event_callback(self._record, (Event, InviteMemberEvent))
 
     async def _record(self, room: MatrixRoom, event: Any) -> None:
         self.seen.append(event)
+        event_id = getattr(event, "event_id", None)
+        if event_id:
+            self.room_of[event_id] = room.room_id
 
     async def wait(self, predicate: Callable[[int, Any], bool]) -> Any:
         """Sync until an event matching `predicate(index, event)` has arrived; return the first such event."""

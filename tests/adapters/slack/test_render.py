@@ -89,6 +89,18 @@ def test_a_form_card_offers_fill_in_decline_and_cancel() -> None:
     assert buttons(blocks) == [(ids.OPEN_FORM, "Fill in…"), (ids.DECLINE, "Decline"), (ids.CANCEL, "Cancel")]
 
 
+def test_with_web_forms_on_form_cards_offer_the_web_but_approvals_do_not() -> None:
+    blocks = render.card(interaction(form=form(EVERY_FIELD)), web=True)
+    assert buttons(blocks) == [(ids.OPEN_FORM, "Fill in…"), (ids.WEB_FORM, "Fill in on the web"),
+                               (ids.DECLINE, "Decline"), (ids.CANCEL, "Cancel")]
+    assert "url" not in blocks[-1]["elements"][1]  # the card is public: the link is made for whoever clicks
+    for approval in (sampling(), tool_approval(), roots()):
+        assert ids.WEB_FORM not in [a for a, _ in buttons(render.card(approval, web=True))]
+    text = render.web_link_text("https://bridge.example.org/form/abc.def")
+    assert text.startswith(":globe_with_meridians: <https://bridge.example.org/form/abc.def|Open the form>")
+    assert "<" not in render.web_link_text("https://bridge.example.org/a|b/form/x")  # shown as text, not a link
+
+
 def test_a_single_boolean_or_small_choice_is_answered_inline() -> None:
     boolean = render.card(interaction(form=one_field({"type": "boolean", "title": "Proceed?"})))
     assert buttons(boolean) == [("mcp.choice.0", "Yes"), ("mcp.choice.1", "No"), (ids.DECLINE, "Decline"),

@@ -1,0 +1,7 @@
+"""OAuth for url servers: whose account a call uses, the SDK's client auth, encrypted tokens, the sign-in redirect.
+
+- `tokens`: the vault (AES-GCM at rest, keyed by server and identity) and the SDK `TokenStorage` over it;
+- `oauth`: which SDK provider a server's `auth:` block gets, shared per (server, identity);
+- `callback`: sign-ins in flight by `state` and the redirect handler (an ASGI route, and a loopback listener);
+- `terminal`: the sign-in at a terminal (the URL on stderr, the redirect on the loopback listener).
+"""

@@ -1,0 +1,117 @@
+"""The running bridge's OAuth accounts: the auth each session's HTTP client gets, the sign-in redirect's route on the
+bridge's HTTP server, and a person's `accounts` and `logout`.
+
+Whose account a session uses is its `person` (set by the pool for `per_user` servers, whose sessions are keyed by
+conversation, server and person), else the server's shared or service account. Nothing here ever shows a token:
+`connected` lists server names, `logout` says what was done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
+
+import httpx2
+
+from bridge.auth.asking import Asking, SessionAuth
+from bridge.auth.chat import CALLBACK_PATH, ChatConsent
+from bridge.auth.oauth import NoConsent, OAuthClients
+from bridge.auth.prompt import ConnectPrompts
+from bridge.auth.revoke import revoke
+from bridge.auth.signins import Authorizations, endpoint
+from bridge.auth.tokens import VaultStorage
+from bridge.broker import Broker
+from bridge.config import Config
+from bridge.errors import CommandError, ConfigError, TokenStoreError
+from bridge.mcp_session import Session
+from bridge.model import Actor
+from bridge.outbound import Outbound
+from bridge.sessions import SessionPool
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+logger = logging.getLogger(__name__)
+
+
+class Routes(Protocol):
+    """The bridge's HTTP server as this needs it (`bridge.http_server.HttpServer`)."""
+
+    def route(self, path: str, endpoint: Callable[[Request], Awaitable[Response]],
+              methods: tuple[str, ...] = ("GET",)) -> None: ...
+
+    def url(self, path: str) -> str: ...
+
+
+class Accounts:
+    def __init__(self, config: Config, broker: Broker, outbound: Outbound, pool: SessionPool) -> None:
+        self._config = config
+        self._pool = pool
+        self.authorizations = Authorizations()
+        self.consent = ChatConsent(ConnectPrompts(broker, outbound, self.authorizations))
+        self.clients = OAuthClients(config, self.consent)
+
+    def set_config_path(self, path: str) -> None:
+        """The config file an admin signs shared accounts in with (named in the message that asks them to)."""
+        self.consent.admin = NoConsent(path)
+
+    def serve_redirects(self, http: Routes) -> None:
+        """Receive sign-in redirects on the bridge's HTTP server; Connect prompts are offered from now on."""
+        http.route(CALLBACK_PATH, endpoint(self.authorizations))
+        self.consent.redirect = lambda: http.url(CALLBACK_PATH)
+
+    def auth_for(self, session: Session) -> httpx2.Auth | None:
+        """The pool's `auth`: the account's shared provider, seen through this session (who and where to ask)."""
+        person = session.person
+        inner = self.clients.for_server(session.server, person.key if person else None)
+        if inner is None:
+            return None
+
+        def where() -> Asking | None:
+            conversation = session.last_conversation or session.conversation
+            return Asking(person, conversation) if person is not None and conversation is not None else None
+
+        return SessionAuth(inner, where)
+
+    async def connected(self, person: Actor) -> list[str]:
+        """The servers this person has connected their own account to (names only)."""
+        names = []
+        for name, server in self._config.servers.items():
+            if server.url and server.auth.identity == "per_user":
+                try:
+                    if server.url in await self.clients.vault(server).servers(person.key):
+                        names.append(name)
+                except (ConfigError, TokenStoreError) as exc:
+                    logger.warning("could not read the stored accounts for %s: %s", name, exc)
+        return names
+
+    async def logout(self, name: str, person: Actor) -> str:
+        """Forget `person`'s tokens for a server (revoking them where the server supports it) and close their
+        sessions with it, so the next call asks them to connect again."""
+        server = self._config.servers.get(name)
+        if server is None:
+            raise CommandError(f"There is no server named {name!r}. Try `accounts`.")
+        if not server.url or server.auth.identity != "per_user":
+            raise CommandError(f"{name} does not use each person's own account, so there is nothing of yours to "
+                               "forget.")
+        assert server.url is not None
+        storage = VaultStorage(self.clients.vault(server), server.url, person.key)
+        try:
+            token = await storage.get_tokens()
+            client = await storage.get_client_info()
+        except TokenStoreError:
+            token, client = None, None
+        revoked = await revoke(server.url, token, client) if token is not None else False
+        await storage.vault.forget(server.url, person.key)
+        self.clients.forget(server, person.key)
+        await self._pool.close_person(name, person)
+        if token is None:
+            return f"You were not connected to {name}; nothing was kept."
+        return f"Disconnected {name}: your sign-in was forgotten" + \
+            (" and revoked at the server." if revoked else " (the server offers no revocation).")
+
+    def close(self) -> None:
+        self.clients.close()
+

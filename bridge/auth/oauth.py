@@ -1,0 +1,272 @@
+"""OAuth for url servers, built on the SDK's client auth (`mcp.client.auth`): discovery of protected-resource and
+authorization-server metadata (with issuer checks), PKCE, resource indicators, scope step-up, refresh, Client ID
+Metadata Documents before dynamic registration, pre-registered clients, and client credentials for service accounts
+all come from the SDK. This module only chooses the provider for a server's `auth:` block, keeps its tokens in the
+vault, and routes the sign-in to a person through a `Consent`.
+
+Two gaps of the SDK are filled here, each in one small override:
+- tokens read back from storage get their expiry back (the SDK only tracks expiry for tokens it obtained in this
+  process, so a token stored yesterday would be sent, refused, and a full sign-in asked for instead of a refresh);
+- configured extra `scopes` are added to what the server asks for (the SDK replaces the requested scope with the
+  server's challenge).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.client.auth.utils import union_scopes
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import AnyUrl, PrivateAttr
+
+from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, TokenVault, VaultStorage
+from bridge.auth_config import AuthConfig
+from bridge.config import Config, ServerConfig
+from bridge.errors import AuthError, ConfigError
+
+logger = logging.getLogger(__name__)
+
+SHARED = "shared"
+PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
+"""Stands in until the provider's first request, when the consent picks the real redirect URI."""
+
+
+class Consent(Protocol):
+    """How a person is asked to sign in: show them the authorization URL, return what the redirect brought back."""
+
+    def redirect_uri(self, server: ServerConfig, registered: Sequence[str]) -> str:
+        """Where the redirect should come back; `registered` are the URIs a stored client was registered with (a
+        loopback listener reuses one of their ports when it can, so an earlier registration stays usable)."""
+        ...
+
+    async def ask(self, server: ServerConfig, identity: str, authorization_url: str) -> AuthorizationCodeResult:
+        """Raises AuthError when nobody signs in (refused, timed out, nobody to ask)."""
+        ...
+
+
+class NoConsent:
+    """For accounts nobody in chat signs in to (a shared account in the chat bridge): stored tokens are used and
+    refreshed, and a server that needs a new sign-in is reported with the command an admin runs."""
+
+    def __init__(self, config_path: str = "FILE") -> None:
+        self._config_path = config_path
+
+    def redirect_uri(self, server: ServerConfig, registered: Sequence[str]) -> str:
+        return registered[0] if registered else PLACEHOLDER_REDIRECT
+
+    async def ask(self, server: ServerConfig, identity: str, authorization_url: str) -> AuthorizationCodeResult:
+        raise AuthError(f"{server.name} needs someone to sign in first: run `mcp-chat-bridge tools -c "
+                        f"{self._config_path} {server.name}` in a terminal (with the token key set, so the "
+                        "sign-in is kept)")
+
+
+def identity_for(server: ServerConfig, person: str | None) -> str | None:
+    """Whose account a call uses: None for no OAuth at all. Fails closed for a per-person server and no person."""
+    auth = server.auth
+    if auth.identity == "none":
+        return None
+    if auth.identity == "service":
+        return f"service:{auth.client_id}"
+    if auth.identity == "per_user":
+        if not person:
+            raise AuthError(f"{server.name} uses each person's own account, and this request has no known person; "
+                            "it was not sent")
+        return person
+    return SHARED
+
+
+class _ScopedMetadata(OAuthClientMetadata):
+    """Client metadata that always asks for the configured extra scopes too. At every sign-in the SDK replaces the
+    requested scope with what the server's challenge names, then registers and authorizes with it; keeping the
+    extras in on every assignment puts them in the registration as well as the authorization request."""
+
+    _extra: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of(cls, metadata: OAuthClientMetadata, extra: tuple[str, ...]) -> _ScopedMetadata:
+        scoped = cls.model_validate(metadata.model_dump())
+        scoped._extra = " ".join(extra) or None
+        scoped.scope = metadata.scope
+        return scoped
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scope":
+            value = union_scopes(value, self._extra)
+        super().__setattr__(name, value)
+
+
+class _Bridged(httpx2.Auth):
+    """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed."""
+
+    async def _initialize(self) -> None:
+        await super()._initialize()  # type: ignore[misc]
+        context = self.context  # type: ignore[attr-defined]
+        if context.current_tokens is not None and context.current_tokens.expires_in is not None:
+            context.update_token_expiry(context.current_tokens)
+
+
+class _UserProvider(_Bridged, OAuthClientProvider):
+    """The authorization-code flow for a person (or the admin of a shared account)."""
+
+    def __init__(self, *args: object, client_info: OAuthClientInformationFull | None, consent: Consent,
+                 server: ServerConfig, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._fixed_client = client_info
+        self._consent = consent
+        self._server = server
+        self._configured_redirect = server.auth.redirect_uri
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        if self._fixed_client is not None:
+            self.context.client_info = self._fixed_client  # pre-registered: never replaced by a registration
+        # The redirect URI is chosen now that the stored registration is known: a terminal's loopback listener
+        # takes the port the client was registered with, so the authorization server accepts the redirect.
+        info = self.context.client_info
+        dynamic = info is not None and self._fixed_client is None and info.client_id != self.context.client_metadata_url
+        registered = [self._configured_redirect] if self._configured_redirect else \
+            [str(u) for u in (info.redirect_uris or [])] if info is not None and dynamic else []
+        chosen = self._consent.redirect_uri(self._server, registered)
+        uri = AnyUrl(chosen)
+        self.context.client_metadata.redirect_uris = [uri]
+        if self._fixed_client is not None:
+            self._fixed_client.redirect_uris = [uri]
+        if dynamic and chosen not in registered and self.context.current_tokens is None:
+            # Registered for a redirect this process cannot receive (its port is taken, or it was registered where
+            # nobody could sign in), and no tokens need that client to refresh: register again.
+            self.context.client_info = None
+
+
+class _ServiceSecretProvider(_Bridged, ClientCredentialsOAuthProvider):
+    pass
+
+
+class _ServiceKeyProvider(_Bridged, PrivateKeyJWTOAuthProvider):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TokenPlace:
+    """Where tokens for a config are kept: a file and the environment variable with its key (None: in memory)."""
+
+    path: str | None
+    key_env: str | None
+
+
+def token_place(config: Config, server: ServerConfig) -> TokenPlace:
+    key_env = server.auth.key_env or config.secrets_key_env
+    return TokenPlace(config.token_store if key_env else None, key_env)
+
+
+class OAuthClients:
+    """One httpx auth per (server URL, identity), shared by every session using that account, so a refresh by one
+    session is seen by the others (a refresh token may be single-use)."""
+
+    def __init__(self, config: Config, consent: Consent, env: Mapping[str, str] | None = None) -> None:
+        self._config = config
+        self.consent = consent
+        self._env = env
+        self._vaults: dict[TokenPlace, TokenVault] = {}
+        self._memory = MemoryVault()
+        self._providers: dict[tuple[str, str], _Bridged] = {}
+
+    def vault(self, server: ServerConfig) -> TokenVault:
+        place = token_place(self._config, server)
+        if place.path is None or place.key_env is None:
+            if server.auth.identity == "per_user":
+                raise ConfigError([f"servers.{server.name}.auth: per_user needs secrets_key_env and a token store"])
+            return self._memory
+        if place not in self._vaults:
+            self._vaults[place] = SqliteVault(Path(place.path).expanduser(), Cipher.from_env(place.key_env, self._env))
+        return self._vaults[place]
+
+    def close(self) -> None:
+        for vault in self._vaults.values():
+            if isinstance(vault, SqliteVault):
+                vault.close()
+
+    def for_server(self, server: ServerConfig, person: str | None = None) -> httpx2.Auth | None:
+        """The auth to put on the server's HTTP client, or None when the server is configured without OAuth."""
+        if not server.url:
+            return None
+        identity = identity_for(server, person)
+        if identity is None:
+            return None
+        key = (server.url, identity)
+        if key not in self._providers:
+            provider = self._build(server, identity)
+            context = provider.context  # type: ignore[attr-defined]
+            context.client_metadata = _ScopedMetadata.of(context.client_metadata, server.auth.scopes)
+            self._providers[key] = provider
+        return self._providers[key]
+
+    def forget(self, server: ServerConfig, identity: str) -> None:
+        """Drop the provider of an account (logged out): the next use starts from what the vault holds."""
+        if server.url:
+            self._providers.pop((server.url, identity), None)
+
+    def _build(self, server: ServerConfig, identity: str) -> _Bridged:
+        assert server.url is not None
+        auth = server.auth
+        storage = VaultStorage(self.vault(server), server.url, identity)
+        scope = " ".join(auth.scopes) or None
+        if auth.identity == "service":
+            assert auth.client_id is not None
+            with warnings.catch_warnings():
+                # Without `issuer` the SDK warns that the server decides where the credentials go; the README
+                # recommends setting it, and the warning is not for the person running a command.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                if auth.private_key:
+                    signer = SignedJWTParameters(issuer=auth.client_id, subject=auth.client_id,
+                                                 signing_key=auth.private_key,
+                                                 signing_algorithm=auth.signing_algorithm)
+                    return _ServiceKeyProvider(server.url, storage, auth.client_id, signer.create_assertion_provider(),
+                                               scope=scope, issuer=auth.issuer)
+                assert auth.client_secret is not None
+                method = auth.token_endpoint_auth_method
+                return _ServiceSecretProvider(
+                    server.url, storage, auth.client_id, auth.client_secret,
+                    token_endpoint_auth_method="client_secret_post" if method == "client_secret_post"
+                    else "client_secret_basic", scope=scope, issuer=auth.issuer)
+        return self._user_provider(server, identity, storage)
+
+    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> _Bridged:
+        assert server.url is not None
+        auth = server.auth
+        metadata = OAuthClientMetadata(client_name=auth.client_name, redirect_uris=[AnyUrl(PLACEHOLDER_REDIRECT)],
+                                       grant_types=["authorization_code", "refresh_token"], response_types=["code"])
+        pending: list[str] = []
+
+        async def redirect_handler(authorization_url: str) -> None:
+            pending.append(authorization_url)
+
+        async def callback_handler() -> AuthorizationCodeResult:
+            return await self.consent.ask(server, identity, pending.pop())
+
+        return _UserProvider(server.url, metadata, storage, redirect_handler, callback_handler,
+                             client_metadata_url=None if auth.client_id else auth.client_metadata_url,
+                             client_info=_registered(auth), consent=self.consent, server=server)
+
+
+def _registered(auth: AuthConfig) -> OAuthClientInformationFull | None:
+    """A client registered in advance (client_id in the config), or None to register dynamically."""
+    if not auth.client_id:
+        return None
+    method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
+    return OAuthClientInformationFull(client_id=auth.client_id, client_secret=auth.client_secret,
+                                      redirect_uris=[AnyUrl(auth.redirect_uri or PLACEHOLDER_REDIRECT)],
+                                      grant_types=["authorization_code", "refresh_token"],
+                                      token_endpoint_auth_method=method)

@@ -1,0 +1,98 @@
+"""The private "Connect <server>" prompt: a person signs in with their own account, asked where only they see it.
+
+The prompt is a link card (the full authorization URL and its host, checked with `bridge.sanitize.check_host`) that
+only that person may answer, shown privately: inside the conversation where the platform can show a card to one
+person (Slack: an ephemeral message), else in a direct message with them (Matrix), else where it is (the console,
+which has one person and prints it on stderr). The sign-in finishes when the authorization server redirects back to
+the bridge's HTTP server with the prompt's `state` (`bridge.auth.signins`); the card then ends as connected.
+Declining the card, or the time running out, ends the sign-in: the waiting call is told, and the person runs it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import anyio
+from mcp.shared.auth import AuthorizationCodeResult
+
+from bridge.auth.asking import Asking
+from bridge.auth.signins import Authorization, Authorizations
+from bridge.broker import Broker
+from bridge.config import ServerConfig
+from bridge.errors import AdapterError, AuthError
+from bridge.model import ConversationKey, Detail, Interaction, Kind, ServerLabel, Status
+from bridge.outbound import Outbound
+from bridge.presentation import describe_status
+from bridge.request_context import RequestContext, new_interaction
+from bridge.sanitize import check_host
+from bridge.team_config import duration_text
+
+logger = logging.getLogger(__name__)
+
+CONNECTED = "connected"
+
+
+class ConnectPrompts:
+    def __init__(self, broker: Broker, outbound: Outbound, authorizations: Authorizations) -> None:
+        self._broker = broker
+        self._outbound = outbound
+        self._authorizations = authorizations
+
+    async def connect(self, server: ServerConfig, asking: Asking, authorization_url: str) -> AuthorizationCodeResult:
+        """Ask `asking.person` to sign in to `server` and return what the redirect brought back. Raises AuthError
+        when they decline, the authorization server refuses, or the time (`auth.timeout`) runs out."""
+        person = asking.person
+        timeout = server.auth.timeout
+        pending = self._authorizations.begin(authorization_url, server=server.name, person=person.key, ttl=timeout)
+        place, origin = await self._place(asking)
+        card = self.card(server, asking, authorization_url, place, origin, timeout)
+        if origin is not None:
+            await self._outbound.say(origin, f"{person.label()}: {server.name} works with each person's own account; "
+                                             "I sent you a private prompt to connect yours, in a direct message.")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch, card, pending)
+            try:
+                result = await self._authorizations.wait(pending)
+            except AuthError as exc:
+                self._broker.fail(card.id, str(exc))  # the card says why; raising here withdraws it otherwise
+                if pending.error is None:
+                    raise AuthError(f"{person.label()} did not connect {server.name} within "
+                                    f"{duration_text(timeout)}; run the call again for a new prompt.") from None
+                raise
+            self._broker.complete(card.id, CONNECTED)  # ends the card (unless 'Done' already did): the watch returns
+        return result
+
+    def card(self, server: ServerConfig, asking: Asking, url: str, place: ConversationKey,
+             origin: ConversationKey | None, timeout: float) -> Interaction:
+        host = check_host(url)
+        warning = f" Careful: {host.warning}." if host.suspicious else ""
+        message = (f"Connect {server.name}: it works with each person's own account. Sign in with yours and the "
+                   f"request you made goes on, as you. Only you can see and answer this.{warning}")
+        ctx = RequestContext(place, ServerLabel(server.name, server.title), asking.person,
+                             frozenset({asking.person.key}))
+        interaction = new_interaction(ctx, Kind.URL, message, timeout=timeout, url=url,
+                                      details=(Detail("Host", host.text()),), accept_label="Done",
+                                      decline_label="Not now", quick_accept=True)
+        return replace(interaction, origin=origin, private=True)
+
+    async def _place(self, asking: Asking) -> tuple[ConversationKey, ConversationKey | None]:
+        """Where only the person sees the card, and (for a direct message) the conversation it is about."""
+        port = self._outbound.port_for(asking.conversation)
+        if port.private_cards:
+            return asking.conversation, None
+        try:
+            direct = await port.direct(asking.person.user_id)
+        except AdapterError as exc:
+            raise AuthError(f"could not open a direct message with {asking.person.label()} to connect "
+                            f"their account: {exc}") from None
+        return (direct, asking.conversation) if direct is not None else (asking.conversation, None)
+
+    async def _watch(self, card: Interaction, pending: Authorization) -> None:
+        """The card's end: declined, cancelled or failed to post ends the sign-in (a 'Done' keeps waiting for the
+        redirect, which is what proves it)."""
+        outcome = await self._broker.ask(card)
+        if outcome.status in (Status.DECLINED, Status.CANCELLED, Status.FAILED):
+            self._authorizations.refuse(pending, f"{card.requester.label() if card.requester else 'nobody'} did not "
+                                                 f"connect {card.server.name}: the prompt was "
+                                                 f"{describe_status(outcome)}")

@@ -1,0 +1,152 @@
+"""Sign-ins in flight, by their `state`, and what a redirect coming back does to them.
+
+`Authorizations` is the registry: a state is single use, bound to the person the sign-in was started for, and
+expires. `Authorizations.receive` turns the query of a redirect into an answer for the waiting flow and a page for
+the browser. It is the one callback handler: `endpoint` serves it on the bridge's HTTP server (chat sign-ins), and
+`bridge.auth.callback` on a terminal's one-shot loopback listener.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+from mcp.shared.auth import AuthorizationCodeResult
+
+from bridge.errors import AuthError
+from bridge.text import shorten
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+_OAUTH_ERRORS = {
+    "access_denied": "access was declined",
+    "invalid_request": "the sign-in request was not accepted",
+    "unauthorized_client": "this bridge is not allowed to ask for access this way",
+    "unsupported_response_type": "the authorization server does not support this kind of sign-in",
+    "invalid_scope": "the access asked for is not available",
+    "server_error": "the authorization server had an internal error",
+    "temporarily_unavailable": "the authorization server is busy; try again shortly",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What the browser is shown after the redirect."""
+
+    status: int
+    title: str
+    text: str
+
+    def html(self) -> str:
+        return (f"<!doctype html><meta charset=utf-8><title>{html.escape(self.title)}</title>"
+                f"<h1>{html.escape(self.title)}</h1><p>{html.escape(self.text)}</p>")
+
+
+@dataclass(eq=False)
+class Authorization:
+    """One sign-in in flight."""
+
+    state: str
+    server: str
+    person: str
+    expires_at: float
+    result: AuthorizationCodeResult | None = None
+    error: str | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+def state_of(authorization_url: str) -> str:
+    values = parse_qs(urlsplit(authorization_url).query).get("state") or [""]
+    return values[0]
+
+
+def plain_oauth_error(code: str, description: str = "") -> str:
+    """An authorization server's error redirect in words a person understands (its text is untrusted: shortened)."""
+    text = _OAUTH_ERRORS.get(code, f"it answered {shorten(code, 60)!r}")
+    if description:
+        text += f" ({shorten(description, 200)})"
+    return text
+
+
+class Authorizations:
+    """Sign-ins in flight, by state. Not thread-safe: used from one event loop."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Authorization] = {}
+
+    def begin(self, authorization_url: str, *, server: str, person: str, ttl: float) -> Authorization:
+        """Register the sign-in an authorization URL starts (its `state` is what the redirect brings back)."""
+        state = state_of(authorization_url)
+        if not state:
+            raise AuthError(f"{server}: the sign-in link has no state parameter; refusing to use it")
+        self._expire()
+        auth = Authorization(state, server, person, time.time() + ttl)
+        self._pending[state] = auth
+        return auth
+
+    def receive(self, params: Mapping[str, str], person: str | None = None) -> Page:
+        """Handle a redirect's query. `person`, when the caller knows who is at the browser, must be the one the
+        sign-in was started for. A state is used once: a replay, a tampered or an expired one is refused."""
+        self._expire()
+        state = params.get("state", "")
+        auth = self._pending.get(state) if state else None
+        if auth is None:
+            return Page(400, "Sign-in link not valid",
+                        "This sign-in answer is not one the bridge is waiting for: it was already used, it expired, or "
+                        "it was altered. Start the sign-in again from where you were asked.")
+        if person is not None and person != auth.person:
+            return Page(403, "Not your sign-in", "This sign-in was started for someone else.")
+        del self._pending[state]
+        if params.get("error"):
+            auth.error = (f"the authorization server refused the sign-in to {auth.server}: "
+                          f"{plain_oauth_error(params['error'], params.get('error_description', ''))}")
+            auth.done.set()
+            return Page(400, "Sign-in refused", auth.error[:1].upper() + auth.error[1:] + ".")
+        if not params.get("code"):
+            auth.error = f"the authorization server sent no code back for {auth.server}"
+            auth.done.set()
+            return Page(400, "Sign-in failed", "The authorization server sent no code back.")
+        auth.result = AuthorizationCodeResult(code=params["code"], state=state, iss=params.get("iss") or None)
+        auth.done.set()
+        return Page(200, "Signed in", f"You are signed in to {auth.server}. You can close this tab.")
+
+    async def wait(self, auth: Authorization) -> AuthorizationCodeResult:
+        """The redirect's code, once it arrives. Raises AuthError on a refusal or when the time is up."""
+        with anyio.move_on_after(max(0.0, auth.expires_at - time.time())):
+            await auth.done.wait()
+        self._pending.pop(auth.state, None)
+        if auth.result is not None:
+            return auth.result
+        raise AuthError(auth.error or f"nobody finished signing in to {auth.server} in time")
+
+    def refuse(self, auth: Authorization, reason: str) -> None:
+        """End a sign-in without a redirect (the person declined its prompt): its state is no longer accepted."""
+        self._pending.pop(auth.state, None)
+        if not auth.done.is_set():
+            auth.error = reason
+            auth.done.set()
+
+    def _expire(self) -> None:
+        now = time.time()
+        for state in [s for s, a in self._pending.items() if a.expires_at <= now]:
+            del self._pending[state]
+
+
+def endpoint(authorizations: Authorizations) -> Callable[[Request], Awaitable[Response]]:
+    """The redirect's route (Starlette, imported only by whoever serves HTTP)."""
+    from starlette.responses import HTMLResponse
+
+    async def receive(request: Request) -> Response:
+        page = authorizations.receive(dict(request.query_params))
+        # The URL carried a one-time code: keep it out of caches and out of the Referer of any later page.
+        return HTMLResponse(page.html(), status_code=page.status,
+                            headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+
+    return receive

@@ -1,0 +1,78 @@
+"""The config values of OAuth for url servers (`servers.<name>.auth`, `secrets_key_env`, `token_store`): the typed
+block, how it is built from the file, and what it needs beyond its schema. `config.py` composes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Identity = Literal["shared", "per_user", "service", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """OAuth for a url server (`servers.<name>.auth`). Secrets are kept out of every repr."""
+
+    identity: Identity = "shared"
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
+    issuer: str | None = None
+    scopes: tuple[str, ...] = ()
+    client_metadata_url: str | None = None
+    client_name: str = "mcp-chat-bridge"
+    redirect_uri: str | None = None
+    key_env: str | None = None
+    timeout: float = 600.0
+
+
+def default_token_store(store: str) -> str | None:
+    """Beside the store: `./mcp-chat-bridge.db` keeps its tokens in `./mcp-chat-bridge.tokens.db` (a Postgres store
+    keeps them in `./mcp-chat-bridge.tokens.db` of the working directory)."""
+    if store == ":memory:":
+        return None
+    if "://" in store:
+        return "./mcp-chat-bridge.tokens.db"
+    path = Path(store)
+    return str(path.with_name(f"{path.stem}.tokens.db"))
+
+
+def build_auth(a: Mapping[str, Any], parse_duration: Callable[[Any], float]) -> AuthConfig:
+    return AuthConfig(
+        identity=a.get("identity", "shared"), client_id=a.get("client_id"), client_secret=a.get("client_secret"),
+        token_endpoint_auth_method=a.get("token_endpoint_auth_method"), private_key=a.get("private_key"),
+        signing_algorithm=a.get("signing_algorithm", "RS256"), issuer=a.get("issuer"),
+        scopes=tuple(a.get("scopes", ())), client_metadata_url=a.get("client_metadata_url"),
+        client_name=a.get("client_name", "mcp-chat-bridge"), redirect_uri=a.get("redirect_uri"),
+        key_env=a.get("key_env"), timeout=parse_duration(a.get("timeout", "10m")))
+
+
+def auth_problems(where: str, server: Mapping[str, Any], data: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
+    """What an `auth:` block needs beyond its schema (which checks its timeout); never quotes a value (it may be a
+    secret)."""
+    auth = server.get("auth")
+    if not isinstance(auth, dict):
+        return []
+    problems: list[str] = []
+    if server.get("command") and not server.get("url"):
+        problems.append(f"{where}.auth: OAuth is for url servers; a stdio server gets its credentials from env")
+    identity = auth.get("identity", "shared")
+    if identity == "service" and not auth.get("client_id"):
+        problems.append(f"{where}.auth: identity service needs client_id")
+    if identity == "service" and not (auth.get("client_secret") or auth.get("private_key")):
+        problems.append(f"{where}.auth: identity service needs client_secret or private_key")
+    if auth.get("client_secret") and auth.get("private_key"):
+        problems.append(f"{where}.auth: give client_secret or private_key, not both")
+    if identity == "per_user":
+        key_env = auth.get("key_env") or data.get("secrets_key_env")
+        if not key_env:
+            problems.append(f"{where}.auth: per_user keeps each person's tokens, which must be encrypted: set "
+                            "secrets_key_env (or auth.key_env) to the name of an environment variable holding a key")
+        elif not env.get(key_env):
+            problems.append(f"{where}.auth: per_user needs the token encryption key, but the environment variable "
+                            f"{key_env} is not set")
+    return problems

@@ -1,0 +1,201 @@
+"""Per-person accounts in chat, end to end through the core (a fake chat port; the real protected MCP server, its
+authorization server, and the bridge's HTTP server receiving the redirects): a private Connect prompt to the person
+whose call needs it, each person their own token and session in one shared conversation, a third person refused,
+tampered and replayed `state` refused, an unknown person refused, a declined or expired prompt told, and `accounts`
+and `logout`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.types import CallToolResult, TextContent
+
+from bridge.auth.tokens import VaultStorage
+from bridge.config import Config, HttpConfig
+from bridge.host import Host
+from bridge.http_server import HttpServer
+from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Verdict
+from bridge.testing import FakeChatPort, host_for
+from tests.servers.signin import Site, get, redirects, sign_in, site
+
+pytestmark = pytest.mark.anyio
+
+ADA = Actor("test", "U-ada", "Ada")
+BOB = Actor("test", "U-bob", "Bob")
+CY = Actor("test", "U-cy", "Cy")
+CHANNEL = ConversationKey("test", "W1", "C1")
+
+
+@pytest.fixture
+def web(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    with site(tmp_path, monkeypatch) as s:
+        yield s
+
+
+@asynccontextmanager
+async def bridge(web: Site, sign_in_time: float = 60.0) -> AsyncIterator[tuple[Host, FakeChatPort, HttpServer]]:
+    config = Config(servers={"s": web.server(timeout=sign_in_time)}, store=":memory:", conversation_scope="channel",
+                    http=HttpConfig(listen="127.0.0.1:0"), **web.settings())
+    host, chat = host_for(config)
+    async with host, redirects(host) as http:
+        yield host, chat, http
+
+
+def text(result: CallToolResult | None) -> str:
+    assert result is not None and not result.is_error, result
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def connect_card(chat: FakeChatPort, person: Actor) -> Interaction:
+    return await chat.wait_for(lambda: next((c for c in chat.cards.values() if c.requester == person
+                                             and c.id not in chat.finished), None))
+
+
+async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(web: Site) -> None:
+    results: dict[str, CallToolResult | None] = {}
+    async with bridge(web) as (host, chat, http):
+        async def call(person: Actor) -> None:
+            results[person.user_id] = await host.calls.run(CHANNEL, person, "s", "whoami", {})
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, ADA)
+                tg.start_soon(call, BOB)
+                ada_card, bob_card = await connect_card(chat, ADA), await connect_card(chat, BOB)
+                ada_visit = await sign_in(ada_card.url, "ada")
+                await sign_in(bob_card.url, "bob")
+            again = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})  # her stored token: no new prompt
+        sessions = sorted(s.key for s in host.pool.sessions())
+    assert text(results["U-ada"]).endswith("for ada") and text(results["U-bob"]).endswith("for bob")
+    assert text(again).endswith("for ada") and len(chat.cards) == 2
+    assert sessions == [(CHANNEL.id(), "s", ADA.key), (CHANNEL.id(), "s", BOB.key)]
+    for card, person in ((ada_card, ADA), (bob_card, BOB)):
+        assert card.private and card.approvers == frozenset({person.key}) and card.origin == CHANNEL
+        assert card.conversation == ConversationKey("test", "", f"DM-{person.user_id}")
+        assert card.details[0].text == "127.0.0.1" and card.url.startswith(web.url.removesuffix("/mcp"))
+        assert chat.finished[card.id].reason == "connected"
+    assert ada_visit.status == 200 and "You are signed in to s." in ada_visit.page
+    assert ada_visit.query["redirect_uri"] == http.url("/oauth/callback")
+    room = [m.text for m in chat.messages if m.conversation == CHANNEL]
+    assert any("Ada: s works with each person's own account" in m for m in room)
+    assert not any("authorize" in m or "state=" in m for m in room)  # the link itself only in the DM
+
+
+async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_state_too(web: Site) -> None:
+    async with bridge(web) as (host, chat, http):
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                result: list[CallToolResult | None] = []
+
+                async def call() -> None:
+                    result.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
+
+                tg.start_soon(call)
+                card = await connect_card(chat, ADA)
+                refused = await host.decide(DecisionIn(card.id, CY, "decline"))
+                state = card.url.split("state=", 1)[1].split("&", 1)[0]
+                forged = await get(http.url(f"/oauth/callback?code=x&state={state}x"))
+                visit = await sign_in(card.url, "ada")
+            replayed = await get(visit.callback)
+    assert refused.verdict is Verdict.REFUSED and "Only Ada can answer" in chat.notices[0][1]
+    assert forged.status_code == 400 and "not one the bridge is waiting for" in forged.text
+    assert visit.status == 200 and text(result[0]).endswith("for ada")
+    assert replayed.status_code == 400 and "already used" in replayed.text
+
+
+async def test_an_unknown_person_fails_closed(web: Site) -> None:
+    async with bridge(web) as (host, chat, _):
+        with anyio.fail_after(30):
+            assert await host.calls.run(CHANNEL, None, "s", "whoami", {}) is None
+            assert await host.calls.run(CHANNEL, Actor("test", ""), "s", "whoami", {}) is None
+    assert [m.text for m in chat.messages] == [
+        "s works with each person's own account, and this request comes from no known person, so it was not sent.",
+    ] * 2
+    assert chat.cards == {} and web.provider.counts["authorize"] == 0
+
+
+async def test_a_declined_prompt_ends_the_call_and_an_expired_one_says_to_run_it_again(web: Site) -> None:
+    async with bridge(web, sign_in_time=1.0) as (host, chat, _):
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host.calls.run, CHANNEL, ADA, "s", "whoami", {})
+                card = await connect_card(chat, ADA)
+                await host.decide(DecisionIn(card.id, ADA, "decline"))
+            declined = await chat.wait_message("did not connect")
+            expired = await host.calls.run(CHANNEL, BOB, "s", "whoami", {})
+            said = chat.messages[-1].text
+    assert "Ada did not connect s: the prompt was declined by Ada" in declined
+    assert expired is None and "Bob did not connect s within 1 s; run the call again for a new prompt." in said
+
+
+async def test_accounts_lists_names_only_and_logout_forgets_and_revokes(web: Site) -> None:
+    async with bridge(web) as (host, chat, _):
+        async def command(person: Actor, line: str) -> str:
+            before = len(chat.messages)
+            await host.run_message(MessageIn(CHANNEL, person, line, explicit_command=True))
+            return "\n".join(m.text for m in chat.messages[before:])
+
+        with anyio.fail_after(30):
+            assert "You have not connected" in await command(ADA, "accounts")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(command, ADA, "call s whoami")
+                await sign_in((await connect_card(chat, ADA)).url, "ada")
+            listed = await command(ADA, "accounts")
+            bobs = await command(BOB, "accounts")
+            issued = list(web.provider.issued)
+            out = await command(ADA, "logout s")
+            again = await command(ADA, "logout s")
+            async with anyio.create_task_group() as tg:  # the next call asks her to connect again
+                tg.start_soon(command, ADA, "call s whoami")
+                second = await connect_card(chat, ADA)
+                await sign_in(second.url, "ada")
+    assert listed == "Your connected accounts: s." and "You have not connected" in bobs
+    assert not any(token in listed + out for token in issued)
+    assert out == "Disconnected s: your sign-in was forgotten and revoked at the server."
+    assert again == "You were not connected to s; nothing was kept."
+    assert set(web.provider.revoked) == set(issued)
+    assert web.provider.counts["authorize"] == 2
+
+
+async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token_asks_again(web: Site) -> None:
+    async with bridge(web) as (host, chat, _):
+        server = host.config.servers["s"]
+
+        async def time_passes() -> None:
+            """Her access token expires (as the bridge's vault and the authorization server see it), and the bridge
+            forgets what it held in memory, as after a restart."""
+            storage = VaultStorage(host.accounts.clients.vault(server), web.url, ADA.key)
+            token = await storage.get_tokens()
+            assert token is not None
+            token.expires_in = -60
+            await storage.set_tokens(token)
+            web.provider.expire_access_tokens()
+            host.accounts.clients.forget(server, ADA.key)
+            await host.pool.close_person("s", ADA)
+
+        results: list[CallToolResult | None] = []
+
+        async def call() -> None:
+            results.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await sign_in((await connect_card(chat, ADA)).url, "ada")
+            await time_passes()
+            await call()
+            cards_after_refresh = len(chat.cards)
+            web.provider.revoke_refresh_tokens()
+            await time_passes()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await sign_in((await connect_card(chat, ADA)).url, "ada")
+    assert [text(r)[-7:] for r in results] == ["for ada"] * 3
+    assert cards_after_refresh == 1 and len(chat.cards) == 2
+    assert web.provider.counts["refresh"] == 2 and web.provider.counts["authorize"] == 2
