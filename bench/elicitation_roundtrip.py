@@ -35,9 +35,9 @@ from bench.common import (
     ANSWER,
     SERVER,
     TOOL,
-    UNBOUNDED,
     AnsweringPort,
     answered,
+    bench_limits,
     bench_server,
     median,
     ms,
@@ -82,7 +82,8 @@ async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Pat
     server = bench_server()
     store = Store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
     port = AnsweringPort(ALICE, ANSWER)
-    host, _ = host_for(config_for({SERVER: server}, server_protocol=protocol, limits=UNBOUNDED), store, port)
+    limits = bench_limits(warmup + rounds)  # one form per round, all within a minute
+    host, _ = host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
     try:
         async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
                 anyio.create_task_group() as tg:

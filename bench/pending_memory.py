@@ -21,10 +21,10 @@ import anyio
 from bench.common import (
     SERVER,
     TOOL,
-    UNBOUNDED,
     CountingPort,
     answer_for,
     answered,
+    bench_limits,
     bench_server,
     quiet_logs,
     rss,
@@ -60,7 +60,7 @@ async def decide(host: Host, card: Interaction) -> bool:
 
 async def run(args: argparse.Namespace, n: int, store_path: str) -> int:
     config = config_for({SERVER: bench_server()}, server_protocol="auto", server_scope=args.scope,
-                        max_sessions=args.max_sessions, limits=UNBOUNDED)
+                        max_sessions=args.max_sessions, limits=bench_limits(n + 1))  # + warm-up
     store = Store(store_path)
     if args.synchronous == "normal":
         store._db.execute("PRAGMA synchronous=NORMAL")  # the bench measures memory, not each write's fsync
