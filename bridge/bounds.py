@@ -59,6 +59,13 @@ class Bounds:
                 await inner(pending_call, input_key, outcome)
         return ended
 
+    def restored(self, interaction: Interaction, pending_call: str, input_key: str) -> None:
+        """A parked card taken up again after a restart: it counts (admitted then, never refused now) until it
+        ends, so a server cannot pass its bounds by outliving a restart."""
+        keys = card_keys(interaction, pending_call)
+        self.cards.add(keys)
+        self.parked[(pending_call, input_key)] = keys
+
     def guard(self, server: str, handler: Handler) -> Guarded:
         return Guarded(self, server, handler)
 
@@ -79,6 +86,13 @@ class Bounds:
                                  f"more than {limit} requests a minute",
                                  f"{label} asked for people more than {limit} times a minute; its requests are "
                                  "refused for now.")
+
+
+def card_keys(interaction: Interaction, pending_call: str | None) -> CardKeys:
+    conversation = interaction.conversation
+    # A legacy session runs one call at a time, so its conversation, server and tool name the call.
+    call = pending_call or f"{conversation.id()}|{interaction.server.name}|{interaction.tool}"
+    return CardKeys(conversation.id(), interaction.requester.key if interaction.requester else None, call)
 
 
 class Guarded:
@@ -107,14 +121,11 @@ class _BoundedAsker:
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
                   input_key: str | None = None, park: bool = False) -> Outcome:
-        conversation = interaction.conversation
-        # A legacy session runs one call at a time, so its conversation, server and tool name the call.
-        call = pending_call or f"{conversation.id()}|{interaction.server.name}|{interaction.tool}"
-        keys = CardKeys(conversation.id(), interaction.requester.key if interaction.requester else None, call)
+        keys = card_keys(interaction, pending_call)
         why = self._bounds.cards.take(keys)
         if why is not None:
             error = await self._bounds.refuse(
-                conversation, f"cards:{why}", why,
+                interaction.conversation, f"cards:{why}", why,
                 f"{interaction.server.text()} asked for more than the bridge shows at once ({why}), so it was "
                 "refused. Answer or cancel what is waiting (`pending`).")
             raise LimitExceeded(error)

@@ -82,6 +82,7 @@ class Host:
         self.calls.results = KeptResults(config.limits)
         self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
+        self.resumer.reparked = self.bounds.restored
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
                                         audience, self.outbound.say, self.grants, self.budgets, self.accounts)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 import anyio
 from anyio.abc import TaskGroup
@@ -27,7 +28,7 @@ from bridge.broker import Broker
 from bridge.config import Config
 from bridge.elicitation import to_result
 from bridge.errors import BridgeError
-from bridge.model import ConversationKey, Kind, Status
+from bridge.model import ConversationKey, Interaction, Kind, Status
 from bridge.outbound import Say
 from bridge.rounds import ParkedCall
 from bridge.secret_answers import withheld
@@ -50,6 +51,8 @@ class Resumer:
         self._say = say
         self.resumed = anyio.Event()
         """Set once every stored 2026 call has been taken up again after a start."""
+        self.reparked: Callable[[Interaction, str, str], None] | None = None
+        """Told of each card parked again (interaction, call id, input key): the open-card bounds count it."""
 
     async def resume_all(self, tg: TaskGroup) -> None:
         # Read first: calls started in this run meanwhile (people do not wait for the restore) were not interrupted.
@@ -116,6 +119,8 @@ class Resumer:
         for key, stored in waits.items():
             record.waiting[key] = stored.interaction.id
             await self._broker.repark(stored.interaction, stored.card, pending.id, key)
+            if self.reparked is not None and self._broker.interaction(stored.interaction.id) is not None:
+                self.reparked(stored.interaction, pending.id, key)
         if record.driving:
             tg.start_soon(self._continue, record, missing)
 
