@@ -2,7 +2,7 @@
 
 One SQLite file is built in today's schema (the synchronous `bridge.store.Store` creates it; rows are bulk-inserted in
 its exact format): `--calls` pending calls, each with its open card, and `--old` finished interactions from earlier
-calls. Then, on copies of that file and in one run:
+calls, each with its audit row. Then, on copies of that file and in one run:
 
 * **baseline**: `bridge.store.Store` opens it and reads what `Host._resume_pending` and `Caller.resume` read: the
   pending calls, the open interactions, and for each call its interactions (this round's, and all of them);
@@ -51,7 +51,8 @@ def item(interaction_id: str, expires_at: float) -> Interaction:
 
 
 def rows(calls: int, old: int) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
-    """Pending-call rows and interaction rows (open cards of the pending calls first, then the old ones)."""
+    """Pending-call rows and interaction rows (open cards of the pending calls first, then the old ones; each old one
+    also has its audit row, written by `build`)."""
     now = time.time()
     pending: list[tuple[object, ...]] = []
     interactions: list[tuple[object, ...]] = []
@@ -79,6 +80,10 @@ def build(path: Path, calls: int, old: int) -> None:
     db.executemany("INSERT INTO pending_calls VALUES (?,?,?,?,?,?,?,?,?)", pending)
     db.executemany(f"INSERT INTO interactions ({', '.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
                    interactions)
+    # Each finished interaction's outcome in the audit log, as the broker writes it (history a start reads past).
+    db.executemany("INSERT INTO audit (at, interaction_id, kind, server, conversation, outcome, actor, actor_name,"
+                   " requester, detail) VALUES (?, ?, 'form', 'srv', ?, 'accepted', ?, 'Alice', ?, '')",
+                   [(row[8], row[0], row[1], ALICE.key, ALICE.key) for row in interactions if row[2] != "open"])
     db.execute("COMMIT")
     db.close()
 

@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS audit (
     detail TEXT NOT NULL DEFAULT '',
     hash TEXT
 );
+CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id);
 CREATE TABLE IF NOT EXISTS interactions (
     id TEXT PRIMARY KEY,
     conversation TEXT NOT NULL,

@@ -79,7 +79,8 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
         # IF NOT EXISTS: `bridge.store` has made this one itself since it restores calls row by row.
         "CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at)",
         "CREATE INDEX interactions_deadline ON interactions (expires_at) WHERE status = 'open'",
-        "CREATE INDEX audit_interaction ON audit (interaction_id)",
+        # IF NOT EXISTS too: `bridge.store` makes it as well (a restart reads each parked card's approvals).
+        "CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id)",
     )
 
 
