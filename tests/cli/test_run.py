@@ -15,6 +15,9 @@ import httpx2
 import pytest
 import yaml
 
+from bridge.forms import Field, FieldKind, Option, approval_form
+from bridge.model import Actor, ConversationKey, Kind, ServerLabel
+from bridge.request_context import RequestContext, new_interaction
 from bridge.store import Store
 
 
@@ -208,5 +211,34 @@ def test_a_second_run_touches_nothing_of_the_first_s_open_legacy_card(tmp_path: 
     store = Store(db)
     try:
         assert [row.outcome for row in store.audit_rows()] == ["accepted"]  # one outcome, never also "cancelled"
+    finally:
+        store.close()
+
+
+def test_a_stored_card_this_bridge_cannot_rebuild_is_closed_and_the_start_goes_on(tmp_path: Path) -> None:
+    """What a poison card left by a crash (an older bridge's, or one built from duplicate options) does to `run`."""
+    console = ConversationKey("console", "local", "terminal")
+    me = Actor("console", "me", "me")
+    field = Field("name", FieldKind.CHOICE, "name", required=True, options=(Option("ada", "ada"),))
+    card = new_interaction(RequestContext(console, ServerLabel("demo"), me, frozenset({me.key})), Kind.FORM,
+                           "The prompt greet needs name.", form=approval_form([field]), timeout=600)
+    store = Store(tmp_path / "bridge.db")
+    store.save_interaction(card)
+    # As stored by a bridge whose form model took what this one refuses.
+    store._db.execute("UPDATE interactions SET body = json_set(body, '$.schema.properties.name', json(?))"
+                      " WHERE id = ?", ('{"type": "array"}', card.id))
+    store.close()
+    proc, lines, db, reader = start(tmp_path, "auto")
+    try:
+        told = wait_line(lines, "could not be restored after the restart")
+        type_line(proc, "!mcp call demo echo {\"message\": \"still here\"}")
+        wait_line(lines, "still here")
+    finally:
+        err = finish(proc, reader)
+    assert proc.returncode == 0 and "Traceback" not in err and card.id in told
+    store = Store(db)
+    try:
+        [row] = store.audit_rows(card.id)
+        assert row.outcome == "failed" and store.open_interactions() == []
     finally:
         store.close()
