@@ -10,6 +10,10 @@ are answered after a restart.
 Cards that need several approvers (`Interaction.required`) count each person's approval once, as its own audit row,
 and show the progress on every copy of the card; one decline or cancel by an approver ends them. Who may decide and
 who is asked privately is `bridge.routing`'s; the broker posts those private copies and finishes them with the card.
+
+A durable interaction may also be *parked* (`ask(..., park=True)`): its card (and copies) posted, `ask` raises
+`Parked`, and no task waits for it. The broker's one timer (`bridge.deadlines`) keeps its deadline; once it ends, the
+broker finishes its cards and hands the outcome to `on_parked` (the tool-call owner continues the call) in its `run`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 
 from bridge import observe
+from bridge.deadlines import Deadlines
 from bridge.errors import AdapterError
 from bridge.model import (
     Actor,
@@ -37,28 +43,12 @@ from bridge.model import (
 )
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
-from bridge.routing import Copy, Routing, base_id
+from bridge.routing import Routing, base_id
 from bridge.secret_answers import for_the_record
-from bridge.store import AuditRow, Store, StoredInteraction
+from bridge.store import Store, StoredInteraction
+from bridge.waiters import Parked, ParkedHandler, Waiter, approval_row, approvals_from, quorum_detail, who_decides
 
 logger = logging.getLogger(__name__)
-
-
-
-@dataclass(slots=True)
-class _Waiter:
-    interaction: Interaction
-    durable: bool
-    card: CardRef | None = None
-    outcome: Outcome | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    copies: list[Copy] = field(default_factory=list)
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    """Set when the outcome is settled or an approval counted (`progressed`): the waiting task looks again."""
-    progressed: bool = False
-
-    def copy(self, interaction_id: str) -> Copy | None:
-        return next((c for c in self.copies if c.interaction.id == interaction_id), None)
 
 
 class Broker:
@@ -69,20 +59,35 @@ class Broker:
         self._store = store
         self._port_for = port_for
         self._routing = routing
-        self._waiters: dict[str, _Waiter] = {}
+        self._waiters: dict[str, Waiter] = {}
         self._closing = False
-        self._registered = anyio.Event()
+        self._registered: anyio.Event | None = None
+        """Set when an interaction opens (posted, parked or resumed); only made while someone waits for one."""
+        self._deadlines = Deadlines(self._expire_parked)
+        self._tg: TaskGroup | None = None
+        self.on_parked: ParkedHandler | None = None
+        """Who continues a call when one of its parked interactions ends (set by the tool-call owner)."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep the deadlines of parked interactions and run what follows their decisions, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                await self._deadlines.run()
+            finally:
+                self._tg = None
 
     # -- asking --------------------------------------------------------------------------------------------------
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
-                  input_key: str | None = None) -> Outcome:
+                  input_key: str | None = None, park: bool = False) -> Outcome:
         """Post `interaction` and wait for its outcome. Durable interactions (part of a stored 2026 call) survive
-        shutdown; the rest are cancelled by it."""
+        shutdown; the rest are cancelled by it. With `park` (durable ones only), raise `Parked` once posted."""
         if self._routing is not None:
             interaction = await self._routing.prepare(interaction)
         self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
-        waiter = _Waiter(interaction, durable=pending_call is not None)
+        waiter = Waiter(interaction, durable=pending_call is not None)
         if interaction.required > 1 and len(interaction.approvers) < interaction.required:
             reason = f"it needs {interaction.required} approvers and only {len(interaction.approvers)} could be found"
             return self._settle(waiter, Outcome(Status.FAILED, reason=reason))
@@ -101,45 +106,77 @@ class Broker:
             raise
         self._store.set_card(interaction.id, waiter.card)
         observe.card_posted(interaction)
+        if park and pending_call is not None and input_key is not None:
+            await self._post_copies(waiter)
+            if waiter.outcome is None:
+                self._park(waiter, pending_call, input_key)
+                raise Parked(interaction.id)
+            return await self._wait(waiter)
         return await self._wait(waiter, post_copies=True)
+
+    async def repark(self, interaction: Interaction, card: CardRef | None, pending_call: str, input_key: str) -> None:
+        """Take up again, parked, an interaction whose card was posted before a restart (posting it if it was not),
+        with the approvals counted then."""
+        approved = approvals_from(self._store.audit_rows(interaction.id))
+        waiter = Waiter(replace(interaction, approvals=approved), durable=True, card=card)
+        self._waiters[interaction.id] = waiter
+        if card is None:
+            try:
+                waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
+                self._store.set_card(interaction.id, waiter.card)
+                observe.card_posted(interaction)
+            except AdapterError as exc:
+                logger.warning("could not re-post card %s: %s", interaction.id, exc)
+        if waiter.outcome is None:
+            self._park(waiter, pending_call, input_key)
+
+    def _park(self, waiter: Waiter, pending_call: str, input_key: str) -> None:
+        waiter.parked = (pending_call, input_key)
+        self._deadlines.add(waiter.interaction.id, waiter.interaction.expires_at)
+        self._opened()
+
+    def _opened(self) -> None:
+        if self._registered is not None:
+            self._registered.set()
+            self._registered = None
+
+    def _expire_parked(self, interaction_id: str) -> None:
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None and waiter.parked is not None and waiter.outcome is None:
+            self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+
+    async def _after_parked(self, waiter: Waiter, outcome: Outcome) -> None:
+        try:
+            await self._finish_card(waiter, outcome)
+            assert waiter.parked is not None
+            if self.on_parked is not None:
+                await self.on_parked(*waiter.parked, outcome)
+        except Exception:
+            # The top of a broker task: one call failing after its decision must not stop every card.
+            logger.exception("continuing after interaction %s failed", waiter.interaction.id)
 
     async def retire(self, stored: StoredInteraction, reason: str) -> None:
         """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
         and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
         outcome = Outcome(Status.CANCELLED, reason=reason)
         self._store.finish_interaction(stored.interaction, outcome)
-        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
+        await self._finish_card(Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
-    async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
-        """Wait again on an interaction whose card was posted before a restart (with the approvals counted then)."""
-        rows = self._store.audit_rows(interaction.id)
-        approved = [Actor(row.actor.split(":", 1)[0], row.actor.split(":", 1)[1], row.actor_name or "") for row in rows
-                    if row.outcome == APPROVED and row.actor and ":" in row.actor]
-        waiter = _Waiter(replace(interaction, approvals=tuple(approved)), durable=True, card=card)
-        self._waiters[interaction.id] = waiter
-        if card is None:
-            try:
-                waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
-                self._store.set_card(interaction.id, waiter.card)
-            except AdapterError as exc:
-                logger.warning("could not re-post card %s: %s", interaction.id, exc)
-        return await self._wait(waiter)
-
-    async def _wait(self, waiter: _Waiter, post_copies: bool = False) -> Outcome:
+    async def _wait(self, waiter: Waiter, post_copies: bool = False) -> Outcome:
         interaction = waiter.interaction
-        self._registered.set()
-        self._registered = anyio.Event()
+        self._opened()
         outcome: Outcome | None = None
         try:
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
-                if post_copies and self._routing is not None and interaction.asked:
-                    waiter.copies = await self._routing.post_copies(interaction)
+                if post_copies:
+                    await self._post_copies(waiter)
                 while waiter.outcome is None:
-                    await waiter.wake.wait()
-                    waiter.wake = anyio.Event()
-                    if waiter.outcome is None and waiter.progressed:
+                    if waiter.progressed:  # checked before each wait: an approval counted meanwhile is not missed
                         waiter.progressed = False
                         await self._update_cards(waiter)
+                        continue
+                    waiter.wake = anyio.Event()
+                    await waiter.wake.wait()
             outcome = waiter.outcome
             if outcome is None:
                 outcome = self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
@@ -156,7 +193,11 @@ class Broker:
             if outcome is not None:
                 await self._finish_card(waiter, outcome)
 
-    def _settle(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
+    async def _post_copies(self, waiter: Waiter) -> None:
+        if self._routing is not None and waiter.interaction.asked:
+            waiter.copies = await self._routing.post_copies(waiter.interaction)
+
+    def _settle(self, waiter: Waiter, outcome: Outcome) -> Outcome:
         """Record an outcome exactly once; the first writer wins."""
         if waiter.outcome is None:
             if not outcome.approvals and waiter.interaction.approvals:
@@ -164,12 +205,18 @@ class Broker:
             waiter.outcome = outcome
             observe.interaction_ended(waiter.interaction, outcome)
             self._store.finish_interaction(waiter.interaction, for_the_record(waiter.interaction, outcome),
-                                           _detail(waiter.interaction, outcome))
-            waiter.done.set()
-            waiter.wake.set()
+                                           quorum_detail(waiter.interaction, outcome))
+            waiter.poke()
+            if waiter.parked is not None:
+                self._waiters.pop(waiter.interaction.id, None)
+                if self._tg is None:
+                    logger.warning("parked interaction %s ended while the broker is not running",
+                                   waiter.interaction.id)
+                else:
+                    self._tg.start_soon(self._after_parked, waiter, outcome)
         return waiter.outcome
 
-    async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
+    async def _finish_card(self, waiter: Waiter, outcome: Outcome) -> None:
         with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
             if waiter.card is not None:
                 try:
@@ -179,25 +226,21 @@ class Broker:
                     logger.warning("could not finish card %s: %s", waiter.interaction.id, exc)
             for copy in waiter.copies:
                 try:
-                    await copy.port.finish_card(copy.card, self._as_copy(waiter, copy), outcome)
+                    await copy.port.finish_card(copy.card, waiter.as_copy(copy), outcome)
                 except AdapterError as exc:
                     logger.warning("could not finish the private copy %s: %s", copy.interaction.id, exc)
 
-    async def _update_cards(self, waiter: _Waiter) -> None:
+    async def _update_cards(self, waiter: Waiter) -> None:
         """Show the approvals so far on the card and its private copies (not shielded: the card may end meanwhile)."""
         with anyio.move_on_after(CLEANUP_TIMEOUT):
             targets = [(self._port_for(waiter.interaction.conversation), waiter.card, waiter.interaction)] \
                 if waiter.card is not None else []
-            targets += [(c.port, c.card, self._as_copy(waiter, c)) for c in waiter.copies]
+            targets += [(c.port, c.card, waiter.as_copy(c)) for c in waiter.copies]
             for port, card, interaction in targets:
                 try:
                     await port.update_card(card, interaction)
                 except AdapterError as exc:
                     logger.warning("could not show the progress of %s: %s", interaction.id, exc)
-
-    @staticmethod
-    def _as_copy(waiter: _Waiter, copy: Copy) -> Interaction:
-        return replace(copy.interaction, approvals=waiter.interaction.approvals)
 
     # -- deciding ------------------------------------------------------------------------------------------------
 
@@ -221,7 +264,7 @@ class Broker:
         """Claim a decision without sending any notice (for adapters that show the verdict themselves)."""
         return self._claim(decision)[0]
 
-    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult, _Waiter | None]:
+    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult, Waiter | None]:
         waiter = self._waiters.get(base_id(decision.interaction_id))
         if waiter is None or waiter.outcome is not None:
             stored = self._store.interaction(base_id(decision.interaction_id))
@@ -235,7 +278,8 @@ class Broker:
             return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(outcome)}."), waiter
         interaction = waiter.interaction
         if not interaction.may_decide(decision.actor):
-            return DecisionResult(Verdict.REFUSED, message=f"Only {_who(interaction)} can answer this request."), waiter
+            refusal = f"Only {who_decides(interaction)} can answer this request."
+            return DecisionResult(Verdict.REFUSED, message=refusal), waiter
         if decision.grant and (decision.action != "accept" or decision.grant not in
                                {g.scope for g in interaction.grants}):
             return DecisionResult(Verdict.INVALID, message="That choice is not offered on this request."), waiter
@@ -267,15 +311,14 @@ class Broker:
         self._settle(waiter, Outcome(status, content, decision.actor, approvals=approvals, grant=decision.grant))
         return DecisionResult(Verdict.CLAIMED), waiter
 
-    def _count(self, waiter: _Waiter, actor: Actor, approvals: tuple[Actor, ...]) -> None:
+    def _count(self, waiter: Waiter, actor: Actor, approvals: tuple[Actor, ...]) -> None:
         """One approval of several: its own audit row, and the cards updated by the waiting task."""
-        interaction = waiter.interaction = replace(waiter.interaction, approvals=approvals)
-        self._store.record(AuditRow(
-            time.time(), interaction.id, interaction.kind.value, interaction.server.name, interaction.conversation.id(),
-            APPROVED, actor.key, actor.label(), interaction.requester.key if interaction.requester else None,
-            f"approval {len(approvals)} of {interaction.required}"))
+        waiter.interaction = replace(waiter.interaction, approvals=approvals)
+        self._store.record(approval_row(waiter.interaction, actor))
         waiter.progressed = True
-        waiter.wake.set()
+        waiter.poke()
+        if waiter.parked is not None and self._tg is not None:
+            self._tg.start_soon(self._update_cards, waiter)  # nobody waits on a parked card: show the progress now
 
     async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
         """Whether `actor` could decide now, without deciding (before opening a dialog, say). Refusals and late
@@ -299,9 +342,13 @@ class Broker:
 
     def fail(self, interaction_id: str, reason: str) -> None:
         """End an interaction because the request behind it is gone (the server crashed, the call ended)."""
-        waiter = self._waiters.get(interaction_id)
-        if waiter is not None:
+        if (waiter := self._waiters.get(interaction_id)) is not None:
             self._settle(waiter, Outcome(Status.FAILED, reason=reason))
+
+    def withdraw(self, interaction_id: str, reason: str) -> None:
+        """End an open interaction as cancelled because its call was stopped or ended without it."""
+        if (waiter := self._waiters.get(interaction_id)) is not None:
+            self._settle(waiter, Outcome(Status.CANCELLED, reason=reason))
 
     # -- introspection -------------------------------------------------------------------------------------------
 
@@ -321,6 +368,8 @@ class Broker:
     async def wait_open(self, interaction_id: str) -> Interaction:
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
         while (waiter := self._waiters.get(base_id(interaction_id))) is None or waiter.outcome is not None:
+            if self._registered is None:
+                self._registered = anyio.Event()
             await self._registered.wait()
         return waiter.interaction
 
@@ -333,10 +382,11 @@ class Broker:
         """The open interaction, or the private copy a card id names."""
         waiter = self._waiters.get(base_id(interaction_id))
         copy = waiter.copy(interaction_id) if waiter else None
-        return self._as_copy(waiter, copy) if waiter and copy else (waiter.interaction if waiter else None)
+        return waiter.as_copy(copy) if waiter and copy else (waiter.interaction if waiter else None)
 
     def statistics(self) -> dict[str, int]:
-        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None)}
+        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None),
+                "parked": sum(1 for w in self._waiters.values() if w.outcome is None and w.parked is not None)}
 
     @property
     def closing(self) -> bool:
@@ -348,21 +398,3 @@ class Broker:
         self._closing = True
 
 
-APPROVED = "approved"
-"""The audit outcome of one approval on a card that needs several."""
-
-
-def _detail(interaction: Interaction, outcome: Outcome) -> str:
-    """The audit detail of a quorum card's end: who approved, of how many."""
-    if interaction.required < 2:
-        return ""
-    approved = ", ".join(a.label() for a in outcome.approvals) or "nobody"
-    return f"{outcome.reason + '; ' if outcome.reason else ''}approvals {len(outcome.approvals)} of " \
-           f"{interaction.required}: {approved}"
-
-
-def _who(interaction: Interaction) -> str:
-    if interaction.approvers and (interaction.requester is None or interaction.requester.key not in
-                                  interaction.approvers or len(interaction.approvers) > 1):
-        return "the approvers named on it"
-    return interaction.requester.label() if interaction.requester else "the approvers"

@@ -23,75 +23,8 @@ from bridge import observe
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.ports import AdapterState, RestorableCard
 from bridge.store_codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    interaction_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    server TEXT NOT NULL,
-    conversation TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    actor TEXT,
-    actor_name TEXT,
-    requester TEXT,
-    detail TEXT NOT NULL DEFAULT '',
-    hash TEXT
-);
-CREATE TABLE IF NOT EXISTS interactions (
-    id TEXT PRIMARY KEY,
-    conversation TEXT NOT NULL,
-    status TEXT NOT NULL,
-    body TEXT NOT NULL,
-    card TEXT,
-    pending_call TEXT,
-    input_key TEXT,
-    outcome TEXT,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS interactions_open ON interactions (status);
-CREATE TABLE IF NOT EXISTS pending_calls (
-    id TEXT PRIMARY KEY,
-    conversation TEXT NOT NULL,
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    request_state TEXT,
-    input_requests TEXT NOT NULL,
-    requester TEXT,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS roots (
-    conversation TEXT NOT NULL,
-    uri TEXT NOT NULL,
-    name TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (conversation, uri)
-);
-CREATE TABLE IF NOT EXISTS settings (
-    conversation TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (conversation, key)
-);
-CREATE TABLE IF NOT EXISTS adapter_state (
-    namespace TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (namespace, key)
-);
-CREATE TABLE IF NOT EXISTS grants (
-    id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at REAL, revoked TEXT, body TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS usage (
-    day TEXT NOT NULL, subject TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (day, subject)
-);
-CREATE TABLE IF NOT EXISTS history (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    conversation TEXT NOT NULL,
-    message TEXT NOT NULL
-);
-"""
+from bridge.store_rows import UNREADABLE, RunningCall, Unreadable, read_each
+from bridge.store_schema import SCHEMA
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +83,7 @@ class Store:
         # FULL: a decision acknowledged in chat must survive a power cut too, not only a process crash.
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(SCHEMA)
         self._chain_old_audit_rows()
 
     def close(self) -> None:
@@ -253,19 +186,33 @@ class Store:
         row = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE id = ?",
             (interaction_id,)).fetchone()
-        return _stored(row) if row else None
+        found = read_each([row] if row else [], _stored, lambda r: None)[0]
+        return found[0] if found else None
 
     def open_interactions(self) -> list[StoredInteraction]:
+        return self.restore_interactions()[0]
+
+    def restore_interactions(self) -> tuple[list[StoredInteraction], list[Unreadable]]:
+        """Open interactions, each read on its own: the ones that cannot be read (or rebuilt) come back apart."""
         rows = self._db.execute(
-            "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE status = 'open'"
-            " ORDER BY created_at").fetchall()
-        return [_stored(row) for row in rows]
+            "SELECT body, status, card, pending_call, input_key, outcome, id, conversation FROM interactions"
+            " WHERE status = 'open' ORDER BY created_at").fetchall()
+        return read_each(rows, lambda r: _stored(r[:7]), lambda r: Unreadable("interactions", r[6], r[7], r[3]))
+
+    def close_unreadable(self, row: Unreadable, reason: str) -> None:
+        """Close an interaction that cannot be read: it ends as failed, with an audit row."""
+        outcome = Outcome(Status.FAILED, reason=reason)
+        with self._tx() as db:
+            db.execute("UPDATE interactions SET status = ?, outcome = ? WHERE id = ?",
+                       (outcome.status.value, dump_outcome(outcome), row.id))
+            self.record(AuditRow(time.time(), row.id, UNREADABLE, UNREADABLE, row.conversation, outcome.status.value,
+                                 None, None, None, reason))
 
     def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]:
         rows = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE pending_call = ?"
             " AND created_at >= ? ORDER BY created_at", (pending_call, since)).fetchall()
-        return [_stored(row) for row in rows]
+        return read_each(rows, _stored, lambda r: None)[0]
 
     # -- pending 2026 calls --------------------------------------------------------------------------------------
 
@@ -281,11 +228,30 @@ class Store:
         self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     def pending_calls(self) -> list[PendingCall]:
+        return self.restore_pending_calls()[0]
+
+    def restore_pending_calls(self) -> tuple[list[PendingCall], list[Unreadable]]:
         rows = self._db.execute(
             "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
             " FROM pending_calls ORDER BY created_at").fetchall()
-        return [PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3], json.loads(r[4]), r[5],
-                            json.loads(r[6]), load_actor(r[7]), r[8]) for r in rows]
+        return read_each(rows, lambda r: PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3],
+                                                     json.loads(r[4]), r[5], json.loads(r[6]), load_actor(r[7]),
+                                                     r[8]),
+                         lambda r: Unreadable("pending_calls", r[0], r[1], r[0], f"{r[2]}.{r[3]}"))
+
+    # -- calls running (any era), to tell their conversations after a crash ------------------------------------
+
+    def record_running_call(self, call_id: str, conversation: ConversationKey, server: str, tool: str) -> None:
+        self._write("INSERT OR REPLACE INTO running_calls (id, conversation, server, tool, started_at)"
+                    " VALUES (?,?,?,?,?)", (call_id, conversation.id(), server, tool, time.time()))
+
+    def end_running_call(self, call_id: str) -> None:
+        self._write("DELETE FROM running_calls WHERE id = ?", (call_id,))
+
+    def running_calls(self) -> list[RunningCall]:
+        rows = self._db.execute("SELECT id, conversation, server, tool, started_at FROM running_calls"
+                                " ORDER BY started_at").fetchall()
+        return [RunningCall(*row) for row in rows]
 
     # -- per-conversation data -----------------------------------------------------------------------------------
 

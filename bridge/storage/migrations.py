@@ -76,9 +76,11 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
         # one, 1 000 pending calls next to 100 000 old rows meant 1 000 full scans).
         "DROP INDEX IF EXISTS interactions_open",
         "CREATE INDEX interactions_status_created ON interactions (status, created_at)",
-        "CREATE INDEX interactions_call ON interactions (pending_call, created_at)",
+        # IF NOT EXISTS: `bridge.store` has made this one itself since it restores calls row by row.
+        "CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at)",
         "CREATE INDEX interactions_deadline ON interactions (expires_at) WHERE status = 'open'",
-        "CREATE INDEX audit_interaction ON audit (interaction_id)",
+        # IF NOT EXISTS too: `bridge.store` makes it as well (a restart reads each parked card's approvals).
+        "CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id)",
     )
 
 

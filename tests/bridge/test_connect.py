@@ -209,3 +209,27 @@ async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token
     assert [text(r)[-7:] for r in results] == ["for ada"] * 3
     assert cards_after_refresh == 1 and len(chat.cards) == 2
     assert web.provider.counts["refresh"] == 2 and web.provider.counts["authorize"] == 2
+
+
+async def test_a_parked_call_continues_on_its_requester_s_own_session(web: Site) -> None:
+    async with bridge(web) as (host, chat, _):
+        async def connect(person: Actor, user: str) -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host.calls.run, CHANNEL, person, "s", "whoami", {})
+                await sign_in((await connect_card(chat, person)).url, user)
+
+        with anyio.fail_after(30):
+            await connect(ADA, "ada")
+            await connect(BOB, "bob")
+            assert await host.calls.run(CHANNEL, ADA, "s", "whoami_asking", {}, park=True) is None  # parked
+            card = await chat.wait_for(lambda: next((c for c in chat.cards.values() if c.message == "Say a word"),
+                                                    None))
+            assert host.calls.rounds.parked  # nothing waits for the card: no task, no session held for it
+            for session in host.pool.sessions():
+                await host.pool.close(session)  # as the idle reaper would while she thinks
+            await host.decide(DecisionIn(card.id, ADA, "accept", {"word": "hello"}))
+            said = await chat.wait_message("s.whoami_asking:")
+            sessions = [s.key for s in host.pool.sessions()]
+    assert said.endswith("hello for ada")  # continued with her own account, not Bob's, and not refused
+    assert sessions == [(CHANNEL.id(), "s", ADA.key)]
+    assert web.provider.counts["authorize"] == 2  # no new sign-in: her stored token
