@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 from mcp.types import CallToolResult, TextContent
 
 from bridge.auth.tokens import VaultStorage
@@ -51,6 +52,17 @@ def text(result: CallToolResult | None) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
     return block.text
+
+
+def start_whoami(tg: TaskGroup, host: Host, person: Actor) -> list[CallToolResult | None]:
+    """The person's `whoami` call in the background; its result is in the list once the call ends."""
+    results: list[CallToolResult | None] = []
+
+    async def call() -> None:
+        results.append(await host.calls.run(CHANNEL, person, "s", "whoami", {}))
+
+    tg.start_soon(call)
+    return results
 
 
 async def connect_card(chat: FakeChatPort, person: Actor) -> Interaction:
@@ -101,12 +113,7 @@ async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_stat
     async with bridge(web) as (host, chat, http):
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
-                result: list[CallToolResult | None] = []
-
-                async def call() -> None:
-                    result.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
-
-                tg.start_soon(call)
+                result = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
                 refused = await host.decide(DecisionIn(card.id, CY, "decline"))
                 state = card.url.split("state=", 1)[1].split("&", 1)[0]
