@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import anyio
+import pytest
 from nio import (
     AsyncClient,
     AsyncClientConfig,
@@ -30,6 +31,7 @@ from adapters.matrix import MatrixAdapter, create
 from adapters.matrix.render import MARK, POLL_RESPONSE
 from bridge.config import Config, ServerConfig
 from bridge.host import Host
+from bridge.model import MessageIn
 from bridge.store import Store
 from tests.matrixhs.synapse import RegisteredUser, Synapse
 
@@ -233,3 +235,41 @@ def raw_result(text: str) -> dict[str, Any]:
     assert "Raw result:" in text, text
     data: dict[str, Any] = json.loads(text.split("Raw result:", 1)[1].strip())
     return data
+
+
+async def open_room(p: Person, bot_id: str, *, encrypted: bool) -> None:
+    """A fresh room of `p`'s with the bot invited, once the bot has joined."""
+    await p.create_room([bot_id], encrypted=encrypted)
+    await p.wait_joined(bot_id)
+
+
+class Room(NamedTuple):
+    ada: Person
+    running: Bridge
+    bot_id: str
+
+
+@asynccontextmanager
+async def ada_with_the_bot(synapse: Synapse, tmp_path: Path, config: Config, *,
+                           encrypted: bool = False) -> AsyncIterator[Room]:
+    """How most end-to-end tests start: a fresh bot account, the bridge running as it with `config` (its store the
+    file `config.store` names), and Ada (a second client; with her own crypto store when `encrypted`) in a new room
+    with the bot."""
+    bot = register(synapse, "bot")
+    async with person(synapse, "ada", tmp_path / "ada" if encrypted else None) as ada, \
+            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), Path(config.store)) as running:
+        await open_room(ada, bot.user_id, encrypted=encrypted)
+        yield Room(ada, running, bot.user_id)
+
+
+def record_messages(running: Bridge, monkeypatch: pytest.MonkeyPatch) -> list[MessageIn]:
+    """Every message the adapter hands to the host, in order (the adapter handles events one at a time)."""
+    handled: list[MessageIn] = []
+    original = running.host.handle_message
+
+    async def record(message: MessageIn) -> None:
+        handled.append(message)
+        await original(message)
+
+    monkeypatch.setattr(running.host, "handle_message", record)
+    return handled

@@ -22,12 +22,12 @@ from adapters.matrix.render import ACCEPT, CANCEL, DECLINE, POLL_END, POLL_START
 from bridge.config import Config, ServerConfig
 from bridge.errors import PlatformAPIError
 from bridge.forms import Field, FieldKind, Form, Option, approval_form
-from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, MessageIn, Outcome, ServerLabel, Status
+from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,
-    Bridge,
     Person,
+    ada_with_the_bot,
     body,
     bridge,
     content,
@@ -35,19 +35,16 @@ from tests.adapters.matrix.harness import (
     everything,
     mark,
     matrix_block,
+    open_room,
     part,
     person,
     raw_result,
+    record_messages,
     register,
 )
 from tests.matrixhs.synapse import Synapse
 
 pytestmark = pytest.mark.anyio
-
-
-async def open_room(p: Person, bot_id: str, *, encrypted: bool) -> None:
-    await p.create_room([bot_id], encrypted=encrypted)
-    await p.wait_joined(bot_id)
 
 
 async def polls_by_field(p: Person, interaction: str) -> dict[str, str]:
@@ -57,11 +54,8 @@ async def polls_by_field(p: Person, interaction: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("key", "action"), [(DECLINE, "decline"), (CANCEL, "cancel")])
 async def test_decline_and_cancel_by_reaction(synapse: Synapse, tmp_path: Path, key: str, action: str) -> None:
-    bot = register(synapse, "bot")
     config = Config(servers={"everything": everything()}, store=str(tmp_path / "bridge.db"))
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, _, _):
         await ada.say("!mcp call everything trigger-elicitation-request")
         root = await ada.wait(part("card"))
         await ada.wait(part("list"))  # the card's last part
@@ -156,11 +150,8 @@ def approval(kind: Kind, conversation: ConversationKey, actor: Actor, **extra: o
 
 
 async def test_tool_and_sampling_approval_by_reaction(synapse: Synapse, tmp_path: Path) -> None:
-    bot = register(synapse, "bot")
     config = Config(store=str(tmp_path / "bridge.db"), conversation_scope="channel")
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db") as running:
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, running, _):
         await ada.say("!mcp help")  # a round trip, so the bot's own sync has seen it join the room
         await ada.wait(lambda i, e: body(e).startswith("Commands"))
         conversation = ConversationKey("matrix", "localhost", ada.room_id)
@@ -222,19 +213,6 @@ def part_of(interaction: Interaction, name: str = "card") -> Callable[[int, Any]
     return lambda i, e: mark(e).get("interaction") == interaction.id and mark(e).get("part") == name
 
 
-def record_messages(running: Bridge, monkeypatch: pytest.MonkeyPatch) -> list[MessageIn]:
-    """Every message the adapter hands to the host, in order (the adapter handles events one at a time)."""
-    handled: list[MessageIn] = []
-    original = running.host.handle_message
-
-    async def record(message: MessageIn) -> None:
-        handled.append(message)
-        await original(message)
-
-    monkeypatch.setattr(running.host, "handle_message", record)
-    return handled
-
-
 async def round_trip(p: Person) -> None:
     """A command answered: the bot's sync has seen everything before it (and the room, which it needs to send)."""
     await p.say("!mcp help")
@@ -286,11 +264,8 @@ async def test_events_being_handled_at_a_stop_are_handled_after_the_restart(syna
 
 async def test_a_card_that_fails_half_way_is_ended_and_forgotten(synapse: Synapse, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    bot = register(synapse, "bot")
     config = Config(store=str(tmp_path / "bridge.db"), conversation_scope="channel")
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db") as running:
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, running, _):
         await round_trip(ada)
         conversation = ConversationKey("matrix", "localhost", ada.room_id)
         actor = Actor("matrix", ada.user_id, "Ada")
@@ -373,12 +348,9 @@ async def test_rooms_outside_allowed_rooms_are_ignored(synapse: Synapse, tmp_pat
 
 
 async def test_decline_by_replying_to_a_poll(synapse: Synapse, tmp_path: Path) -> None:
-    bot = register(synapse, "bot")
     config = Config(servers={"orders": ServerConfig(name="orders", inprocess=servers.orders(), protocol="legacy")},
                     store=str(tmp_path / "bridge.db"))
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, _, _):
         await ada.say("!mcp call orders order")
         poll = await ada.wait(part("poll", "colour"))
         await ada.say("!decline", reply_to=poll.event_id)

@@ -23,12 +23,12 @@ from adapters.matrix.layout import NO, YES
 from adapters.matrix.render import ACCEPT, POLL_END
 from bridge.config import Config, ServerConfig
 from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
-from bridge.model import Actor, ConversationKey, Interaction, Kind, MessageIn, Outcome, ServerLabel, Status
+from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,
-    Bridge,
     Person,
+    ada_with_the_bot,
     body,
     bridge,
     content,
@@ -36,9 +36,11 @@ from tests.adapters.matrix.harness import (
     everything,
     mark,
     matrix_block,
+    open_room,
     part,
     person,
     raw_result,
+    record_messages,
     register,
 )
 from tests.matrixhs.synapse import Synapse
@@ -51,11 +53,6 @@ EVERYTHING_ANSWER = {
     "integer": 7, "number": 2.5, "untitledSingleSelectEnum": "Rachel",
     "untitledMultipleSelectEnum": ["Piano", "Violin"], "titledSingleSelectEnum": "hero-3",
     "titledMultipleSelectEnum": ["fish-2", "fish-3"], "legacyTitledEnum": "pet-4"}
-
-
-async def open_room(p: Person, bot_id: str, *, encrypted: bool) -> None:
-    await p.create_room([bot_id], encrypted=encrypted)
-    await p.wait_joined(bot_id)
 
 
 def fields_of(p: Person, interaction: str, name: str) -> dict[str, str]:
@@ -128,13 +125,10 @@ async def answer_everything(ada: Person, command: str, bot_id: str) -> str:
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "e2ee"])
 async def test_everything_form_answered_as_element_sends_it(synapse: Synapse, tmp_path: Path,
                                                             encrypted: bool) -> None:
-    bot = register(synapse, "bot")
     config = Config(servers={"everything": everything()}, store=str(tmp_path / "bridge.db"))
-    async with person(synapse, "ada", tmp_path / "ada" if encrypted else None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
-        await open_room(ada, bot.user_id, encrypted=encrypted)
+    async with ada_with_the_bot(synapse, tmp_path, config, encrypted=encrypted) as (ada, _, bot_id):
         command = await ada.say("!mcp call everything trigger-elicitation-request")
-        card_id = await answer_everything(ada, command, bot.user_id)
+        card_id = await answer_everything(ada, command, bot_id)
 
         result = await ada.wait(lambda i, e: "Raw result:" in body(e))
         assert raw_result(body(result)) == {"action": "accept", "content": EVERYTHING_ANSWER}
@@ -154,7 +148,7 @@ async def test_everything_form_answered_as_element_sends_it(synapse: Synapse, tm
         lst = next(e for e in ada.seen if mark(e).get("part") == "list")
         closed = await ada.wait(edit_of(lst.event_id))
         assert "Salmon, Trout" in content(closed)["m.new_content"]["body"]
-        sent = events_of_card(ada, bot.user_id, card_id)
+        sent = events_of_card(ada, bot_id, card_id)
         # card, 3 polls, list, re-ask, progress edit, ✅, final edit, 3 poll ends, list edit
         assert len(sent) == 13, [(getattr(e, "type", ""), body(e)[:40]) for e in sent]
         others = [e for e in sent if e.event_id != root.event_id]
@@ -167,15 +161,12 @@ async def test_everything_form_answered_as_element_sends_it(synapse: Synapse, tm
 
 
 async def test_a_removed_reaction_removes_the_choice(synapse: Synapse, tmp_path: Path) -> None:
-    bot = register(synapse, "bot")
     config = Config(servers={"pets": ServerConfig(name="pets", inprocess=servers.pets(), protocol="legacy")},
                     store=str(tmp_path / "bridge.db"))
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, _, bot_id):
         await ada.say("!mcp call pets adopt")
         root = await ada.wait(part("card"))
-        await ada.wait(bot_reaction(bot.user_id, root.event_id, ACCEPT))  # nothing required: ready at once
+        await ada.wait(bot_reaction(bot_id, root.event_id, ACCEPT))  # nothing required: ready at once
         cat = await ada.react(root.event_id, "1️⃣")
         await ada.react(root.event_id, "2️⃣")
         await ada.unreact(cat)  # a second tap on Cat's pill
@@ -187,12 +178,9 @@ async def test_a_removed_reaction_removes_the_choice(synapse: Synapse, tmp_path:
 
 
 async def test_a_yes_no_answered_on_the_card_and_changed(synapse: Synapse, tmp_path: Path) -> None:
-    bot = register(synapse, "bot")
     config = Config(servers={"pets": ServerConfig(name="pets", inprocess=servers.pets(), protocol="legacy")},
                     store=str(tmp_path / "bridge.db"))
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db"):
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, _, _):
         await ada.say("!mcp call pets adopt")
         root = await ada.wait(part("card"))
         await ada.react(root.event_id, YES)
@@ -209,18 +197,6 @@ async def expired_card(synapse: Synapse, tmp_path: Path) -> tuple[Config, dict[s
     server = ServerConfig(name="everything", command="node", args=everything().args, elicitation_timeout=4.0)
     config = Config(servers={"everything": server}, store=str(tmp_path / "bridge.db"))
     return config, matrix_block(synapse, bot, tmp_path / "bot") | {"_bot": bot.user_id}
-
-
-def record_messages(running: Bridge, monkeypatch: pytest.MonkeyPatch) -> list[MessageIn]:
-    handled: list[MessageIn] = []
-    original = running.host.handle_message
-
-    async def record(message: MessageIn) -> None:
-        handled.append(message)
-        await original(message)
-
-    monkeypatch.setattr(running.host, "handle_message", record)
-    return handled
 
 
 async def test_late_answers_get_one_notice_and_the_questions_show_the_end(synapse: Synapse, tmp_path: Path,
@@ -287,11 +263,8 @@ def huge_interaction(conversation: ConversationKey, actor: Actor, **extra: Any) 
 async def test_huge_choices_render_and_every_event_fits(synapse: Synapse, tmp_path: Path) -> None:
     """30 000 options, a 72 KB question, a 92 KB link and titles that make a 500 KB poll end: every event the bot
     sends stays under the homeserver's 65 536 bytes, and the choice can still be answered."""
-    bot = register(synapse, "bot")
     config = Config(store=str(tmp_path / "bridge.db"), conversation_scope="channel")
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db") as running:
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, running, bot_id):
         await ada.say("!mcp help")
         await ada.wait(lambda i, e: body(e).startswith("Commands"))
         conversation = ConversationKey("matrix", "localhost", ada.room_id)
@@ -316,7 +289,7 @@ async def test_huge_choices_render_and_every_event_fits(synapse: Synapse, tmp_pa
             assert "… and " in body(root) and "more (type the value or title)" in body(root)
             await ada.wait(lambda i, e: mark(e).get("interaction") == card.id and mark(e).get("part") == "poll")
             await ada.say("v29999\nv2, v4999\n-", thread=root.event_id)
-            await ada.wait(bot_reaction(bot.user_id, root.event_id, ACCEPT))
+            await ada.wait(bot_reaction(bot_id, root.event_id, ACCEPT))
             await ada.react(root.event_id, ACCEPT)
         assert outcomes[0].status is Status.ACCEPTED
         assert outcomes[0].content == {"big": "v29999", "bigmulti": ["v2", "v4999"], "wide": "t3"}
@@ -333,16 +306,13 @@ async def test_huge_choices_render_and_every_event_fits(synapse: Synapse, tmp_pa
         await ada.say("!mcp help")
         await ada.wait(lambda i, e: body(e).startswith("Commands") and i > len(ada.seen) - 3)
         sizes = [len(json.dumps(e.source, ensure_ascii=False).encode()) for e in ada.seen
-                 if getattr(e, "sender", "") == bot.user_id]
+                 if getattr(e, "sender", "") == bot_id]
         assert max(sizes) < 65_536, max(sizes)
 
 
 async def test_no_control_bidi_or_invisible_characters_reach_the_room(synapse: Synapse, tmp_path: Path) -> None:
-    bot = register(synapse, "bot")
     config = Config(store=str(tmp_path / "bridge.db"), conversation_scope="channel")
-    async with person(synapse, "ada", None) as ada, \
-            bridge(config, matrix_block(synapse, bot, tmp_path / "bot"), tmp_path / "bridge.db") as running:
-        await open_room(ada, bot.user_id, encrypted=False)
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, running, bot_id):
         await ada.say("!mcp help")
         await ada.wait(lambda i, e: body(e).startswith("Commands"))
         conversation = ConversationKey("matrix", "localhost", ada.room_id)
@@ -372,7 +342,7 @@ async def test_no_control_bidi_or_invisible_characters_reach_the_room(synapse: S
             set("\u202e\u200b\ufeff\u00ad\u061c\u2060\u202a\u2066")
         checked = 0
         for e in ada.seen:
-            if getattr(e, "sender", "") == bot.user_id:
+            if getattr(e, "sender", "") == bot_id:
                 for text in strings(content(e)):
                     assert not (set(text) & bad), text[:200]
                     checked += 1
