@@ -53,9 +53,15 @@ def approver_rule(server: ServerConfig, kind: Kind, tool: str = "") -> ApproverR
         for pattern, rule in server.tool_approvers:
             if fnmatch.fnmatchcase(tool, pattern):
                 return rule
-    by_kind = {Kind.TOOL: server.tools_approvers, Kind.SAMPLING: server.sampling.approvers,
-               Kind.SAMPLING_REVIEW: server.sampling.approvers, Kind.ROOTS: server.roots.approvers,
-               Kind.FORM: server.elicitation_approvers, Kind.URL: server.elicitation_approvers}[kind]
+    # Asked for every card and every tool call: a chain of tests, not a table built per call.
+    if kind is Kind.FORM or kind is Kind.URL:
+        by_kind = server.elicitation_approvers
+    elif kind is Kind.TOOL:
+        by_kind = server.tools_approvers
+    elif kind is Kind.ROOTS:
+        by_kind = server.roots.approvers
+    else:  # sampling and its review
+        by_kind = server.sampling.approvers
     return by_kind or server.approvers
 
 
