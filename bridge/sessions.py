@@ -56,6 +56,8 @@ class SessionPool:
         self.auth: AuthFactory | None = None
         """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
         self._sessions: dict[SessionKey, Session] = {}
+        self._by_client: dict[int, tuple[object, Session]] = {}
+        """Each running session by its MCP client session's id (held with it), for `by_client`."""
         self._locks: dict[SessionKey, anyio.Lock] = {}
         self._room_waiters: deque[anyio.Event] = deque()
         """Who waits for room, first come first served: each session that stops being busy or closes wakes one."""
@@ -101,9 +103,13 @@ class SessionPool:
         return self._sessions.get(session_key(cfg, conversation, person))
 
     def by_client(self, client_session: object) -> Session | None:
-        """The session whose MCP client session this is (for a server request the SDK hands over)."""
-        return next((s for s in self._sessions.values()
-                     if s.client is not None and s.client.session is client_session), None)
+        """The session whose MCP client session this is (for a server request the SDK hands over): asked for every
+        legacy server request, so a lookup rather than a walk through every session of the bridge."""
+        entry = self._by_client.get(id(client_session))
+        if entry is None or entry[0] is not client_session:
+            return None
+        session = entry[1]
+        return session if self._sessions.get(session.key) is session else None
 
     async def list_tools(self, conversation: ConversationKey, server: str, *, person: Actor | None = None,
                          fresh: bool = False) -> list[Any]:
@@ -254,6 +260,9 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                client_session = session.client.session
+                self._by_client[id(client_session)] = (client_session, session)
+                stack.callback(self._by_client.pop, id(client_session), None)
                 if session.server.protocol == "2026-07-28" and not session.modern:
                     raise RuntimeError(f"pinned to protocol 2026-07-28, but it speaks {session.protocol_version}")
                 if cb.log_level is not None and not session.modern:

@@ -338,6 +338,17 @@ async def test_sessions_close_when_idle_and_the_pool_never_exceeds_its_maximum()
     assert host.pool.sessions() == []
 
 
+async def test_a_server_request_finds_its_session_only_while_that_session_is_in_the_pool() -> None:
+    async with bridge(form_server(), "legacy") as (host, _):
+        session = await host.pool.get(ROOM, "forms")
+        assert session.client is not None
+        client_session = session.client.session
+        assert host.pool.by_client(client_session) is session
+        assert host.pool.by_client(object()) is None
+        await host.pool.close(session)
+        assert host.pool.by_client(client_session) is None
+
+
 async def test_the_servers_command_shows_state_and_negotiated_version() -> None:
     async with bridge(form_server(), "legacy") as (host, chat):
         await host.handle_message(MessageIn(ROOM, ALICE, "servers", explicit_command=True))
