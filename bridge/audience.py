@@ -49,6 +49,7 @@ class Audience:
 
     def context(self, server: str, session: Session | None, conversation: ConversationKey, requester: Actor | None,
                 tool: str = "", *, pending_call: str | None = None, input_key: str | None = None,
-                url_elicitations: dict[str, str] | None = None) -> RequestContext:
+                url_elicitations: dict[str, str] | None = None, park: bool = False, note: str = "") -> RequestContext:
         return RequestContext(conversation, self.label(server, session), requester, self.approvers(server, requester),
-                              tool, pending_call, input_key, url_elicitations, self._config.servers.get(server))
+                              tool, pending_call, input_key, url_elicitations, self._config.servers.get(server),
+                              park, note)
