@@ -22,6 +22,7 @@ from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Stat
 from bridge.request_context import RequestContext
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from bridge.text import shorten
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -347,6 +348,20 @@ async def test_a_server_request_finds_its_session_only_while_that_session_is_in_
         assert host.pool.by_client(object()) is None
         await host.pool.close(session)
         assert host.pool.by_client(client_session) is None
+
+
+async def test_a_card_names_the_server_by_its_configured_title_else_the_one_it_reports() -> None:
+    server = MCPServer("reported-name", title="Reported Title " + "x" * 80)
+    async with bridge(server, "legacy") as (host, _):
+        session = await host.pool.get(ROOM, "forms")
+        reported = host.commands.audience.label("forms", session)
+        assert reported == ServerLabel("forms", shorten("Reported Title " + "x" * 80, 60))  # theirs, capped
+        assert host.commands.audience.label("forms", None) == ServerLabel("forms")
+    configured = ServerConfig(name="forms", inprocess=server, title="Our Forms", protocol="legacy")
+    host, _ = host_for(config_for({"forms": configured}))
+    async with host:
+        session = await host.pool.get(ROOM, "forms")
+        assert host.commands.audience.label("forms", session) == ServerLabel("forms", "Our Forms")
 
 
 async def test_the_servers_command_shows_state_and_negotiated_version() -> None:
