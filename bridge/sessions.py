@@ -15,8 +15,8 @@ import logging
 import time
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -198,15 +198,9 @@ class SessionPool:
             session.borrowed -= 1
             self.released(session)
 
-    @contextmanager
-    def hold(self, session: Session) -> Iterator[Session]:
+    def hold(self, session: Session) -> _Held:
         """Keep `session` busy (not closed for room or idleness) while the caller prepares to use it."""
-        session.borrowed += 1
-        try:
-            yield session
-        finally:
-            session.borrowed -= 1
-            self.released(session)
+        return _Held(self, session)
 
     def released(self, session: Session) -> None:
         """A call or a command stopped using `session`: it is idle from now if nothing else uses it."""
@@ -329,6 +323,24 @@ class SessionPool:
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s", "/".join(filter(None, session.key)))
                     await self.close(session)
+
+
+class _Held:
+    """`SessionPool.hold`: a plain context manager, not a generator, since every legacy call enters one."""
+
+    __slots__ = ("_pool", "_session")
+
+    def __init__(self, pool: SessionPool, session: Session) -> None:
+        self._pool = pool
+        self._session = session
+
+    def __enter__(self) -> Session:
+        self._session.borrowed += 1
+        return self._session
+
+    def __exit__(self, *exc: object) -> None:
+        self._session.borrowed -= 1
+        self._pool.released(self._session)
 
 
 async def _set_legacy_log_level(client: Client, level: str) -> None:

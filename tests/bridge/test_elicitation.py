@@ -350,6 +350,17 @@ async def test_a_server_request_finds_its_session_only_while_that_session_is_in_
         assert host.pool.by_client(client_session) is None
 
 
+async def test_a_held_session_is_busy_until_released_even_when_its_holder_fails() -> None:
+    async with bridge(form_server(), "legacy") as (host, _):
+        session = await host.pool.get(ROOM, "forms")
+        with host.pool.hold(session) as held:
+            assert held is session and session.busy
+            with pytest.raises(RuntimeError), host.pool.hold(session):
+                raise RuntimeError("the holder failed")
+            assert session.busy  # the outer hold still keeps it
+        assert not session.busy
+
+
 async def test_a_card_names_the_server_by_its_configured_title_else_the_one_it_reports() -> None:
     server = MCPServer("reported-name", title="Reported Title " + "x" * 80)
     async with bridge(server, "legacy") as (host, _):
