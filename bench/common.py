@@ -99,7 +99,8 @@ class ResultsPort(FakeChatPort):
         super().__init__()
         self.results: dict[str, str] = {}
         """The reported result texts by tag (parsed only by whoever checks them, outside any timing)."""
-        self._reported = anyio.Event()
+        self._reported: anyio.Event | None = None
+        """Made only while someone waits, as `FakeChatPort` does: the fake platform's own cost is not the bridge's."""
 
     async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
         head = f"{SERVER}.{TOOL}:\n"
@@ -109,12 +110,15 @@ class ResultsPort(FakeChatPort):
         start = body.find('"tag": "')
         tag = body[start + 8:body.index('"', start + 8)] if start >= 0 else ""
         self.results[tag] = body
-        self._reported.set()
-        self._reported = anyio.Event()
+        if self._reported is not None:
+            self._reported.set()
+            self._reported = None
         return MessageRef(conversation, {"n": "result"})
 
     async def wait_results(self, count: int) -> None:
         while len(self.results) < count:
+            if self._reported is None:
+                self._reported = anyio.Event()
             await self._reported.wait()
 
 

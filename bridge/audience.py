@@ -35,11 +35,10 @@ class Audience:
     def label(self, server: str, session: Session | None) -> ServerLabel:
         """The configured name (ours) and the title: configured, or else the one the server reports (theirs)."""
         cfg = self._config.servers.get(server)
-        reported = ""
-        if session is not None and session.client is not None and session.client.server_info is not None:
-            info = session.client.server_info
-            reported = shorten(info.title or info.name or "", 60)
-        return ServerLabel(server, (cfg.title if cfg and cfg.title else reported))
+        if cfg is not None and cfg.title:
+            return ServerLabel(server, cfg.title)  # the server's own title is not even looked at
+        info = session.client.server_info if session is not None and session.client is not None else None
+        return ServerLabel(server, shorten(info.title or info.name or "", 60) if info is not None else "")
 
     def approvers(self, server: str, *requesters: Actor | None) -> frozenset[str]:
         """The requester(s) and the people of the server's own rule (who may also stop its calls)."""
@@ -49,6 +48,7 @@ class Audience:
 
     def context(self, server: str, session: Session | None, conversation: ConversationKey, requester: Actor | None,
                 tool: str = "", *, pending_call: str | None = None, input_key: str | None = None,
-                url_elicitations: dict[str, str] | None = None) -> RequestContext:
+                url_elicitations: dict[str, str] | None = None, park: bool = False, note: str = "") -> RequestContext:
         return RequestContext(conversation, self.label(server, session), requester, self.approvers(server, requester),
-                              tool, pending_call, input_key, url_elicitations, self._config.servers.get(server))
+                              tool, pending_call, input_key, url_elicitations, self._config.servers.get(server),
+                              park, note)

@@ -14,7 +14,7 @@ from mcp.types import ElicitRequestFormParams, ElicitRequestParams, ElicitReques
 from bridge.config import Config
 from bridge.errors import INVALID_PARAMS, UnsupportedSchema
 from bridge.form_schema import form_from_schema
-from bridge.limits import Limits, schema_problem
+from bridge.limits import Limits
 from bridge.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.outbound import Say
 from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
@@ -26,10 +26,7 @@ MAX_MESSAGE = 2000
 def form_interaction(ctx: RequestContext, params: ElicitRequestFormParams, timeout: float,
                      limits: Limits | None = None) -> Interaction:
     """Raises UnsupportedSchema when the schema is outside the subset, or larger than `limits` allow."""
-    too_large = schema_problem(params.requested_schema, limits) if limits is not None else None
-    if too_large is not None:
-        raise UnsupportedSchema(too_large)
-    form = form_from_schema(params.requested_schema)
+    form = form_from_schema(params.requested_schema, limits)
     return new_interaction(ctx, Kind.FORM, shorten(params.message, MAX_MESSAGE), form=form, timeout=timeout,
                            accept_label="Submit", decline_label="Decline")
 

@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 
 from bridge.errors import UnsupportedSchema
 from bridge.form_model import STRING_FORMATS, Field, FieldKind, Form, Option
+from bridge.limits import Limits, SchemaShape, schema_shape, shape_problem
 from bridge.lru import ByteLRU
 from bridge.secret_names import looks_secret
 
@@ -29,7 +30,7 @@ _ALLOWED_COMMON = {"type", "title", "description", "default"}
 CACHE_SIZE = 16 * 1024**2
 ENTRY_OVERHEAD = 4
 """A built form holds its schema as Python objects besides the JSON key: about four times the key's size."""
-_CACHE: ByteLRU[str, Form | UnsupportedSchema] = ByteLRU(CACHE_SIZE)
+_CACHE: ByteLRU[str, tuple[Form | UnsupportedSchema, SchemaShape]] = ByteLRU(CACHE_SIZE)
 
 
 def set_cache_size(size: int) -> None:
@@ -41,32 +42,42 @@ def cache_used() -> int:
     return _CACHE.used
 
 
-def form_from_schema(schema: Mapping[str, Any]) -> Form:
+def form_from_schema(schema: Mapping[str, Any], limits: Limits | None = None) -> Form:
     """Build a `Form` from an elicitation `requestedSchema`.
 
     Forms are immutable, so one is built once per distinct schema: servers ask the same form again and again, and
     checking a schema against the JSON Schema metaschema costs milliseconds. The cache is bounded by bytes
-    (`set_cache_size`), so large schemas cannot pin memory; a refusal is remembered as well.
+    (`set_cache_size`), so large schemas cannot pin memory; a refusal is remembered as well. With `limits`, a schema
+    over them (fields, options, bytes) is refused before it is built; its measure is kept with the form, so the
+    schema is encoded once per request and measured once per distinct schema.
 
     Raises:
-        UnsupportedSchema: the schema is outside the restricted subset; the message says which part and why.
+        UnsupportedSchema: the schema is outside the restricted subset or over `limits`; the message says which part
+            and why.
     """
     if not isinstance(schema, Mapping):
         raise UnsupportedSchema("requestedSchema must be an object")
     try:
-        key = json.dumps(schema)  # key order is field order, so it stays part of the key
+        key = json.dumps(schema, ensure_ascii=False)  # key order is field order, so it stays part of the key
     except (TypeError, ValueError):
         raise UnsupportedSchema("requestedSchema must be plain JSON") from None
     cached = _CACHE.get(key)
     if cached is None:
+        shape = schema_shape(schema, key)
+        if limits is not None and (too_large := shape_problem(shape, limits)) is not None:
+            raise UnsupportedSchema(too_large)  # neither built nor kept: an oversized schema costs one pass
         try:
-            cached = _build_form(json.loads(key))
+            built: Form | UnsupportedSchema = _build_form(json.loads(key))
         except UnsupportedSchema as exc:
-            cached = exc
+            built = exc
+        cached = (built, shape)
         _CACHE.put(key, cached, ENTRY_OVERHEAD * len(key))
-    if isinstance(cached, UnsupportedSchema):
-        raise UnsupportedSchema(str(cached))
-    return cached
+    built, shape = cached
+    if limits is not None and (too_large := shape_problem(shape, limits)) is not None:
+        raise UnsupportedSchema(too_large)
+    if isinstance(built, UnsupportedSchema):
+        raise UnsupportedSchema(str(built))
+    return built
 
 
 def _build_form(schema: Mapping[str, Any]) -> Form:

@@ -67,25 +67,55 @@ def from_mapping(data: Mapping[str, Any]) -> Limits:
     return Limits(**values)
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaShape:
+    """What the schema bounds look at: a form schema's number of fields, its largest choice and its size as JSON."""
+
+    fields: int
+    options: int
+    """The options of the field that has the most."""
+    options_field: str
+    size: int
+    """Bytes of the schema as JSON (UTF-8); -1 when it is not plain JSON (the form builder says so)."""
+
+
+def schema_shape(schema: Mapping[str, Any], encoded: str | None = None) -> SchemaShape:
+    """Measure a form schema: linear in it, one pass. `encoded` is its JSON (`ensure_ascii=False`) when the caller
+    made it already (the form cache's key), so the schema is not encoded twice."""
+    properties = schema.get("properties")
+    fields = options = 0
+    options_field = ""
+    if isinstance(properties, Mapping):
+        fields = len(properties)
+        for name, prop in properties.items():
+            count = _options(prop)
+            if count > options:
+                options, options_field = count, str(name)
+    if encoded is None:
+        try:
+            encoded = json.dumps(schema, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return SchemaShape(fields, options, options_field, -1)
+    size = len(encoded) if encoded.isascii() else len(encoded.encode("utf-8"))
+    return SchemaShape(fields, options, options_field, size)
+
+
+def shape_problem(shape: SchemaShape, limits: Limits) -> str | None:
+    """Why a schema of this shape is too large to show, or None."""
+    if shape.fields > limits.schema_fields:
+        return f"the form has {shape.fields} fields; this bridge shows at most {limits.schema_fields}"
+    if shape.options > limits.schema_options:
+        return (f"the field {shape.options_field[:60]!r} has {shape.options} options; this bridge shows at most "
+                f"{limits.schema_options}")
+    if shape.size > limits.schema_size:
+        return f"the form's schema takes {_kb(shape.size)}; this bridge takes at most {_kb(limits.schema_size)}"
+    return None
+
+
 def schema_problem(schema: Mapping[str, Any], limits: Limits) -> str | None:
     """Why a form schema is too large to show, or None. Linear in the schema; checked before anything else reads
     it, so an oversized schema costs one pass and nothing more."""
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping) and len(properties) > limits.schema_fields:
-        return f"the form has {len(properties)} fields; this bridge shows at most {limits.schema_fields}"
-    if isinstance(properties, Mapping):
-        for name, prop in properties.items():
-            count = _options(prop)
-            if count > limits.schema_options:
-                return (f"the field {str(name)[:60]!r} has {count} options; this bridge shows at most "
-                        f"{limits.schema_options}")
-    try:
-        size = len(json.dumps(schema, ensure_ascii=False).encode("utf-8"))
-    except (TypeError, ValueError):
-        return None  # not plain JSON: the form builder says so
-    if size > limits.schema_size:
-        return f"the form's schema takes {_kb(size)}; this bridge takes at most {_kb(limits.schema_size)}"
-    return None
+    return shape_problem(schema_shape(schema), limits)
 
 
 def _options(prop: Any) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -129,22 +129,20 @@ def rate_limit_wait(platform: str, method: str, seconds: float) -> None:
             _failed(observer, "rate_limit_wait")
 
 
-@contextmanager
-def tool_call(server: str, tool: str) -> Iterator[None]:
-    if not _observers:
-        yield
-        return
-    with _entered("tool_call", lambda o: o.tool_call(server, tool)):
-        yield
+_NOTHING: AbstractContextManager[None] = nullcontext()
+"""What a hook around a call is when nobody observes: no generator made and stepped per call (stateless, shared)."""
 
 
-@contextmanager
-def chat_call(platform: str, method: str) -> Iterator[None]:
+def tool_call(server: str, tool: str) -> AbstractContextManager[None]:
     if not _observers:
-        yield
-        return
-    with _entered("chat_call", lambda o: o.chat_call(platform, method)):
-        yield
+        return _NOTHING
+    return _entered("tool_call", lambda o: o.tool_call(server, tool))
+
+
+def chat_call(platform: str, method: str) -> AbstractContextManager[None]:
+    if not _observers:
+        return _NOTHING
+    return _entered("chat_call", lambda o: o.chat_call(platform, method))
 
 
 @contextmanager

@@ -53,15 +53,23 @@ def approver_rule(server: ServerConfig, kind: Kind, tool: str = "") -> ApproverR
         for pattern, rule in server.tool_approvers:
             if fnmatch.fnmatchcase(tool, pattern):
                 return rule
-    by_kind = {Kind.TOOL: server.tools_approvers, Kind.SAMPLING: server.sampling.approvers,
-               Kind.SAMPLING_REVIEW: server.sampling.approvers, Kind.ROOTS: server.roots.approvers,
-               Kind.FORM: server.elicitation_approvers, Kind.URL: server.elicitation_approvers}[kind]
+    # Asked for every card and every tool call: a chain of tests, not a table built per call.
+    if kind is Kind.FORM or kind is Kind.URL:
+        by_kind = server.elicitation_approvers
+    elif kind is Kind.TOOL:
+        by_kind = server.tools_approvers
+    elif kind is Kind.ROOTS:
+        by_kind = server.roots.approvers
+    else:  # sampling and its review
+        by_kind = server.sampling.approvers
     return by_kind or server.approvers
 
 
 def channel_policy(config: Config, conversation: ConversationKey) -> ChannelPolicy:
     """The policy of the conversation's channel: its exact `<platform>:<channel>` entry, else the first glob that
     matches, else none (everything the servers allow)."""
+    if not config.channels:
+        return NO_CHANNEL  # asked on every call: most configs have no channel policies at all
     key = f"{conversation.platform}:{conversation.channel}"
     exact = config.channels.get(key)
     if exact is not None:
@@ -85,8 +93,9 @@ def tool_needs_approval(config: Config, conversation: ConversationKey, server: S
 def configured_verdict(config: Config, conversation: ConversationKey, server: ServerConfig, tool: str) -> bool | None:
     """Whether the configuration alone (approver rules, the channel's rules, the server's) decides that `tool` needs
     approval, or None when none does and the tool's own annotations decide."""
-    if approver_rule(server, Kind.TOOL, tool).required > 1 or any(
-            fnmatch.fnmatchcase(tool, pattern) for pattern, _ in server.tool_approvers):
+    if server.tool_approvers and any(fnmatch.fnmatchcase(tool, pattern) for pattern, _ in server.tool_approvers):
+        return True
+    if approver_rule(server, Kind.TOOL, tool).required > 1:
         return True
     for pattern, verdict in channel_policy(config, conversation).tool_rules:
         if fnmatch.fnmatchcase(tool, pattern) or fnmatch.fnmatchcase(f"{server.name}.{tool}", pattern):

@@ -25,7 +25,7 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
@@ -238,10 +238,9 @@ class Rounds:
 
         async def one(key: str, request: InputRequest, cancel: anyio.CancelScope | None) -> None:
             ctx = self._audience.context(record.server, session, record.conversation, record.requester,
-                                         record.tool, pending_call=record.id, input_key=key)
-            if key in again or (park and isinstance(request, ElicitRequest)):
-                ctx = replace(ctx, park=park and isinstance(request, ElicitRequest),
-                              note=RERUN_NOTE if key in again else "")
+                                         record.tool, pending_call=record.id, input_key=key,
+                                         park=park and isinstance(request, ElicitRequest),
+                                         note=RERUN_NOTE if key in again else "")
             token = CURRENT.set(ctx)
             try:
                 meta = request.params.meta if request.params else None

@@ -51,12 +51,16 @@ class Routing:
         self._ports = ports
 
     async def prepare(self, interaction: Interaction) -> Interaction:
-        """The interaction with its groups' members among the approvers and the people to ask privately."""
+        """The interaction with its groups' members among the approvers and the people to ask privately. The same
+        object when neither adds anything (the usual card: no groups, only the requester decides), since rebuilding
+        an interaction is a good part of what a card costs the core."""
         approvers = set(interaction.approvers)
         for name in interaction.groups:
             approvers |= await self.members(name)
-        interaction = replace(interaction, approvers=frozenset(approvers))
-        return replace(interaction, asked=tuple(await self._private(interaction)))
+        if len(approvers) != len(interaction.approvers):  # the union only grows: same size, same people
+            interaction = replace(interaction, approvers=frozenset(approvers))
+        asked = tuple(await self._private(interaction))
+        return interaction if asked == interaction.asked else replace(interaction, asked=asked)
 
     async def members(self, name: str) -> set[str]:
         group = self._groups.get(name)

@@ -15,8 +15,8 @@ import logging
 import time
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -56,6 +56,8 @@ class SessionPool:
         self.auth: AuthFactory | None = None
         """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
         self._sessions: dict[SessionKey, Session] = {}
+        self._by_client: dict[int, tuple[object, Session]] = {}
+        """Each running session by its MCP client session's id (held with it), for `by_client`."""
         self._locks: dict[SessionKey, anyio.Lock] = {}
         self._room_waiters: deque[anyio.Event] = deque()
         """Who waits for room, first come first served: each session that stops being busy or closes wakes one."""
@@ -101,9 +103,13 @@ class SessionPool:
         return self._sessions.get(session_key(cfg, conversation, person))
 
     def by_client(self, client_session: object) -> Session | None:
-        """The session whose MCP client session this is (for a server request the SDK hands over)."""
-        return next((s for s in self._sessions.values()
-                     if s.client is not None and s.client.session is client_session), None)
+        """The session whose MCP client session this is (for a server request the SDK hands over): asked for every
+        legacy server request, so a lookup rather than a walk through every session of the bridge."""
+        entry = self._by_client.get(id(client_session))
+        if entry is None or entry[0] is not client_session:
+            return None
+        session = entry[1]
+        return session if self._sessions.get(session.key) is session else None
 
     async def list_tools(self, conversation: ConversationKey, server: str, *, person: Actor | None = None,
                          fresh: bool = False) -> list[Any]:
@@ -192,15 +198,9 @@ class SessionPool:
             session.borrowed -= 1
             self.released(session)
 
-    @contextmanager
-    def hold(self, session: Session) -> Iterator[Session]:
+    def hold(self, session: Session) -> _Held:
         """Keep `session` busy (not closed for room or idleness) while the caller prepares to use it."""
-        session.borrowed += 1
-        try:
-            yield session
-        finally:
-            session.borrowed -= 1
-            self.released(session)
+        return _Held(self, session)
 
     def released(self, session: Session) -> None:
         """A call or a command stopped using `session`: it is idle from now if nothing else uses it."""
@@ -254,6 +254,9 @@ class SessionPool:
                     cache=None,
                 )
                 session.client = await stack.enter_async_context(client)
+                client_session = session.client.session
+                self._by_client[id(client_session)] = (client_session, session)
+                stack.callback(self._by_client.pop, id(client_session), None)
                 if session.server.protocol == "2026-07-28" and not session.modern:
                     raise RuntimeError(f"pinned to protocol 2026-07-28, but it speaks {session.protocol_version}")
                 if cb.log_level is not None and not session.modern:
@@ -320,6 +323,24 @@ class SessionPool:
                 if not session.busy and now - session.last_used > self._config.idle_timeout:
                     logger.info("closing idle session %s", "/".join(filter(None, session.key)))
                     await self.close(session)
+
+
+class _Held:
+    """`SessionPool.hold`: a plain context manager, not a generator, since every legacy call enters one."""
+
+    __slots__ = ("_pool", "_session")
+
+    def __init__(self, pool: SessionPool, session: Session) -> None:
+        self._pool = pool
+        self._session = session
+
+    def __enter__(self) -> Session:
+        self._session.borrowed += 1
+        return self._session
+
+    def __exit__(self, *exc: object) -> None:
+        self._session.borrowed -= 1
+        self._pool.released(self._session)
 
 
 async def _set_legacy_log_level(client: Client, level: str) -> None:

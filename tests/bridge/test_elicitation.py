@@ -22,6 +22,7 @@ from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Stat
 from bridge.request_context import RequestContext
 from bridge.store import Store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from bridge.text import shorten
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -336,6 +337,42 @@ async def test_sessions_close_when_idle_and_the_pool_never_exceeds_its_maximum()
             await second.wait_closed()  # the idle reaper closes it after 0.5 s unused
     assert first.state.value == "closed" and second.state.value == "closed"
     assert host.pool.sessions() == []
+
+
+async def test_a_server_request_finds_its_session_only_while_that_session_is_in_the_pool() -> None:
+    async with bridge(form_server(), "legacy") as (host, _):
+        session = await host.pool.get(ROOM, "forms")
+        assert session.client is not None
+        client_session = session.client.session
+        assert host.pool.by_client(client_session) is session
+        assert host.pool.by_client(object()) is None
+        await host.pool.close(session)
+        assert host.pool.by_client(client_session) is None
+
+
+async def test_a_held_session_is_busy_until_released_even_when_its_holder_fails() -> None:
+    async with bridge(form_server(), "legacy") as (host, _):
+        session = await host.pool.get(ROOM, "forms")
+        with host.pool.hold(session) as held:
+            assert held is session and session.busy
+            with pytest.raises(RuntimeError), host.pool.hold(session):
+                raise RuntimeError("the holder failed")
+            assert session.busy  # the outer hold still keeps it
+        assert not session.busy
+
+
+async def test_a_card_names_the_server_by_its_configured_title_else_the_one_it_reports() -> None:
+    server = MCPServer("reported-name", title="Reported Title " + "x" * 80)
+    async with bridge(server, "legacy") as (host, _):
+        session = await host.pool.get(ROOM, "forms")
+        reported = host.commands.audience.label("forms", session)
+        assert reported == ServerLabel("forms", shorten("Reported Title " + "x" * 80, 60))  # theirs, capped
+        assert host.commands.audience.label("forms", None) == ServerLabel("forms")
+    configured = ServerConfig(name="forms", inprocess=server, title="Our Forms", protocol="legacy")
+    host, _ = host_for(config_for({"forms": configured}))
+    async with host:
+        session = await host.pool.get(ROOM, "forms")
+        assert host.commands.audience.label("forms", session) == ServerLabel("forms", "Our Forms")
 
 
 async def test_the_servers_command_shows_state_and_negotiated_version() -> None:

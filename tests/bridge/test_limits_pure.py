@@ -11,7 +11,7 @@ import pytest
 
 from bridge import form_schema
 from bridge.config import from_mapping
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, UnsupportedSchema
 from bridge.limits import CardKeys, Limits, OpenCards, parse_size, schema_problem
 from bridge.ratelimit import RateLimiter
 
@@ -69,6 +69,22 @@ def test_schema_problems_are_found_before_the_form_is_built() -> None:
     assert schema_problem({"type": "object", "properties": {"a": {"title": "é" * 600}}}, limits) == \
         "the form's schema takes 1 KB; this bridge takes at most 1 KB"
     assert schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}, limits) is None
+
+
+def test_a_form_built_once_is_still_measured_against_each_host_s_limits() -> None:
+    """The form cache is the process's, the limits a host's: a schema one host showed is refused by a stricter one,
+    and one refused for its size is neither built nor kept."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "title": "B ü"}}}
+    form = form_schema.form_from_schema(schema, Limits())
+    assert form_schema.form_from_schema(schema, Limits()) is form  # built once
+    with pytest.raises(UnsupportedSchema, match="the form has 2 fields; this bridge shows at most 1"):
+        form_schema.form_from_schema(schema, Limits(schema_fields=1))
+    used = form_schema.cache_used()
+    big = {"type": "object", "properties": {"a": {"type": "string", "title": "é" * 600}}}
+    with pytest.raises(UnsupportedSchema, match="takes 1 KB; this bridge takes at most 1 KB"):
+        form_schema.form_from_schema(big, Limits(schema_size=1000))
+    assert form_schema.cache_used() == used
+    assert form_schema.form_from_schema(big, Limits()).fields[0].title == "é" * 600
 
 
 def _schema(n: int, size: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import pytest
 from mcp.types import ToolAnnotations
 
 from bridge import commands
+from bridge.config import RootsPolicy, SamplingPolicy, ServerConfig
 from bridge.dialog import Dialog, StepKind, option_lines
 from bridge.form_schema import form_from_schema
 from bridge.forms import Field, FieldKind, Option, approval_form
@@ -22,11 +23,11 @@ from bridge.model import (
     Status,
     conversation_key,
 )
-from bridge.policy import MASK, mask_arguments, needs_approval
+from bridge.policy import MASK, approver_rule, mask_arguments, needs_approval
 from bridge.presentation import describe_outcome, describe_progress
 from bridge.ratelimit import RateLimiter
 from bridge.secret_names import looks_secret
-from bridge.team_config import duration_text
+from bridge.team_config import ApproverRule, duration_text
 from bridge.testing import ALICE, ROOM
 
 # -- commands ------------------------------------------------------------------------------------------------------
@@ -227,3 +228,20 @@ def test_dialog_offers_and_takes_the_wider_grants() -> None:
                                                (5400, "90 min"), (5430, "1.5 h")])
 def test_durations_read_as_people_say_them(seconds: float, text: str) -> None:
     assert duration_text(seconds) == text
+
+
+def test_each_kind_of_request_takes_its_own_approver_rule_else_the_server_s() -> None:
+    rules = {name: ApproverRule(people=(f"test:{name}",)) for name in
+             ("server", "forms", "tools", "deploy", "sampling", "roots")}
+    server = ServerConfig(name="s", approvers=rules["server"], elicitation_approvers=rules["forms"],
+                          tools_approvers=rules["tools"], tool_approvers=(("deploy_*", rules["deploy"]),),
+                          sampling=SamplingPolicy(approvers=rules["sampling"]),
+                          roots=RootsPolicy(approvers=rules["roots"]))
+    assert approver_rule(server, Kind.FORM) is rules["forms"] and approver_rule(server, Kind.URL) is rules["forms"]
+    assert approver_rule(server, Kind.TOOL, "deploy_prod") is rules["deploy"]
+    assert approver_rule(server, Kind.TOOL, "list") is rules["tools"]
+    assert approver_rule(server, Kind.SAMPLING) is rules["sampling"]
+    assert approver_rule(server, Kind.SAMPLING_REVIEW) is rules["sampling"]
+    assert approver_rule(server, Kind.ROOTS) is rules["roots"]
+    bare = ServerConfig(name="s", approvers=rules["server"])
+    assert {approver_rule(bare, kind, "deploy_prod") for kind in Kind} == {rules["server"]}
