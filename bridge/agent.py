@@ -19,7 +19,7 @@ from bridge.errors import SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.outbound import Say
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.text import result_text
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class CallRunner(Protocol):
 
 
 class Agent:
-    def __init__(self, llm: LLMProvider, config: Config, store: Store, tools: ToolLister, calls: CallRunner,
+    def __init__(self, llm: LLMProvider, config: Config, store: AsyncStore, tools: ToolLister, calls: CallRunner,
                  say: Say) -> None:
         self._llm = llm
         self._config = config
@@ -73,7 +73,7 @@ class Agent:
             await self._say(conversation, "No model is configured, so I only answer commands; type `help`.")
             return
         tools, names = await self._tools(message)
-        history = [load_message(m) for m in self._store.history(conversation)]
+        history = [load_message(m) for m in await self._store.history(conversation)]
         new: list[LLMMessage] = [*opening]
         if message.text.strip():
             new.append(LLMMessage("user", f"{message.actor.label()}: {message.text}"))
@@ -92,7 +92,7 @@ class Agent:
         except LLMError as exc:
             await self._say(conversation, f"The model failed: {exc}")
         finally:
-            self._store.append_history(conversation, [dump_message(m) for m in new])
+            await self._store.append_history(conversation, [dump_message(m) for m in new])
 
     async def _tools(self, message: MessageIn) -> tuple[list[ToolSpec], dict[str, tuple[str, str]]]:
         specs: list[ToolSpec] = []

@@ -1,7 +1,10 @@
 """The broker: posts interaction cards, waits for a person, and turns the first valid decision into an outcome.
 
-It is the only owner of interaction deadlines (anyio cancel scopes). A decision is claimed without awaiting anything
-first, so two clicks racing on one card cannot both win: the second finds the interaction decided and gets a notice.
+It is the only owner of interaction deadlines (anyio cancel scopes). A decision is claimed in two steps: first in
+memory, without awaiting anything (the first writer wins, so two clicks racing on one card in this process cannot
+both win, and an adapter can answer within its platform's ack), then durably with `AsyncStore.claim`, one atomic
+statement that also settles races with other workers and expiry. A card shows a decision as final only once that
+claim has returned: if it lost, the stored outcome (another worker's) is what counts and the decision is late.
 People who may not decide are refused privately and the card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
@@ -32,10 +35,11 @@ from bridge.model import (
 )
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
-from bridge.store import Store, StoredInteraction
+from bridge.storage import AsyncStore, StoredInteraction
 
 logger = logging.getLogger(__name__)
 
+STORE_FAILED = "The bridge could not record that decision; try again in a moment."
 
 
 @dataclass(slots=True)
@@ -44,13 +48,22 @@ class _Waiter:
     durable: bool
     card: CardRef | None = None
     outcome: Outcome | None = None
+    """Claimed in memory: the first writer wins."""
     done: anyio.Event = field(default_factory=anyio.Event)
+    final: Outcome | None = None
+    """The outcome as stored: `outcome`, or another worker's if its claim came first."""
+    recorded: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the claim has been to the store (`final` is None if the store failed)."""
+    lost: bool = False
+    """The claim in memory lost to one made elsewhere (another worker's decision or expiry)."""
+    answered_early: Actor | None = None
+    """Whose claim was answered before it was durable (`decide_nowait`): told if it then loses."""
 
 
 class Broker:
     """Posts cards through the chat port of each conversation's platform and collects decisions."""
 
-    def __init__(self, store: Store, port_for: Callable[[ConversationKey], ChatPort]) -> None:
+    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort]) -> None:
         self._store = store
         self._port_for = port_for
         self._waiters: dict[str, _Waiter] = {}
@@ -63,7 +76,7 @@ class Broker:
                   input_key: str | None = None) -> Outcome:
         """Post `interaction` and wait for its outcome. Durable interactions (part of a stored 2026 call) survive
         shutdown; the rest are cancelled by it."""
-        self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
+        await self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
         waiter = _Waiter(interaction, durable=pending_call is not None)
         self._waiters[interaction.id] = waiter
         try:
@@ -71,22 +84,22 @@ class Broker:
         except AdapterError as exc:
             logger.warning("could not post card %s: %s", interaction.id, exc)
             self._waiters.pop(interaction.id, None)
-            return self._settle(waiter, Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}"))
+            return await self._end(waiter, Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}"))
         except BaseException:
             # Cancelled (or broken) while posting: the interaction ends here, never half-open.
             self._waiters.pop(interaction.id, None)
-            if not (self._closing and waiter.durable):
-                self._settle(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
+            if waiter.outcome is not None or not (self._closing and waiter.durable):
+                await self._end(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
             raise
-        self._store.set_card(interaction.id, waiter.card)
+        await self._store.set_card(interaction.id, waiter.card)
         return await self._wait(waiter)
 
     async def retire(self, stored: StoredInteraction, reason: str) -> None:
         """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
         and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
-        outcome = Outcome(Status.CANCELLED, reason=reason)
-        self._store.finish_interaction(stored.interaction, outcome)
-        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
+        waiter = _Waiter(stored.interaction, durable=False, card=stored.card)
+        outcome = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
+        await self._finish_card(waiter, outcome)
 
     async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
         """Wait again on an interaction whose card was posted before a restart."""
@@ -95,7 +108,7 @@ class Broker:
         if card is None:
             try:
                 waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
-                self._store.set_card(interaction.id, waiter.card)
+                await self._store.set_card(interaction.id, waiter.card)
             except AdapterError as exc:
                 logger.warning("could not re-post card %s: %s", interaction.id, exc)
         return await self._wait(waiter)
@@ -104,33 +117,60 @@ class Broker:
         interaction = waiter.interaction
         self._registered.set()
         self._registered = anyio.Event()
-        outcome: Outcome | None = None
+        final: Outcome | None = None
         try:
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
                 await waiter.done.wait()
-            outcome = waiter.outcome
-            if outcome is None:
-                outcome = self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
-            return outcome
+            # The decision claimed in memory, or (if none came in time) expiry: recorded either way.
+            final = await self._end(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+            return final
         finally:
             self._waiters.pop(interaction.id, None)
-            if outcome is None:
-                # Cancelled from outside: the request was withdrawn, the call stopped, or the bridge is stopping.
-                if self._closing and waiter.durable:
+            if final is None:
+                # Cancelled from outside: the request was withdrawn, the call stopped, or the bridge is stopping. A
+                # decision already claimed in memory is still recorded: its person was told it counted.
+                if self._closing and waiter.durable and waiter.outcome is None:
                     logger.info("leaving durable interaction %s open for after the restart", interaction.id)
+                    waiter.recorded.set()
                 else:
                     reason = "the bridge is shutting down" if self._closing else "the request was withdrawn"
-                    outcome = self._settle(waiter, Outcome(Status.CANCELLED, reason=reason))
-            if outcome is not None:
-                await self._finish_card(waiter, outcome)
+                    final = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
+            if final is not None:
+                if waiter.lost and waiter.answered_early is not None:
+                    await self._notify(interaction.conversation, waiter.answered_early,
+                                       f"That request was already {describe_status(final)}.")
+                await self._finish_card(waiter, final)
 
-    def _settle(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
-        """Record an outcome exactly once; the first writer wins."""
-        if waiter.outcome is None:
-            waiter.outcome = outcome
-            self._store.finish_interaction(waiter.interaction, outcome)
-            waiter.done.set()
-        return waiter.outcome
+    def _settle(self, waiter: _Waiter, outcome: Outcome) -> bool:
+        """Claim in memory; the first writer wins. Whoever waits on the interaction records it (`_end`)."""
+        if waiter.outcome is not None:
+            return False
+        waiter.outcome = outcome
+        waiter.done.set()
+        return True
+
+    async def _end(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
+        """Settle `outcome` unless something was claimed first, and make the claim durable. The result is what the
+        store holds: another worker's outcome if its claim came first."""
+        self._settle(waiter, outcome)
+        if waiter.recorded.is_set() and waiter.final is not None:
+            return waiter.final
+        claimed = waiter.outcome
+        assert claimed is not None
+        with anyio.CancelScope(shield=True):
+            try:
+                if await self._store.claim(waiter.interaction, claimed):
+                    waiter.final = claimed
+                else:
+                    stored = await self._store.interaction(waiter.interaction.id)
+                    waiter.final = stored.outcome if stored and stored.outcome else claimed
+                    waiter.lost = True
+                    logger.info("interaction %s was already %s elsewhere", waiter.interaction.id,
+                                describe_status(waiter.final))
+            finally:
+                waiter.recorded.set()
+        assert waiter.final is not None  # set unless the claim raised
+        return waiter.final
 
     async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
         if waiter.card is None:
@@ -145,36 +185,67 @@ class Broker:
     # -- deciding ------------------------------------------------------------------------------------------------
 
     async def decide(self, decision: DecisionIn) -> DecisionResult:
-        """Apply a person's decision. Claims synchronously, then tells the person anything they need to know."""
+        """Apply a person's decision: claimed in memory at once, then durably; anyone whose decision does not count
+        is told why."""
         result, waiter = self._claim(decision)
-        if result.verdict is not Verdict.CLAIMED and result.verdict is not Verdict.INVALID and result.message:
+        if result is None:
+            result, conversation = await self._not_open_here(decision)
+        else:
             conversation = waiter.interaction.conversation if waiter else None
-            stored = None if waiter else self._store.interaction(decision.interaction_id)
-            if stored is not None:
-                conversation = stored.interaction.conversation
-            if conversation is not None:
-                try:
-                    await self._port_for(conversation).notify(conversation, decision.actor, result.message)
-                except AdapterError as exc:
-                    logger.warning("could not send a notice: %s", exc)
+            if result.verdict is Verdict.CLAIMED and waiter is not None:
+                result = await self._durable(waiter)
+        if result.verdict is not Verdict.CLAIMED and result.verdict is not Verdict.INVALID and result.message \
+                and conversation is not None:
+            await self._notify(conversation, decision.actor, result.message)
         return result
 
-    def decide_nowait(self, decision: DecisionIn) -> DecisionResult:
-        """Claim a decision without sending any notice (for adapters that show the verdict themselves)."""
-        return self._claim(decision)[0]
+    async def _notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+            try:
+                await self._port_for(conversation).notify(conversation, actor, text)
+            except AdapterError as exc:
+                logger.warning("could not send a notice: %s", exc)
 
-    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult, _Waiter | None]:
+    def decide_nowait(self, decision: DecisionIn) -> DecisionResult:
+        """Claim a decision in memory, without awaiting or any notice (for adapters that answer at once and show the
+        verdict themselves). The durable claim follows; if it loses, the person is told as for a late click."""
+        result, waiter = self._claim(decision)
+        if result is None:
+            return DecisionResult(Verdict.LATE, message="That request is no longer open here.")
+        if result.verdict is Verdict.CLAIMED and waiter is not None:
+            waiter.answered_early = decision.actor  # the task waiting on it records it, and tells them if it lost
+        return result
+
+    async def _durable(self, waiter: _Waiter) -> DecisionResult:
+        """Wait for the claim this decision won in memory to be recorded."""
+        await waiter.recorded.wait()
+        if waiter.final is None:
+            return DecisionResult(Verdict.LATE, message=STORE_FAILED)
+        if waiter.lost:
+            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")
+        return DecisionResult(Verdict.CLAIMED)
+
+    async def _not_open_here(self, decision: DecisionIn) -> tuple[DecisionResult, ConversationKey | None]:
+        """A decision on an interaction nobody waits on in this process: ended, or not yet resumed."""
+        stored = await self._store.interaction(decision.interaction_id)
+        if stored is None:
+            return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), None
+        conversation = stored.interaction.conversation
+        if stored.outcome is None:
+            # Open in the store but nobody waits on it yet (a restart is still resuming it).
+            restoring = "That request is being restored; try again in a moment."
+            return DecisionResult(Verdict.LATE, message=restoring), conversation
+        message = f"That request was already {describe_status(stored.outcome)}."
+        return DecisionResult(Verdict.LATE, message=message), conversation
+
+    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, _Waiter | None]:
+        """The in-memory claim; None when the interaction is not open in this process (the store knows more)."""
         waiter = self._waiters.get(decision.interaction_id)
-        if waiter is None or waiter.outcome is not None:
-            stored = self._store.interaction(decision.interaction_id)
-            if stored is None:
-                return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), waiter
-            outcome = waiter.outcome if waiter and waiter.outcome else stored.outcome
-            if outcome is None:
-                # Open in the store but nobody waits on it yet (a restart is still resuming it).
-                restoring = "That request is being restored; try again in a moment."
-                return DecisionResult(Verdict.LATE, message=restoring), waiter
-            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(outcome)}."), waiter
+        if waiter is None:
+            return None, None
+        if waiter.outcome is not None:
+            return DecisionResult(Verdict.LATE, message=f"That request was already "
+                                                        f"{describe_status(waiter.final or waiter.outcome)}."), waiter
         interaction = waiter.interaction
         if not interaction.may_decide(decision.actor):
             who = interaction.requester.label() if interaction.requester else "the approvers"

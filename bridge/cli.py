@@ -24,10 +24,10 @@ from mcp.types import CallToolResult
 
 from bridge import __version__
 from bridge.config import Config, ServerConfig, import_servers, load, parse_duration
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, StoreError
 from bridge.host import Host
 from bridge.ports import Adapter
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
@@ -108,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_USAGE
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -138,7 +141,7 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
 async def _run(config: Config) -> int:
     if not config.chat:
         raise ConfigError(["chat: configure at least one adapter (console, slack or matrix)"])
-    store = Store(config.store)
+    store = await open_store(config.store)
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
@@ -166,7 +169,7 @@ async def _run(config: Config) -> int:
             for adapter in adapters:
                 tg.start_soon(serve, adapter)
     finally:
-        store.close()
+        await store.aclose()
     return EXIT_OK
 
 
@@ -220,10 +223,10 @@ async def _call(args: argparse.Namespace) -> int:
     timeout = parse_duration(args.timeout) if args.timeout else None
     config = replace(config, servers={n: _adjusted(s, args.protocol, timeout) for n, s in config.servers.items()})
 
-    store = Store(":memory:")
+    store = await open_store(":memory:")
     result: CallToolResult | None = None
     failed = False
-    async with Host(config, store) as host:
+    async with Host(config, store, owns_store=True) as host:
         console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
                                                 accept_commands=False)
         host.attach(console)
@@ -237,7 +240,6 @@ async def _call(args: argparse.Namespace) -> int:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
             tg.start_soon(console.serve)
-    store.close()
     if result is None:
         return EXIT_USAGE if failed else EXIT_TOOL_ERROR
     if args.json:

@@ -33,7 +33,7 @@ from bridge.sampling import Sampler
 from bridge.server_notices import ServerNotices
 from bridge.server_requests import HandlerTable
 from bridge.sessions import SessionPool
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.tool_approval import ToolApproval
 from bridge.toolcalls import ToolCalls
 
@@ -41,9 +41,11 @@ logger = logging.getLogger(__name__)
 
 
 class Host:
-    """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports."""
+    """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports. The store is
+    the caller's to close, unless `owns_store` (then the host closes it when it stops)."""
 
-    def __init__(self, config: Config, store: Store, llm: LLMProvider | None = None) -> None:
+    def __init__(self, config: Config, store: AsyncStore, llm: LLMProvider | None = None, *,
+                 owns_store: bool = False) -> None:
         if llm is None:
             try:
                 llm = make_provider(config.llm.provider, model=config.llm.model, api_key=config.llm.api_key,
@@ -51,6 +53,7 @@ class Host:
             except (LLMError, ValueError) as exc:
                 raise ConfigError([f"llm: {exc}"]) from None
         self.config, self.store, self.llm = config, store, llm
+        self._owns_store = owns_store
         self.outbound = Outbound()
         self.broker = Broker(store, self.outbound.port_for)
         self.pool = SessionPool(config)
@@ -114,6 +117,8 @@ class Host:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.llm.aclose()
+                if self._owns_store:
+                    await self.store.aclose()
 
     # -- Inbound -------------------------------------------------------------------------------------------------
 
@@ -148,10 +153,12 @@ class Host:
     def open_interaction(self, interaction_id: str) -> Interaction | None:
         return self.broker.interaction(interaction_id)
 
-    def known_interaction(self, interaction_id: str) -> Interaction | None:
+    async def known_interaction(self, interaction_id: str) -> Interaction | None:
         live = self.broker.interaction(interaction_id)
-        stored = self.store.interaction(interaction_id) if live is None else None
-        return live or (stored.interaction if stored else None)
+        if live is not None:
+            return live
+        stored = await self.store.interaction(interaction_id)
+        return stored.interaction if stored else None
 
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
         return self.broker.open_interactions(conversation)
@@ -162,14 +169,17 @@ class Host:
     async def wait_open(self, interaction_id: str) -> Interaction:
         return await self.broker.wait_open(interaction_id)
 
-    def restorable_cards(self, platform: str) -> list[RestorableCard]:
-        return self.store.restorable_cards(platform)
+    async def restorable_cards(self, platform: str) -> list[RestorableCard]:
+        """Open cards of stored 2026 calls on one platform, left by the last run, for its adapter to re-attach to."""
+        return [RestorableCard(s.interaction, s.card) for s in await self.store.open_interactions()
+                if s.card is not None and s.pending_call is not None
+                and s.interaction.conversation.platform == platform]
 
     async def stop_call(self, call_id: str, actor: Actor) -> bool:
         return await self.calls.stop(call_id, actor)
 
     def adapter_state(self, namespace: str) -> AdapterState:
-        return self.store.adapter_state(namespace)
+        return _AdapterState(self.store, namespace)
 
     def web_link(self, interaction_id: str, actor: Actor) -> str | None:
         interaction = self.broker.interaction(interaction_id)
@@ -182,3 +192,17 @@ class LinkIssuer(Protocol):
     """Hands out one-time web-form links (bridge.webform.WebForms)."""
 
     def link_for(self, interaction: Interaction, actor: Actor) -> str | None: ...
+
+
+class _AdapterState:
+    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
+
+    def __init__(self, store: AsyncStore, namespace: str) -> None:
+        self._store = store
+        self._namespace = namespace
+
+    async def get(self, key: str) -> str | None:
+        return await self._store.adapter_value(self._namespace, key)
+
+    async def set(self, key: str, value: str) -> None:
+        await self._store.set_adapter_value(self._namespace, key, value)

@@ -71,9 +71,9 @@ class RestorableCard:
 class AdapterState(Protocol):
     """Small persistent key-value state an adapter owns (Slack's bot threads, say), in its own namespace."""
 
-    def get(self, key: str) -> str | None: ...
+    async def get(self, key: str) -> str | None: ...
 
-    def set(self, key: str, value: str) -> None: ...
+    async def set(self, key: str, value: str) -> None: ...
 
 
 class Inbound(Protocol):
@@ -94,7 +94,8 @@ class Inbound(Protocol):
 
     def claim(self, decision: DecisionIn) -> DecisionResult:
         """Decide without awaiting and without any notice, for adapters that must answer at once and show the
-        verdict themselves (a Slack modal submission)."""
+        verdict themselves (a Slack modal submission). The claim is in memory; it is made durable right after, and
+        should another worker have decided first, the person is told then, as for a late click."""
         ...
 
     async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
@@ -106,7 +107,7 @@ class Inbound(Protocol):
         """The interaction if it is open and waited on in this process."""
         ...
 
-    def known_interaction(self, interaction_id: str) -> Interaction | None:
+    async def known_interaction(self, interaction_id: str) -> Interaction | None:
         """The interaction, open or finished, if the bridge has ever seen it."""
         ...
 
@@ -122,7 +123,7 @@ class Inbound(Protocol):
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
         ...
 
-    def restorable_cards(self, platform: str) -> list[RestorableCard]:
+    async def restorable_cards(self, platform: str) -> list[RestorableCard]:
         """Open durable cards of this platform left by the last run (to be resumed by the core)."""
         ...
 

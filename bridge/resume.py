@@ -21,7 +21,7 @@ from bridge.elicitation import to_result
 from bridge.errors import BridgeError, InputRefused, SessionError
 from bridge.model import Kind, Status
 from bridge.outbound import Say
-from bridge.store import PendingCall, Store, StoredInteraction
+from bridge.storage import AsyncStore, PendingCall, StoredInteraction
 from bridge.text import session_error_text, shorten
 from bridge.toolcalls import ToolCalls
 
@@ -31,7 +31,7 @@ _INPUT_REQUEST: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 
 
 class Resumer:
-    def __init__(self, store: Store, broker: Broker, calls: ToolCalls, say: Say) -> None:
+    def __init__(self, store: AsyncStore, broker: Broker, calls: ToolCalls, say: Say) -> None:
         self._store = store
         self._broker = broker
         self._calls = calls
@@ -40,9 +40,9 @@ class Resumer:
         """Set once every stored 2026 call has been picked up again after a start."""
 
     async def resume_all(self, tg: TaskGroup) -> None:
-        pending = self._store.pending_calls()
+        pending = await self._store.pending_calls()
         durable = {call.id for call in pending}
-        for stored in self._store.open_interactions():
+        for stored in await self._store.open_interactions():
             if stored.pending_call not in durable:
                 await self._broker.retire(stored, "the bridge restarted; run the command again")
         for call in pending:
@@ -71,7 +71,7 @@ class Resumer:
         waits: dict[str, StoredInteraction] = {}
         latest: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
-        for stored in self._store.interactions_for_call(pending.id, since=pending.created_at):
+        for stored in await self._store.interactions_for_call(pending.id, since=pending.created_at):
             key = stored.input_key
             if key is not None and key in requests and isinstance(requests[key], ElicitRequest) \
                     and stored.interaction.kind in (Kind.FORM, Kind.URL):
@@ -82,7 +82,7 @@ class Resumer:
             elif stored.outcome is not None:
                 known[key] = to_result(stored.outcome)
         resumed = {s.interaction.id for s in waits.values()}
-        for stored in self._store.interactions_for_call(pending.id):
+        for stored in await self._store.interactions_for_call(pending.id):
             if stored.status is Status.OPEN and stored.interaction.id not in resumed:
                 await self._broker.retire(stored, "asked again after the bridge restarted")
 
@@ -99,9 +99,9 @@ class Resumer:
 
     async def _abandon(self, pending: PendingCall, why: str) -> None:
         """Give up on a stored call: its open cards end, its row goes, and the conversation is told why."""
-        for stored in self._store.interactions_for_call(pending.id):
+        for stored in await self._store.interactions_for_call(pending.id):
             if stored.status is Status.OPEN and self._broker.interaction(stored.interaction.id) is None:
                 await self._broker.retire(stored, "the call could not be finished after the restart")
-        self._store.delete_pending_call(pending.id)
+        await self._store.delete_pending_call(pending.id)
         await self._say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
                                               f"restart: {shorten(why, 500)}")

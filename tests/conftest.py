@@ -3,11 +3,13 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from bridge.testing import HOST_STORES
 from tests.matrixhs.synapse import Synapse
 from tests.pg.cluster import PostgresCluster, PostgresUnavailable
 
@@ -18,6 +20,20 @@ EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everyth
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+async def host_stores(anyio_backend: object) -> AsyncIterator[None]:
+    """Close the stores test hosts opened (`bridge.testing.host_store`), once the test has read them."""
+    yield
+    await HOST_STORES.close_all()
+
+
+@pytest.fixture(autouse=True)
+def close_host_stores(request: pytest.FixtureRequest) -> None:
+    """`host_stores` for every async test (on the test's own event loop; sync tests may run loops of their own)."""
+    if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
+        request.getfixturevalue("host_stores")
 
 
 @pytest.fixture(scope="session")

@@ -74,7 +74,7 @@ class MatrixAdapter(MatrixPort):
             credentials = await log_in(self.client, self.settings)
             self.intake.listen(credentials.device_id)
             await self.intake.keep_keys()
-            restored = self.restorer.restore()
+            restored = await self.restorer.restore()
             await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored))
         finally:
             self.connection.gave_up()

@@ -81,7 +81,7 @@ class Modals:
         interaction = self._open(meta.interaction_id)
         if interaction is None:
             self._forget(meta.interaction_id, view_id)
-            ended = self._inbound.known_interaction(meta.interaction_id)
+            ended = await self._inbound.known_interaction(meta.interaction_id)
             if ended is None:
                 await ack()
             else:

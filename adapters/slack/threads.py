@@ -17,18 +17,18 @@ class BotThreads:
         self._known: set[tuple[str, str]] = set()
         """(channel, thread ts) known to be the bot's: a cache of `_state`."""
 
-    def remember(self, team: str, channel: str, thread: str) -> None:
+    async def remember(self, team: str, channel: str, thread: str) -> None:
         if (channel, thread) not in self._known:
             self._known.add((channel, thread))
-            self._state.set(_key(team, channel, thread), "1")
+            await self._state.set(_key(team, channel, thread), "1")
 
-    def includes(self, team: str, channel: str, thread: str) -> bool:
+    async def includes(self, team: str, channel: str, thread: str) -> bool:
         """Whether the bot takes part in this thread: cached, else from the state (an earlier run's threads)."""
         if not thread:
             return False
         if (channel, thread) in self._known:
             return True
-        if self._state.get(_key(team, channel, thread)) == "1":
+        if await self._state.get(_key(team, channel, thread)) == "1":
             self._known.add((channel, thread))
             return True
         return False

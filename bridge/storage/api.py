@@ -1,6 +1,6 @@
 """The store's one interface, async, for both engines (SQLite embedded, Postgres for several workers).
 
-Rows keep the shapes of the synchronous `bridge.store` (`AuditRow`, `PendingCall`, `StoredInteraction`). What is new
+Rows are values (`bridge.storage.rows`: `AuditRow`, `PendingCall`, `StoredInteraction`). What is new
 serves restarts and several workers:
 
 - `claim` is the only way an interaction ends: one atomic `UPDATE … WHERE status = 'open'` and its audit row in one
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import anyio
 
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome
-from bridge.store import AuditRow, PendingCall, StoredInteraction
+from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
 __all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction"]
 

@@ -1,5 +1,6 @@
-"""How rows are written and read: JSON text columns in exactly the format of the synchronous `bridge.store`, so a
-file written by it is read as is (migration 1 is its schema)."""
+"""How rows are written and read: JSON text columns in exactly the format of the synchronous store that came before
+(`bridge.store`, kept frozen in `tests/storage/legacy_store.py`), so a file it wrote is read as is (migration 1 is
+its schema)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from bridge.forms import Form, form_from_schema
 from bridge.model import Actor, CardRef, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.store import AuditRow, PendingCall, StoredInteraction
+from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
 INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id"
 PENDING_COLUMNS = "id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"

@@ -12,6 +12,9 @@
   durable too. `durable_commits` counts the synced commits that wrote something, for tests and benches.
 - A write, once queued, runs to the end even if the task that asked is cancelled (its wait is shielded), so a caller
   never has to guess whether a half-cancelled write happened.
+- `:memory:` (tests, `call`) has no disk to wait for: its statements take microseconds and run on the event loop, then
+  yield once, so every store call is still a checkpoint. No thread is involved, so a virtual clock (trio's
+  `MockClock` that jumps when every task is blocked) never mistakes a store call for idleness.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from bridge.errors import StoreError
 from bridge.storage.api import Lease
@@ -116,7 +120,10 @@ class SqliteDriver:
             Path(name).parent.mkdir(parents=True, exist_ok=True)
             lock = ProcessLock.acquire(Path(name))
         try:
-            writer, reader = await anyio.to_thread.run_sync(_connections, name)
+            if name == MEMORY:
+                writer, reader = _connections(name)
+            else:
+                writer, reader = await anyio.to_thread.run_sync(_connections, name)
         except BaseException as exc:
             if lock is not None:
                 lock.release()
@@ -132,8 +139,11 @@ class SqliteDriver:
         with anyio.CancelScope(shield=True):
             while self._committing or self._queued:  # what was asked for before closing is still written
                 await self._take_turn()
-            async with self._read_limiter:
-                await anyio.to_thread.run_sync(self._close_connections)
+            if self.path == MEMORY:
+                self._close_connections()
+            else:
+                async with self._read_limiter:
+                    await anyio.to_thread.run_sync(self._close_connections)
         if self._lock is not None:
             self._lock.release()
 
@@ -176,7 +186,10 @@ class SqliteDriver:
         self._committing = True
         batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
         try:
-            await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
+            if self.path == MEMORY:
+                self._commit(self._writer_db, batch)
+            else:
+                await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
         finally:
             for job in batch:
                 if job.result is None:  # the commit itself was interrupted
@@ -184,6 +197,8 @@ class SqliteDriver:
             self._committing = False
             committed, self._committed = self._committed, anyio.Event()
             committed.set()
+        if self.path == MEMORY:
+            await anyio.lowlevel.checkpoint()
 
     @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
