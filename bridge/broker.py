@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from bridge.errors import AdapterError
+from bridge.decision_rules import judge
+from bridge.errors import AdapterError, StoreError
 from bridge.model import (
     Actor,
     CardRef,
@@ -28,7 +29,6 @@ from bridge.model import (
     DecisionIn,
     DecisionResult,
     Interaction,
-    JSONValue,
     Outcome,
     Status,
     Verdict,
@@ -36,6 +36,7 @@ from bridge.model import (
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
 from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage.watch import DecisionWatch
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,13 @@ class _Waiter:
 class Broker:
     """Posts cards through the chat port of each conversation's platform and collects decisions."""
 
-    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort]) -> None:
+    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort],
+                 watch: DecisionWatch | None = None) -> None:
+        """`watch`: on a store shared by several workers, how this one hears decisions the others claim (whoever
+        runs the bridge runs the watch)."""
         self._store = store
         self._port_for = port_for
+        self._watch = watch
         self._waiters: dict[str, _Waiter] = {}
         self._closing = False
         self._registered = anyio.Event()
@@ -94,12 +99,15 @@ class Broker:
         await self._store.set_card(interaction.id, waiter.card)
         return await self._wait(waiter)
 
-    async def retire(self, stored: StoredInteraction, reason: str) -> None:
-        """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
-        and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
+    async def retire(self, stored: StoredInteraction, reason: str, status: Status = Status.CANCELLED) -> bool:
+        """End an interaction left open by an earlier run (or a worker that died) that nobody will wait on again:
+        record it as `status` and bring its card (if it was posted) to that final state, so nothing dangles in chat.
+        False if it had ended meanwhile (then whoever ended it finished the card)."""
         waiter = _Waiter(stored.interaction, durable=False, card=stored.card)
-        outcome = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
-        await self._finish_card(waiter, outcome)
+        await self._end(waiter, Outcome(status, reason=reason))
+        if not waiter.lost:
+            await self._finish_card(waiter, waiter.final or Outcome(status, reason=reason))
+        return not waiter.lost
 
     async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
         """Wait again on an interaction whose card was posted before a restart."""
@@ -120,7 +128,13 @@ class Broker:
         final: Outcome | None = None
         try:
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
-                await waiter.done.wait()
+                if self._watch is None:
+                    await waiter.done.wait()
+                else:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._hear, waiter, self._watch)
+                        await waiter.done.wait()
+                        tg.cancel_scope.cancel()
             # The decision claimed in memory, or (if none came in time) expiry: recorded either way.
             final = await self._end(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
             return final
@@ -139,7 +153,19 @@ class Broker:
                 if waiter.lost and waiter.answered_early is not None:
                     await self._notify(interaction.conversation, waiter.answered_early,
                                        f"That request was already {describe_status(final)}.")
-                await self._finish_card(waiter, final)
+                if not waiter.lost:
+                    # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
+                    await self._finish_card(waiter, final)
+
+    async def _hear(self, waiter: _Waiter, watch: DecisionWatch) -> None:
+        """Take the outcome another worker claimed for this interaction (a click it received, or expiry)."""
+        await watch.wait(waiter.interaction.id)
+        stored = await self._store.interaction(waiter.interaction.id)
+        if stored is None or stored.outcome is None or waiter.outcome is not None:
+            return
+        waiter.final, waiter.lost = stored.outcome, True
+        waiter.recorded.set()
+        self._settle(waiter, stored.outcome)
 
     def _settle(self, waiter: _Waiter, outcome: Outcome) -> bool:
         """Claim in memory; the first writer wins. Whoever waits on the interaction records it (`_end`)."""
@@ -190,6 +216,8 @@ class Broker:
         result, waiter = self._claim(decision)
         if result is None:
             result, conversation = await self._not_open_here(decision)
+            if result is None:
+                return DecisionResult(Verdict.CLAIMED)
         else:
             conversation = waiter.interaction.conversation if waiter else None
             if result.verdict is Verdict.CLAIMED and waiter is not None:
@@ -225,18 +253,49 @@ class Broker:
             return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")
         return DecisionResult(Verdict.CLAIMED)
 
-    async def _not_open_here(self, decision: DecisionIn) -> tuple[DecisionResult, ConversationKey | None]:
-        """A decision on an interaction nobody waits on in this process: ended, or not yet resumed."""
+    async def _not_open_here(self, decision: DecisionIn) -> tuple[DecisionResult | None, ConversationKey | None]:
+        """A decision on an interaction nobody waits on in this process: ended, waited on by another worker, or not
+        yet resumed. None: it was claimed here for the worker that waits on it."""
         stored = await self._store.interaction(decision.interaction_id)
         if stored is None:
             return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), None
         conversation = stored.interaction.conversation
+        if stored.outcome is None and self._watch is not None:
+            return await self._claim_for_another(stored, decision), conversation
         if stored.outcome is None:
             # Open in the store but nobody waits on it yet (a restart is still resuming it).
             restoring = "That request is being restored; try again in a moment."
             return DecisionResult(Verdict.LATE, message=restoring), conversation
         message = f"That request was already {describe_status(stored.outcome)}."
         return DecisionResult(Verdict.LATE, message=message), conversation
+
+    async def _claim_for_another(self, stored: StoredInteraction, decision: DecisionIn) -> DecisionResult | None:
+        """Claim, in the store, a decision on an interaction another worker waits on (it hears of it and answers its
+        server), or that a worker which died left open (then the one that takes its work over finds it decided).
+        The claim's winner finishes the card."""
+        judged = judge(stored.interaction, decision)
+        if isinstance(judged, DecisionResult):
+            return judged
+        try:
+            won = await self._store.claim(stored.interaction, judged)
+        except StoreError as exc:
+            logger.warning("could not record a decision on %s: %s", stored.interaction.id, exc)
+            return DecisionResult(Verdict.LATE, message=STORE_FAILED)
+        if not won:
+            now = await self._store.interaction(stored.interaction.id)
+            ended = now.outcome if now and now.outcome else judged
+            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(ended)}.")
+        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), judged)
+        return None
+
+    async def expire(self, stored: StoredInteraction) -> bool:
+        """Expire an interaction past its deadline (leased to this worker by the store): the waiter here, if any,
+        ends it as usual; otherwise it is claimed here and its card finished. False if it had ended already."""
+        outcome = Outcome(Status.EXPIRED, reason="nobody answered in time")
+        waiter = self._waiters.get(stored.interaction.id)
+        if waiter is not None:
+            return self._settle(waiter, outcome)
+        return await self.retire(stored, outcome.reason, Status.EXPIRED)
 
     def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, _Waiter | None]:
         """The in-memory claim; None when the interaction is not open in this process (the store knows more)."""
@@ -246,21 +305,10 @@ class Broker:
         if waiter.outcome is not None:
             return DecisionResult(Verdict.LATE, message=f"That request was already "
                                                         f"{describe_status(waiter.final or waiter.outcome)}."), waiter
-        interaction = waiter.interaction
-        if not interaction.may_decide(decision.actor):
-            who = interaction.requester.label() if interaction.requester else "the approvers"
-            return DecisionResult(Verdict.REFUSED, message=f"Only {who} can answer this request."), waiter
-        content: dict[str, JSONValue] | None = None
-        if decision.action == "accept" and not interaction.form.empty:
-            given = decision.content
-            if given is None and interaction.quick_accept:
-                given = interaction.form.defaults()
-            content, errors = interaction.form.validate(given or {})
-            if errors:
-                return DecisionResult(Verdict.INVALID, errors=errors.fields,
-                                      message=errors.summary() or "the answer is not valid"), waiter
-        status = {"accept": Status.ACCEPTED, "decline": Status.DECLINED, "cancel": Status.CANCELLED}[decision.action]
-        self._settle(waiter, Outcome(status, content, decision.actor))
+        judged = judge(waiter.interaction, decision)
+        if isinstance(judged, DecisionResult):
+            return judged, waiter
+        self._settle(waiter, judged)
         return DecisionResult(Verdict.CLAIMED), waiter
 
     async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:

@@ -111,7 +111,12 @@ class LLMConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
-    store: str = "./mcp-chat-bridge.db"
+    store: str = field(default="./mcp-chat-bridge.db", repr=False)
+    """A SQLite file, `:memory:`, or a `postgresql://` URL (which may hold a password: never logged)."""
+    retention: float = 90 * 86400.0
+    """Seconds finished cards are kept before they are pruned."""
+    worker_lease: float = 60.0
+    """Seconds a worker counts as alive on a shared store without a heartbeat."""
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -183,6 +188,8 @@ def _build(data: dict[str, Any]) -> Config:
     return Config(
         servers=servers,
         store=data.get("store", "./mcp-chat-bridge.db"),
+        retention=parse_duration(data.get("retention", "90d")),
+        worker_lease=parse_duration((data.get("workers") or {}).get("lease", "60s")),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),

@@ -9,7 +9,8 @@ handlers. Inbound calls are answered by those parts; long work runs in tasks of 
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Protocol
 
 import anyio
@@ -23,10 +24,11 @@ from bridge.command_handlers import CommandHandlers
 from bridge.config import Config
 from bridge.elicitation import Elicitation
 from bridge.errors import ConfigError
+from bridge.fleet import Fleet
 from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn
 from bridge.outbound import Outbound
-from bridge.ports import AdapterState, ChatPort, RestorableCard
+from bridge.ports import AdapterState, ChatPort, Leadership, RestorableCard
 from bridge.resume import Resumer
 from bridge.roots import RootsKeeper
 from bridge.sampling import Sampler
@@ -34,6 +36,7 @@ from bridge.server_notices import ServerNotices
 from bridge.server_requests import HandlerTable
 from bridge.sessions import SessionPool
 from bridge.storage import AsyncStore
+from bridge.storage.watch import DecisionWatch
 from bridge.tool_approval import ToolApproval
 from bridge.toolcalls import ToolCalls
 
@@ -55,7 +58,9 @@ class Host:
         self.config, self.store, self.llm = config, store, llm
         self._owns_store = owns_store
         self.outbound = Outbound()
-        self.broker = Broker(store, self.outbound.port_for)
+        # On a store other workers share, decisions they claim reach this one's waiting cards through the watch.
+        watch = DecisionWatch(store) if store.shared else None
+        self.broker = Broker(store, self.outbound.port_for, watch)
         self.pool = SessionPool(config)
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
@@ -68,6 +73,8 @@ class Host:
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation)
         self.resumer = Resumer(store, self.broker, self.calls, self.outbound.say)
+        self.fleet = Fleet(store, self.broker, self.resumer, watch, lease=config.worker_lease,
+                           retention=config.retention)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
                                         audience, self.outbound.say)
@@ -92,6 +99,7 @@ class Host:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.pool)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
+            await self._tg.start(self.fleet.run)
             self._exit = stack.pop_all()
         self._tg.start_soon(self.resumer.resume_all, self._tg)
         return self
@@ -180,6 +188,11 @@ class Host:
 
     def adapter_state(self, namespace: str) -> AdapterState:
         return _AdapterState(self.store, namespace)
+
+    @asynccontextmanager
+    async def leadership(self, name: str) -> AsyncIterator[Leadership]:
+        async with self.store.leadership(name) as lease:
+            yield lease
 
     def web_link(self, interaction_id: str, actor: Actor) -> str | None:
         interaction = self.broker.interaction(interaction_id)

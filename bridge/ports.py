@@ -8,8 +8,11 @@ timeouts: the broker owns every deadline.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
+
+import anyio
 
 from bridge.model import (
     Actor,
@@ -76,6 +79,14 @@ class AdapterState(Protocol):
     async def set(self, key: str, value: str) -> None: ...
 
 
+class Leadership(Protocol):
+    """Held leadership of a role across the bridge's workers (`Inbound.leadership`)."""
+
+    name: str
+    lost: anyio.Event
+    """Set if leadership was lost while held (the store stopped vouching for it): stop leading at once."""
+
+
 class Inbound(Protocol):
     """The one door from adapters into the core. Calls return quickly: long work runs in the core's own tasks."""
 
@@ -133,6 +144,11 @@ class Inbound(Protocol):
 
     def adapter_state(self, namespace: str) -> AdapterState:
         """Persistent key-value state owned by one adapter."""
+        ...
+
+    def leadership(self, name: str) -> AbstractAsyncContextManager[Leadership]:
+        """Wait until this worker leads the role `name` (one leader across every worker on the store: a Matrix
+        account's sync loop, say), and hold it for the block. With one process it is granted at once."""
         ...
 
     def web_link(self, interaction_id: str, actor: Actor) -> str | None:

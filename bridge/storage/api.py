@@ -58,6 +58,11 @@ class AsyncStore(Protocol):
     worker_id: str
 
     @property
+    def shared(self) -> bool:
+        """Whether other workers may use this store at the same time (Postgres), rather than this process alone."""
+        ...
+
+    @property
     def durable_commits(self) -> int:
         """Commits made durable (synced) since opening: one per claim, none for anything else."""
         ...

@@ -53,6 +53,10 @@ class SqlStore:
         return self._db
 
     @property
+    def shared(self) -> bool:
+        return not self._db.exclusive
+
+    @property
     def durable_commits(self) -> int:
         return self._db.durable_commits
 

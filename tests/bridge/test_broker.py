@@ -123,3 +123,38 @@ async def test_quick_accept_sends_the_prefilled_defaults() -> None:
         await b.wait_open(item.id)
         b.decide_nowait(DecisionIn(item.id, ALICE, "accept"))
     assert results[0].content == {"n": 4}
+
+
+async def test_a_decision_counts_only_once_the_store_says_it_won() -> None:
+    # Another worker decided first: the store holds its outcome, this process has not heard yet.
+    b, chat, store = await broker()
+    item = interaction(600)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await b.wait_open(item.id)
+        assert await store.claim(item, Outcome(Status.DECLINED, by=BOB)) is True
+        result = await b.decide(DecisionIn(item.id, ALICE, "accept", {"n": 3}))
+    assert result.verdict is Verdict.LATE and result.message == "That request was already declined by Bob."
+    assert chat.notices == [(ALICE, "That request was already declined by Bob.")]
+    assert results[0].status is Status.DECLINED and results[0].by == BOB
+    assert item.id not in chat.finished  # the card is the winner's to finish
+    assert [(r.outcome, r.actor) for r in await store.audit_rows(item.id)] == [("declined", BOB.key)]
+
+
+async def test_a_claim_answered_at_once_that_then_loses_is_told_as_late() -> None:
+    b, chat, store = await broker()
+    item = interaction(600)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(b.ask, item)
+        await b.wait_open(item.id)
+        assert await store.claim(item, Outcome(Status.EXPIRED, reason="nobody answered in time")) is True
+        # A modal submission: answered within the ack from memory, before the store has been asked.
+        assert b.decide_nowait(DecisionIn(item.id, ALICE, "accept", {"n": 3})).verdict is Verdict.CLAIMED
+    assert item.id not in chat.finished  # the card is the winner's to finish
+    assert chat.notices == [(ALICE, "That request was already expired.")]
+    assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]

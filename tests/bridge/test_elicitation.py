@@ -387,9 +387,11 @@ async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_nex
         with anyio.fail_after(10):
             await host.resumed.wait()
     outcome = chat.finished[card.id]
-    assert outcome.status is Status.CANCELLED and "restarted" in outcome.reason
+    assert outcome.status is Status.FAILED and "the bridge stopped while this was open" in outcome.reason
     assert await store.open_interactions() == []
-    assert [r.outcome for r in await store.audit_rows(card.id)] == ["cancelled"]
+    assert [r.outcome for r in await store.audit_rows(card.id)] == ["failed"]
+    # The conversation is told too: the server is no longer waiting, so the command must be run again.
+    assert "The bridge stopped while a request from forms waited here" in await chat.wait_message("bridge stopped")
     await store.aclose()
 
 
