@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import anyio
 from mcp.types import CallToolResult
 
 from bridge.config import Config
@@ -83,16 +84,19 @@ class Agent:
                 response = await self._llm.complete(LLMRequest(messages=[*history, *new], system=system, tools=tools))
                 new.append(LLMMessage("assistant", response.text, tool_calls=response.tool_calls))
                 if not response.tool_calls:
-                    await self._say(conversation, response.text or "(the model gave no answer)")
-                    return
+                    reply = response.text or "(the model gave no answer)"
+                    break
                 results = [await self._run(message, names, call) for call in response.tool_calls]
                 new.append(LLMMessage("user", tool_results=tuple(results)))
-            await self._say(conversation, f"I stopped after {self._config.agent_max_rounds} rounds of tool calls "
-                                         "without a final answer.")
+            else:
+                reply = f"I stopped after {self._config.agent_max_rounds} rounds of tool calls without a final answer."
         except LLMError as exc:
-            await self._say(conversation, f"The model failed: {exc}")
+            reply = f"The model failed: {exc}"
         finally:
-            await self._store.append_history(conversation, [dump_message(m) for m in new])
+            # Kept before the reply is shown (and also when the turn is cancelled): what people see is remembered.
+            with anyio.CancelScope(shield=True):
+                await self._store.append_history(conversation, [dump_message(m) for m in new])
+        await self._say(conversation, reply)
 
     async def _tools(self, message: MessageIn) -> tuple[list[ToolSpec], dict[str, tuple[str, str]]]:
         specs: list[ToolSpec] = []

@@ -81,9 +81,14 @@ class Broker:
                   input_key: str | None = None) -> Outcome:
         """Post `interaction` and wait for its outcome. Durable interactions (part of a stored 2026 call) survive
         shutdown; the rest are cancelled by it."""
-        await self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
         waiter = _Waiter(interaction, durable=pending_call is not None)
+        # Registered before the first await: a server may end the request (a completion notice) at once.
         self._waiters[interaction.id] = waiter
+        try:
+            await self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
+        except BaseException:
+            self._waiters.pop(interaction.id, None)
+            raise
         try:
             waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
         except AdapterError as exc:

@@ -22,11 +22,50 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+BOTH_ENGINES = ("tests/bridge/", "tests/adapters/console/", "tests/adapters/slack/", "tests/webform/")
+"""Where every async test runs twice: on SQLite and on Postgres (its hosts' stores, `store_target`). The core and
+adapter tests that use the store; the storage tests choose their engines themselves, and the CLI and Matrix tests keep
+SQLite (they run whole processes or a homeserver, which the second pass would only make slower)."""
+ONE_ENGINE = {"tests/bridge/test_broker.py"}  # its own in-memory store, on trio's mock clock
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    path = Path(str(metafunc.definition.fspath)).relative_to(ROOT).as_posix()
+    if (inspect.iscoroutinefunction(metafunc.function) and path.startswith(BOTH_ENGINES) and path not in ONE_ENGINE
+            and "store_engine" not in metafunc.fixturenames):
+        metafunc.fixturenames.append("store_engine")
+        metafunc.parametrize("store_engine", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-async def host_stores(anyio_backend: object) -> AsyncIterator[None]:
-    """Close the stores test hosts opened (`bridge.testing.host_store`), once the test has read them."""
-    yield
-    await HOST_STORES.close_all()
+def store_engine(request: pytest.FixtureRequest) -> str:
+    """The engine of this test's stores: "sqlite" unless the test is in its Postgres pass."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_target(store_engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a test that restarts the bridge keeps its store: a SQLite file, or (Postgres pass) a fresh database."""
+    if store_engine == "sqlite":
+        yield str(tmp_path / "bridge.db")
+        return
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    url = cluster.create_database()
+    yield url
+    cluster.drop_database(url)
+
+
+@pytest.fixture
+async def host_stores(anyio_backend: object, store_engine: str, request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """The stores of test hosts (`bridge.testing.host_store`): on Postgres in the Postgres pass (one fresh database
+    per test); closed once the test has read them."""
+    if store_engine == "postgres":
+        HOST_STORES.target = request.getfixturevalue("store_target")
+    try:
+        yield
+    finally:
+        HOST_STORES.target = None
+        await HOST_STORES.close_all()
 
 
 @pytest.fixture(autouse=True)

@@ -119,8 +119,12 @@ class PostgresDriver:
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._connection() as conn:
-            cur = await conn.execute(_pg(sql), tuple(params))
-            return await cur.fetchall()
+            # Shielded once sent: psycopg closes a connection whose query is cancelled midway, and the pool then has
+            # to open another (a read takes milliseconds; cancelling it saves nothing).
+            with anyio.CancelScope(shield=True):
+                cur = await conn.execute(_pg(sql), tuple(params))
+                rows = await cur.fetchall()
+        return rows
 
     async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
         # Shielded: a write, once sent, finishes and reports, so a cancelled caller never half-knows its outcome.

@@ -244,9 +244,9 @@ async def test_a_server_that_fails_to_start_is_reported_with_its_stderr() -> Non
     assert "missing API_TOKEN" in report
 
 
-async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(tmp_path: Path) -> None:
+async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(store_target: str) -> None:
     server = form_server()
-    store_path = tmp_path / "bridge.db"
+    store_path = store_target
     schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
     first = await open_store(store_path)
     async with bridge(server, "auto", store=first) as (host, chat):
@@ -371,9 +371,9 @@ async def test_a_shared_legacy_session_asks_in_the_conversation_of_the_call() ->
     assert (second.conversation, second.requester, second.approvers) == (other, BOB, frozenset({BOB.key}))
 
 
-async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_next_start(tmp_path: Path) -> None:
+async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_next_start(store_target: str) -> None:
     # What a hard crash (kill -9) leaves behind: a posted legacy card, open in the store, with no stored call.
-    path = tmp_path / "bridge.db"
+    path = store_target
     crashed = await open_store(path)
     card = elicitation.form_interaction(
         RequestContext(ROOM, ServerLabel("forms"), ALICE, frozenset({ALICE.key})),
@@ -395,8 +395,8 @@ async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_nex
     await store.aclose()
 
 
-async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "bridge.db")
+async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(store_target: str) -> None:
+    store = await open_store(store_target)
     async with bridge(form_server(), "auto", store=store) as (host, chat):
         await call(host, "fill")
         with anyio.fail_after(10):
@@ -410,8 +410,8 @@ async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(tmp_path: 
     await store.aclose()
 
 
-async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
+async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(store_target: str) -> None:
+    path = store_target
     schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}})
     first = await open_store(path)
     async with bridge(form_server(), "auto", store=first) as (host, chat):

@@ -205,9 +205,10 @@ async def roots_card(host: Host, chat: FakeChatPort, index: int = 0) -> Any:
     (None, f"roots: alpha={A}, -={B}"), ({"roots": [B]}, f"roots: -={B}"), ("decline", "roots: ")])
 async def test_roots_are_shared_all_some_or_none(protocol: str, content: Any, expected: str) -> None:
     async with bridge(protocol) as (host, chat, _):
-        await say(host, f"roots add {A} alpha")
-        await say(host, f"roots add {B}")
         with anyio.fail_after(10):
+            await say(host, f"roots add {A} alpha")  # commands run concurrently: one at a time keeps the order
+            await chat.wait_message(f"Added {A}")
+            await say(host, f"roots add {B}")
             await chat.wait_message(f"Added {B}")
             card = await roots_card(host, chat)
             assert [d.text for d in card.details] == [A, B]
@@ -373,9 +374,9 @@ def test_tool_cards_are_a_kind() -> None:
     assert Kind("tool") is Kind.TOOL and json.dumps(Kind.TOOL.value) == '"tool"'
 
 
-async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(tmp_path: Any) -> None:
+async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(store_target: str) -> None:
     server, _ = features_server()
-    path = tmp_path / "bridge.db"
+    path = store_target
     first_store = await open_store(path)
     chat = FakeChatPort()
     host = Host(config_for({"feat": server}, server_protocol="auto"), first_store, llm=HumanProvider())
