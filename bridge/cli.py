@@ -7,6 +7,7 @@ imports them (import-linter keeps it so) and a missing extra only matters to tho
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import logging
@@ -27,12 +28,13 @@ from bridge.config import Config, ServerConfig, import_servers, load, parse_dura
 from bridge.errors import ConfigError, StoreError
 from bridge.host import Host
 from bridge.ports import Adapter
-from bridge.storage import open_store
+from bridge.storage import AsyncStore, open_store
 from bridge.text import result_text
 
 logger = logging.getLogger("bridge")
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE = 0, 1, 2
+STORE_READY_TIMEOUT = 3.0
 
 
 class _JSONFormatter(logging.Formatter):
@@ -64,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="serve every adapter configured under chat: until SIGINT/SIGTERM")
     run.add_argument("-c", "--config", required=True)
+    run.add_argument("--worker-id", default=None,
+                     help="this worker's name on a shared (Postgres) store; default: hostname:pid")
     demo = sub.add_parser("demo", help="the console chat with the bundled demo server")
     demo.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
     call = sub.add_parser("call", help="call one tool; the console answers any request; print the result")
@@ -99,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(schema(), indent=2))
             return EXIT_OK
         if args.command == "run":
-            return anyio.run(_run, load(args.config))
+            return anyio.run(_run, load(args.config), args.worker_id)
         if args.command == "demo":
             return anyio.run(_run, demo_config(args.protocol))
         if args.command == "call":
@@ -138,10 +142,11 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
     return adapter
 
 
-async def _run(config: Config) -> int:
+async def _run(config: Config, worker_id: str | None = None) -> int:
     if not config.chat:
         raise ConfigError(["chat: configure at least one adapter (console, slack or matrix)"])
-    store = await open_store(config.store)
+    store = await open_store(config.store, worker_id=worker_id, lease=config.worker_lease)
+    logger.info("store open (%s), worker %s", "shared" if store.shared else "this process only", store.worker_id)
     try:
         async with Host(config, store) as host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
@@ -154,6 +159,7 @@ async def _run(config: Config) -> int:
                 from bridge.webform import web_forms
 
                 http = HttpServer(config.http.listen, config.http.public_url)
+                http.readiness("store", functools.partial(store_ready, store))
                 forms = web_forms(config.http, http, host)
                 if forms is not None:
                     host.offer_web_forms(forms)
@@ -171,6 +177,17 @@ async def _run(config: Config) -> int:
     finally:
         await store.aclose()
     return EXIT_OK
+
+
+async def store_ready(store: AsyncStore) -> str | None:
+    """The /readyz check of the store: one round trip within a few seconds."""
+    with anyio.move_on_after(STORE_READY_TIMEOUT):
+        try:
+            await store.ping()
+        except StoreError as exc:
+            return str(exc)
+        return None
+    return f"no answer within {STORE_READY_TIMEOUT:g}s"
 
 
 def _banner(config: Config) -> str:

@@ -63,6 +63,9 @@ class SqlStore:
     async def aclose(self) -> None:
         await self._db.aclose()
 
+    async def ping(self) -> None:
+        await self._db.fetch("SELECT 1")
+
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
         return (await self._db.transaction([Step(sql, params)]))[0].count
 
