@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import anyio
 
 from bridge.decision_rules import judge
-from bridge.errors import AdapterError, StoreError
+from bridge.elsewhere import STORE_FAILED, Elsewhere
+from bridge.errors import AdapterError
 from bridge.model import (
     Actor,
     CardRef,
@@ -40,7 +41,6 @@ from bridge.storage.watch import DecisionWatch
 
 logger = logging.getLogger(__name__)
 
-STORE_FAILED = "The bridge could not record that decision; try again in a moment."
 
 
 @dataclass(slots=True)
@@ -71,6 +71,7 @@ class Broker:
         self._store = store
         self._port_for = port_for
         self._watch = watch
+        self._elsewhere = Elsewhere(store, watch, self._finish_stored) if watch is not None else None
         self._waiters: dict[str, _Waiter] = {}
         self._closing = False
         self._registered = anyio.Event()
@@ -203,6 +204,9 @@ class Broker:
         assert waiter.final is not None  # set unless the claim raised
         return waiter.final
 
+    async def _finish_stored(self, stored: StoredInteraction, outcome: Outcome) -> None:
+        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
+
     async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
         if waiter.card is None:
             return
@@ -239,6 +243,14 @@ class Broker:
             except AdapterError as exc:
                 logger.warning("could not send a notice: %s", exc)
 
+    async def decide_forwarded(self, decision: DecisionIn) -> DecisionResult | None:
+        """A decision another worker received for a card waited on here (a legacy one): claimed as if it had come
+        here, without notices (the receiving worker tells the person). None if the card is not waited on here."""
+        result, waiter = self._claim(decision)
+        if result is None or waiter is None:
+            return None
+        return await self._durable(waiter) if result.verdict is Verdict.CLAIMED else result
+
     def decide_nowait(self, decision: DecisionIn) -> DecisionResult:
         """Claim a decision in memory, without awaiting or any notice (for adapters that answer at once and show the
         verdict themselves). The durable claim follows; if it loses, the person is told as for a late click."""
@@ -265,33 +277,15 @@ class Broker:
         if stored is None:
             return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), None
         conversation = stored.interaction.conversation
-        if stored.outcome is None and self._watch is not None:
-            return await self._claim_for_another(stored, decision), conversation
+        if stored.outcome is None and self._elsewhere is not None:
+            result = await self._elsewhere.decide(stored, decision)
+            return (None if result.verdict is Verdict.CLAIMED else result), conversation
         if stored.outcome is None:
             # Open in the store but nobody waits on it yet (a restart is still resuming it).
             restoring = "That request is being restored; try again in a moment."
             return DecisionResult(Verdict.LATE, message=restoring), conversation
         message = f"That request was already {describe_status(stored.outcome)}."
         return DecisionResult(Verdict.LATE, message=message), conversation
-
-    async def _claim_for_another(self, stored: StoredInteraction, decision: DecisionIn) -> DecisionResult | None:
-        """Claim, in the store, a decision on an interaction another worker waits on (it hears of it and answers its
-        server), or that a worker which died left open (then the one that takes its work over finds it decided).
-        The claim's winner finishes the card."""
-        judged = judge(stored.interaction, decision)
-        if isinstance(judged, DecisionResult):
-            return judged
-        try:
-            won = await self._store.claim(stored.interaction, judged)
-        except StoreError as exc:
-            logger.warning("could not record a decision on %s: %s", stored.interaction.id, exc)
-            return DecisionResult(Verdict.LATE, message=STORE_FAILED)
-        if not won:
-            now = await self._store.interaction(stored.interaction.id)
-            ended = now.outcome if now and now.outcome else judged
-            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(ended)}.")
-        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), judged)
-        return None
 
     async def expire(self, stored: StoredInteraction) -> bool:
         """Expire an interaction past its deadline (leased to this worker by the store): the waiter here, if any,

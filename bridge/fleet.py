@@ -5,7 +5,8 @@
   each) and handed to the `Resumer`: their legacy cards end as failed, their 2026 calls continue here.
 - **Expiry**: deadlines are stored; due cards are leased to one worker at a time (`take_expired`) and expired with a
   claim, so a card nobody here waits on (its worker died, or is slow) still expires, and never twice.
-- **Hearing**: the `DecisionWatch` the broker waits on, for decisions other workers claim.
+- **Hearing**: the `DecisionWatch` the broker waits on, for decisions other workers claim; and decisions on legacy
+  cards held here that other workers received and forwarded (`bridge.elsewhere`), claimed here.
 - **Retention** (every store): finished cards older than the retention are pruned now and then; the audit log
   keeps the record.
 """
@@ -19,6 +20,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from bridge.broker import Broker
+from bridge.elsewhere import forwarded_decision
 from bridge.errors import StoreError
 from bridge.resume import Resumer
 from bridge.storage import AsyncStore
@@ -53,6 +55,7 @@ class Fleet:
                 tg.start_soon(keep_alive, self._store, self._lease)
                 tg.start_soon(self._reap_loop, tg)
                 tg.start_soon(self._expiry_loop)
+                tg.start_soon(self._forwarded_loop, tg)
             task_status.started()
 
     async def _reap_loop(self, tg: TaskGroup) -> None:
@@ -82,6 +85,20 @@ class Fleet:
             # A deadline already past is leased to another worker: look again soon, not at once.
             wait = EXPIRY_POLL if deadline is None else min(EXPIRY_POLL, max(0.5, deadline - time.time()))
             await anyio.sleep(wait)
+
+    async def _forwarded_loop(self, tg: TaskGroup) -> None:
+        """Claim here the decisions other workers forward for cards waited on here (each in its own task: a claim
+        waits for its durable commit)."""
+        while True:
+            try:
+                async with self._store.forwarded() as messages:
+                    async for message in messages:
+                        decision = forwarded_decision(message)
+                        if decision is not None and self._broker.interaction(decision.interaction_id) is not None:
+                            tg.start_soon(self._broker.decide_forwarded, decision)
+            except StoreError as exc:
+                logger.warning("not hearing decisions forwarded by other workers (%s); listening again", exc)
+            await anyio.sleep(1.0)
 
     async def _prune_loop(self, retention: float) -> None:
         while True:

@@ -26,7 +26,10 @@ BOTH_ENGINES = ("tests/bridge/", "tests/adapters/console/", "tests/adapters/slac
 """Where every async test runs twice: on SQLite and on Postgres (its hosts' stores, `store_target`). The core and
 adapter tests that use the store; the storage tests choose their engines themselves, and the CLI and Matrix tests keep
 SQLite (they run whole processes or a homeserver, which the second pass would only make slower)."""
-ONE_ENGINE = {"tests/bridge/test_broker.py"}  # its own in-memory store, on trio's mock clock
+ONE_ENGINE = {
+    "tests/bridge/test_broker.py",  # its own in-memory store, on trio's mock clock
+    "tests/bridge/test_workers.py",  # several workers: Postgres only
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -53,6 +56,14 @@ def store_target(store_engine: str, request: pytest.FixtureRequest, tmp_path: Pa
     url = cluster.create_database()
     yield url
     cluster.drop_database(url)
+
+
+@pytest.fixture
+def pg_url(postgres: PostgresCluster) -> Iterator[str]:
+    """A fresh database in the session's Postgres."""
+    url = postgres.create_database()
+    yield url
+    postgres.drop_database(url)
 
 
 @pytest.fixture

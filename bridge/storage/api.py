@@ -102,6 +102,15 @@ class AsyncStore(Protocol):
         """Ids of interactions as any worker claims them, from the moment the context is entered."""
         ...
 
+    async def forward(self, message: str) -> None:
+        """Hand a short message (a decision on a card another worker holds, as JSON) to every worker listening to
+        `forwarded()`, at once, without storing it: a worker that is not listening never gets it."""
+        ...
+
+    def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """Messages `forward`ed by any worker, from the moment the context is entered."""
+        ...
+
     # -- deadlines ---------------------------------------------------------------------------------------------------
     async def next_deadline(self) -> float | None:
         """The earliest deadline of an open interaction."""

@@ -20,6 +20,7 @@ from bridge.storage.driver import Driver, Step
 from bridge.storage.migrations import migrate
 
 DECIDED_CHANNEL = "mcp_bridge_decided"
+FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
 
 _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
@@ -134,6 +135,13 @@ class SqlStore:
 
     def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self._db.listen(DECIDED_CHANNEL)
+
+    async def forward(self, message: str) -> None:
+        if self._db.dialect == "postgres":
+            await self._db.transaction([Step("SELECT pg_notify(?, ?)", (FORWARD_CHANNEL, message))])
+
+    def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        return self._db.listen(FORWARD_CHANNEL)
 
     # -- deadlines ---------------------------------------------------------------------------------------------------
 

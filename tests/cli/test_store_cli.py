@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -74,9 +73,3 @@ async def test_readyz_asks_the_store(pg_url: str) -> None:
     assert gone.status_code == 503 and gone.json()["ready"] is False
     assert "is already closed" in gone.json()["checks"]["store"]  # the store's own one-line reason
 
-
-@pytest.fixture
-def pg_url(postgres: PostgresCluster) -> Iterator[str]:
-    url = postgres.create_database()
-    yield url
-    postgres.drop_database(url)

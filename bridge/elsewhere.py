@@ -1,0 +1,116 @@
+"""Decisions on cards another worker holds (several workers on one Postgres store).
+
+A click reaches whichever worker Slack (or the load balancer) picked. When the card is not waited on here:
+
+- **2026 cards** are claimed here, in the store: the claim is one atomic statement, so it settles every race. The
+  worker waiting on the card hears of it (`DecisionWatch`) and carries on; if that worker died, the survivor that
+  takes its work over finds the answer stored and finishes the call with it.
+- **Legacy cards** can only be answered by the worker holding the server's session. The decision is forwarded to
+  it (a notification through the store) and that worker claims it as if the click had come to it; this one waits
+  for the outcome and tells the person. A worker that died answers nothing: the person hears that the request
+  will end shortly, and the survivor that takes the dead worker's work over ends the card as failed and tells the
+  conversation, instead of a decision counted that no server will ever receive.
+
+The claim's winner finishes the card.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from bridge.decision_rules import judge
+from bridge.errors import StoreError
+from bridge.model import Actor, DecisionIn, DecisionResult, Outcome, Verdict
+from bridge.presentation import describe_status
+from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage.watch import DecisionWatch
+
+logger = logging.getLogger(__name__)
+
+FORWARD_WAIT = 5.0
+"""Seconds to wait for the worker holding a legacy card to claim a forwarded decision."""
+MAX_FORWARD = 7000
+"""Bytes a forwarded decision may take (Postgres notifications carry at most 8000)."""
+STORE_FAILED = "The bridge could not record that decision; try again in a moment."
+NOT_ANSWERING = ("The bridge worker holding that request is not answering (it may have stopped); if it did, the "
+                 "request will be closed shortly and the conversation told.")
+
+FinishCard = Callable[[StoredInteraction, Outcome], Awaitable[None]]
+
+
+def forward_message(decision: DecisionIn) -> str:
+    a = decision.actor
+    return json.dumps({"id": decision.interaction_id, "actor": [a.platform, a.user_id, a.display_name],
+                       "action": decision.action, "content": decision.content})
+
+
+def forwarded_decision(message: str) -> DecisionIn | None:
+    """The decision in a forwarded message, or None if it is not one (it came through the store, from a worker)."""
+    try:
+        data: Any = json.loads(message)
+        platform, user_id, name = data["actor"]
+        if data["action"] not in ("accept", "decline", "cancel"):
+            return None
+        content = data.get("content")
+        return DecisionIn(str(data["id"]), Actor(str(platform), str(user_id), str(name or "")), data["action"],
+                          dict(content) if isinstance(content, dict) else None)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class Elsewhere:
+    def __init__(self, store: AsyncStore, watch: DecisionWatch, finish_card: FinishCard) -> None:
+        self._store = store
+        self._watch = watch
+        self._finish_card = finish_card
+
+    async def decide(self, stored: StoredInteraction, decision: DecisionIn) -> DecisionResult:
+        """Decide on an open card nobody waits on here; `Verdict.CLAIMED` if the decision counted."""
+        judged = judge(stored.interaction, decision)
+        if isinstance(judged, DecisionResult):
+            return judged
+        message = forward_message(decision)
+        if stored.pending_call is not None or len(message.encode()) > MAX_FORWARD:
+            return await self._claim(stored, judged)
+        return await self._forward(stored, decision, judged, message)
+
+    async def _claim(self, stored: StoredInteraction, judged: Outcome) -> DecisionResult:
+        try:
+            won = await self._store.claim(stored.interaction, judged)
+        except StoreError as exc:
+            logger.warning("could not record a decision on %s: %s", stored.interaction.id, exc)
+            return DecisionResult(Verdict.LATE, message=STORE_FAILED)
+        if not won:
+            return await self._late(stored, judged)
+        await self._finish_card(stored, judged)
+        return DecisionResult(Verdict.CLAIMED)
+
+    async def _forward(self, stored: StoredInteraction, decision: DecisionIn, judged: Outcome,
+                       message: str) -> DecisionResult:
+        interaction_id = stored.interaction.id
+        with anyio.move_on_after(FORWARD_WAIT):
+            async with anyio.create_task_group() as tg:
+                await tg.start(self._watch.wait, interaction_id)  # watching before forwarding: nothing is missed
+                try:
+                    await self._store.forward(message)
+                except StoreError as exc:
+                    logger.warning("could not forward a decision on %s: %s", interaction_id, exc)
+                    tg.cancel_scope.cancel()
+        now = await self._store.interaction(interaction_id)
+        if now is None or now.outcome is None:
+            return DecisionResult(Verdict.LATE, message=NOT_ANSWERING)
+        ours = now.outcome.by == decision.actor and now.outcome.status is judged.status \
+            and (now.outcome.content or None) == (judged.content or None)
+        if ours:
+            return DecisionResult(Verdict.CLAIMED)
+        return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(now.outcome)}.")
+
+    async def _late(self, stored: StoredInteraction, judged: Outcome) -> DecisionResult:
+        now = await self._store.interaction(stored.interaction.id)
+        ended = now.outcome if now and now.outcome else judged
+        return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(ended)}.")
