@@ -314,9 +314,20 @@ class Broker:
         """Whether `actor` could decide now, without deciding (before opening a dialog, say). Refusals and late
         clicks get the usual notice."""
         waiter = self._waiters.get(interaction_id)
-        if waiter is not None and waiter.outcome is None and waiter.interaction.may_decide(actor):
-            return DecisionResult(Verdict.CLAIMED)
-        return await self.decide(DecisionIn(interaction_id, actor, "cancel"))
+        if waiter is not None:
+            if waiter.outcome is None and waiter.interaction.may_decide(actor):
+                return DecisionResult(Verdict.CLAIMED)
+            return await self.decide(DecisionIn(interaction_id, actor, "cancel"))  # refused or late: changes nothing
+        stored = await self._store.interaction(interaction_id)
+        if stored is not None and stored.outcome is None and self._elsewhere is not None:
+            # Open on another worker: never decide here (a cancel would count).
+            if stored.interaction.may_decide(actor):
+                return DecisionResult(Verdict.CLAIMED)
+            who = stored.interaction.requester.label() if stored.interaction.requester else "the approvers"
+            result = DecisionResult(Verdict.REFUSED, message=f"Only {who} can answer this request.")
+            await self._notify(stored.interaction.conversation, actor, result.message)
+            return result
+        return await self.decide(DecisionIn(interaction_id, actor, "cancel"))  # unknown, ended or being restored
 
     async def cancel(self, interaction_id: str, actor: Actor) -> DecisionResult:
         """The `cancel` command: same rules as a Cancel button."""

@@ -55,6 +55,10 @@ async def test_a_click_on_another_worker_counts_once_and_the_holder_answers_its_
         with anyio.fail_after(20):
             card = await card_on(a, chat_a)
             assert b.broker.interaction(card.id) is None  # waited on by a only
+            # Checking before opening a dialog never decides, wherever the card is held.
+            assert (await b.check(card.id, ALICE)).verdict is Verdict.CLAIMED
+            assert (await b.check(card.id, BOB)).verdict is Verdict.REFUSED
+            assert a.broker.interaction(card.id) is not None and chat_b.notices[-1][0] == BOB
             assert (await b.decide(DecisionIn(card.id, BOB, "accept", {"n": 1}))).verdict is Verdict.REFUSED
             claimed = await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": "7"}))
             late = await b.decide(DecisionIn(card.id, ALICE, "decline"))
