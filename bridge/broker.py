@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from bridge.decision_rules import judge
-from bridge.elsewhere import STORE_FAILED, Elsewhere
+from bridge.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
 from bridge.errors import AdapterError
 from bridge.model import (
     Actor,
@@ -204,6 +204,11 @@ class Broker:
         assert waiter.final is not None  # set unless the claim raised
         return waiter.final
 
+    async def show_final(self, stored: StoredInteraction) -> None:
+        """Bring a decided card to its final state again (its worker may have died before it could)."""
+        if stored.outcome is not None:
+            await self._finish_stored(stored, stored.outcome)
+
     async def _finish_stored(self, stored: StoredInteraction, outcome: Outcome) -> None:
         await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
@@ -224,7 +229,7 @@ class Broker:
         is told why."""
         result, waiter = self._claim(decision)
         if result is None:
-            result, conversation = await self._not_open_here(decision)
+            result, conversation = await not_waited_here(self._store, self._elsewhere, decision)
             if result is None:
                 return DecisionResult(Verdict.CLAIMED)
         else:
@@ -269,23 +274,6 @@ class Broker:
         if waiter.lost:
             return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")
         return DecisionResult(Verdict.CLAIMED)
-
-    async def _not_open_here(self, decision: DecisionIn) -> tuple[DecisionResult | None, ConversationKey | None]:
-        """A decision on an interaction nobody waits on in this process: ended, waited on by another worker, or not
-        yet resumed. None: it was claimed here for the worker that waits on it."""
-        stored = await self._store.interaction(decision.interaction_id)
-        if stored is None:
-            return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), None
-        conversation = stored.interaction.conversation
-        if stored.outcome is None and self._elsewhere is not None:
-            result = await self._elsewhere.decide(stored, decision)
-            return (None if result.verdict is Verdict.CLAIMED else result), conversation
-        if stored.outcome is None:
-            # Open in the store but nobody waits on it yet (a restart is still resuming it).
-            restoring = "That request is being restored; try again in a moment."
-            return DecisionResult(Verdict.LATE, message=restoring), conversation
-        message = f"That request was already {describe_status(stored.outcome)}."
-        return DecisionResult(Verdict.LATE, message=message), conversation
 
     async def expire(self, stored: StoredInteraction) -> bool:
         """Expire an interaction past its deadline (leased to this worker by the store): the waiter here, if any,

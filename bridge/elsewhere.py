@@ -25,7 +25,7 @@ import anyio
 
 from bridge.decision_rules import judge
 from bridge.errors import StoreError
-from bridge.model import Actor, DecisionIn, DecisionResult, Outcome, Verdict
+from bridge.model import Actor, ConversationKey, DecisionIn, DecisionResult, Outcome, Verdict
 from bridge.presentation import describe_status
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
@@ -114,3 +114,22 @@ class Elsewhere:
         now = await self._store.interaction(stored.interaction.id)
         ended = now.outcome if now and now.outcome else judged
         return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(ended)}.")
+
+
+async def not_waited_here(store: AsyncStore, elsewhere: Elsewhere | None,
+                          decision: DecisionIn) -> tuple[DecisionResult | None, ConversationKey | None]:
+    """A decision on an interaction nobody waits on in this process: ended, held by another worker (`elsewhere`,
+    on a shared store), or not yet resumed. None: it counted (claimed for the worker that waits on it)."""
+    stored = await store.interaction(decision.interaction_id)
+    if stored is None:
+        return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), None
+    conversation = stored.interaction.conversation
+    if stored.outcome is None and elsewhere is not None:
+        result = await elsewhere.decide(stored, decision)
+        return (None if result.verdict is Verdict.CLAIMED else result), conversation
+    if stored.outcome is None:
+        # Open in the store but nobody waits on it yet (a restart is still resuming it).
+        restoring = "That request is being restored; try again in a moment."
+        return DecisionResult(Verdict.LATE, message=restoring), conversation
+    message = f"That request was already {describe_status(stored.outcome)}."
+    return DecisionResult(Verdict.LATE, message=message), conversation

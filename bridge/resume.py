@@ -63,6 +63,8 @@ class Resumer:
         for conversation, what in ended.items():
             await self._say(conversation, f"The bridge stopped while {_listed(what)} waited here, so the server "
                                           "is no longer waiting for an answer: run the command again.")
+        for stored in reaped.decided:
+            await self._broker.show_final(stored)
         for call in reaped.pending_calls:
             tg.start_soon(self._resume_one, call)
 

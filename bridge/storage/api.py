@@ -42,6 +42,9 @@ class Reaped:
     interactions: tuple[StoredInteraction, ...]
     """Open interactions they owned: legacy ones (no pending call) can only be failed; 2026 ones continue."""
     pending_calls: tuple[PendingCall, ...]
+    decided: tuple[StoredInteraction, ...] = ()
+    """Posted cards they decided shortly before their lease lapsed: they may have died between the claim and
+    bringing the card to its final state, so the reaper shows it again."""
 
 
 @dataclass(slots=True)

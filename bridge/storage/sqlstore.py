@@ -22,6 +22,8 @@ from bridge.storage.migrations import migrate
 DECIDED_CHANNEL = "mcp_bridge_decided"
 FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
+FINISH_WINDOW = 60.0
+"""Seconds before a lapsed worker's last heartbeat from which its decisions may not have reached their cards."""
 
 _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
@@ -196,14 +198,20 @@ class SqlStore:
             Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
                  f" RETURNING {INTERACTION_COLUMNS}, created_at", (me, me, now)),
             Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
+                 " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
+                 " AND EXISTS (SELECT 1 FROM audit a WHERE a.interaction_id = i.id"
+                 " AND a.at >= (SELECT w.heartbeat_at FROM workers w WHERE w.id = i.worker) - ?)",
+                 (now, me, FINISH_WINDOW)),
             Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
         ]
-        interactions, calls, workers = (await self._db.transaction(steps))[-3:]
+        interactions, calls, decided, workers = (await self._db.transaction(steps))[-4:]
         return Reaped(
             workers=tuple(sorted(r[0] for r in workers.rows)),
             interactions=tuple(codec.stored_interaction(r[:-1])
                                for r in sorted(interactions.rows, key=lambda r: r[-1])),
-            pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)))
+            pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)),
+            decided=tuple(codec.stored_interaction(r) for r in decided.rows))
 
     def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:
         return self._db.leadership(name, retry)

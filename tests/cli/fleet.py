@@ -173,18 +173,21 @@ class Balancer:
     async def send(self, kind: EnvelopeType, payload: dict[str, Any]) -> str:
         """Deliver one request; the name of the worker that took it."""
         body, content_type = encode_http_body(kind, payload)
-        for _ in range(len(self.workers) * 2):
-            worker = self.workers[next(self._turn) % len(self.workers)]
+        errors: list[str] = []
+        start = next(self._turn)
+        for k in range(len(self.workers)):  # this request's turn, then the next worker, and so on
+            worker = self.workers[(start + k) % len(self.workers)]
             headers = {"Content-Type": content_type, **sign_request(SIGNING_SECRET, body)}
             try:
                 response = await self.http.post(worker.url, content=body, headers=headers)
-            except httpx2.TransportError:
+            except httpx2.TransportError as exc:
+                errors.append(f"{worker.name}: {exc!r}")
                 continue
             if response.status_code != 200:
                 raise RuntimeError(f"{worker.name} answered {response.status_code}: {response.text[:200]}")
             self.delivered[worker.name] = self.delivered.get(worker.name, 0) + 1
             return worker.name
-        raise RuntimeError("no worker took the request")
+        raise RuntimeError(f"no worker took the request: {errors}")
 
     async def send_to(self, worker: Worker, kind: EnvelopeType, payload: dict[str, Any]) -> None:
         body, content_type = encode_http_body(kind, payload)
