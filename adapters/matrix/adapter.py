@@ -55,7 +55,7 @@ class MatrixAdapter(MatrixPort):
         super().__init__(outbox, index, asker)
         self.answers = Answers(inbound, settings, index, asker, self.notify)
         self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker)
-        self.intake = Intake(self.client, settings, self.connection, self._handle)
+        self.intake = Intake(self.client, settings, self.connection, self._handle, inbound.adapter_state(PLATFORM))
         self._warned_plain: set[str] = set()
 
     @property
@@ -75,7 +75,9 @@ class MatrixAdapter(MatrixPort):
             self.intake.listen(credentials.device_id)
             await self.intake.keep_keys()
             restored = await self.restorer.restore()
-            await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored))
+            # One sync loop per bot account across the bridge's workers; the others still post and edit cards.
+            await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored),
+                                  lead=lambda: self.inbound.leadership(f"matrix-sync:{self.client.user_id}"))
         finally:
             self.connection.gave_up()
             with anyio.CancelScope(shield=True):

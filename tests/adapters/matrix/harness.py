@@ -181,10 +181,11 @@ class Bridge:
 
 
 @asynccontextmanager
-async def bridge(config: Config, block: Mapping[str, Any], db: Path) -> AsyncIterator[Bridge]:
+async def bridge(config: Config, block: Mapping[str, Any], db: Path | str,
+                 worker_id: str | None = None) -> AsyncIterator[Bridge]:
     """A host and the Matrix adapter, running until the block ends (the host stops first, so that its cards are
-    finished while the adapter can still send)."""
-    store = await open_store(db)
+    finished while the adapter can still send). `db`: a SQLite file or a Postgres URL (then name each worker)."""
+    store = await open_store(db, worker_id=worker_id)
     host = Host(config, store)
     adapter = create(host, block, config)
     host.attach(adapter)
