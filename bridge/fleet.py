@@ -1,6 +1,7 @@
 """What a worker does beside the others on a shared store (Postgres), and the store upkeep every bridge does.
 
-- **Alive on record**: a heartbeat renews this worker's lease (`keep_alive`).
+- **Alive on record**: a heartbeat renews this worker's lease (`keep_alive`); a clean stop ends it at once
+  (`stopped`), so survivors take over the 2026 calls it leaves without waiting for the lease to lapse.
 - **Taking over**: every beat, the open work of workers whose lease lapsed is reaped (exactly one survivor gets
   each) and handed to the `Resumer`: their legacy cards end as failed, their 2026 calls continue here.
 - **Expiry**: deadlines are stored; due cards are leased to one worker at a time (`take_expired`) and expired with a
@@ -49,14 +50,24 @@ class Fleet:
         async with anyio.create_task_group() as tg:
             if self._retention:
                 tg.start_soon(self._prune_loop, self._retention)
+            # Also alone on SQLite: the next start then knows when this process was last alive (what it decided in
+            # its last moments is shown final again, not everything it ever decided).
+            tg.start_soon(keep_alive, self._store, self._lease)
             if self._store.shared:
                 if self._watch is not None:
                     await tg.start(self._watch.run)
-                tg.start_soon(keep_alive, self._store, self._lease)
                 tg.start_soon(self._reap_loop, tg)
                 tg.start_soon(self._expiry_loop)
                 tg.start_soon(self._forwarded_loop, tg)
             task_status.started()
+
+    async def stopped(self) -> None:
+        """This worker is stopping: its lease ends now."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._store.heartbeat(0)
+            except StoreError as exc:
+                logger.warning("could not end this worker's lease: %s", exc)
 
     async def _reap_loop(self, tg: TaskGroup) -> None:
         await self._resumer.resumed.wait()  # the start's own take-over comes first

@@ -122,6 +122,7 @@ class Host:
         exit_stack, self._exit = self._exit, None
         try:
             await exit_stack.__aexit__(None, None, None)
+            await self.fleet.stopped()
         finally:
             with anyio.CancelScope(shield=True):
                 await self.llm.aclose()

@@ -112,3 +112,26 @@ async def test_a_forwarded_decision_nobody_holds_is_not_counted(pg_url: str) -> 
     await store.aclose()
     assert result.verdict is Verdict.LATE and "not answering" in result.message
     assert chat_b.notices == [(ALICE, result.message)]
+
+
+async def test_a_worker_that_stops_hands_its_2026_calls_to_another_at_once(pg_url: str) -> None:
+    server = form_server()
+    stores = [await open_store(pg_url, worker_id=name) for name in ("a", "b")]
+    try:
+        b, chat_b = await host_for(config_for({"forms": server}, server_protocol="auto", worker_lease=3), stores[1])
+        async with b:
+            a, chat_a = await host_for(config_for({"forms": server}, server_protocol="auto"), stores[0])
+            async with a:
+                with anyio.fail_after(20):
+                    card = await card_on(a, chat_a)
+            # a stopped cleanly: its 2026 card stays open in the store and its lease ended, so b takes the call over.
+            with anyio.fail_after(20):
+                await b.broker.wait_open(card.id)
+                assert (await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": 5}))).verdict is Verdict.CLAIMED
+                done = await chat_b.wait_message("forms.fill:")
+            audit = await b.store.audit_rows(card.id)
+    finally:
+        for store in stores:
+            await store.aclose()
+    assert json.loads(done.split("\n", 1)[1])["content"] == {"n": 5}
+    assert [(r.outcome, r.actor) for r in audit] == [("accepted", ALICE.key)]

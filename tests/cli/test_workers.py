@@ -62,7 +62,7 @@ def final(call: Call) -> bool:
 async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) -> None:
     rng = random.Random(15)
     async with FakeSlack() as slack, mcp_server() as mcp_url, httpx2.AsyncClient(timeout=60) as http:
-        slack.users["U1"] = "Ada Lovelace"
+        slack.users.update({f"U{i}": f"Person {i}" for i in range(CARDS)})  # a team: one person per card
         workers: list[Worker] = []
         try:
             for n in range(3):
@@ -76,7 +76,8 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
             async def mention(i: int) -> None:
                 async with limit:  # each call started on a known worker
                     text = f'<@UBOT> call {eras[i]} pick {{"tag": "t{i}"}}'
-                    await lb.send_to(workers[i % 3], "events_api", event_app_mention("U1", "C1", text, threads[i]))
+                    await lb.send_to(workers[i % 3], "events_api",
+                                     event_app_mention(f"U{i}", "C1", text, threads[i]))
                     await slack.wait_for_call("chat.postMessage", posted(threads[i], card=True))
 
             with anyio.fail_after(240):
@@ -90,7 +91,7 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
             took: list[list[str]] = [[] for _ in cards]
 
             async def click(i: int, action: str) -> None:
-                payload = block_actions("U1", "C1", cards[i].response["ts"], action, ids_[i],
+                payload = block_actions(f"U{i}", "C1", cards[i].response["ts"], action, ids_[i],
                                         block_id=f"{ids_[i]}.act")
                 took[i].append(await lb.send("interactive", payload))
 
