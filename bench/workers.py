@@ -9,7 +9,7 @@ sent through the round-robin balancer with `--concurrency` clicks in flight. A d
 click to the card's final state arriving at Slack (`chat.update`: the bridge shows a decision only once it is stored),
 so it covers the ack, the claim (one synced commit), a forwarded hop for a legacy card clicked on another worker, and
 finishing the card. Decisions per second: cards over the time from the first click to the last final card. Setting the
-cards up is not timed. Every card must end decided; otherwise it exits 1.
+cards up is not timed. Postgres runs with fsync on, as SQLite syncs. Every card must end decided; otherwise it exits 1.
 
 Run: `python -m bench.workers` (`--cards 200 --concurrency 32`).
 """
@@ -113,7 +113,7 @@ def line(label: str, rate: float, latencies: list[float]) -> str:
 
 async def main(args: argparse.Namespace) -> int:
     results = []
-    with PostgresCluster() as cluster, tempfile.TemporaryDirectory() as tmp:
+    with PostgresCluster(fsync=True) as cluster, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         results.append(await run_one("SQLite, 1 process", str(folder / "bench.db"), 1, args.cards,
                                      args.concurrency, folder))
