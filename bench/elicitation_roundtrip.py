@@ -40,7 +40,7 @@ from bench.common import (
     p90,
     quiet_logs,
 )
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for
 
 
@@ -68,9 +68,9 @@ async def _timed(call: Callable[[], Awaitable[CallToolResult | None]]) -> tuple[
 async def run_era(protocol: str, rounds: int, warmup: int, store_path: str) -> EraResult:
     out = EraResult(protocol)
     server = bench_server()
-    store = Store(store_path)
+    store = await open_store(store_path)
     port = AnsweringPort(ALICE, ANSWER)
-    host, _ = host_for(config_for({SERVER: server}, server_protocol=protocol), store, port)
+    host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol), store, port)
     try:
         async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
                 anyio.create_task_group() as tg:
@@ -98,7 +98,7 @@ async def run_era(protocol: str, rounds: int, warmup: int, store_path: str) -> E
             out.bare_era = client.protocol_version or "?"
             out.refused = port.refused
     finally:
-        store.close()
+        await store.aclose()
     return out
 
 

@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from bench.common import SERVER, TOOL, CountingPort, answer_for, answered, bench_server, quiet_logs, rss, tag_of
 from bridge.host import Host
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import config_for, host_for
 
 
@@ -73,9 +73,9 @@ async def run(args: argparse.Namespace, store_path: str) -> int:
     scope = "shared" if args.shared else "conversation"
     config = config_for({SERVER: bench_server()}, server_protocol=args.protocol, server_scope=scope,
                         max_sessions=n + 10)
-    store = Store(store_path)
+    store = await open_store(store_path)
     port = CountingPort(n)
-    host, _ = host_for(config, store, port)
+    host, _ = await host_for(config, store, port)
     conversations = [ConversationKey("test", "W1", f"C{i:05d}", "T1") for i in range(n)]
     tally = Tally(n)
     code = 0
@@ -118,7 +118,7 @@ async def run(args: argparse.Namespace, store_path: str) -> int:
             await host.aclose()
             close_time = time.perf_counter() - closing
     finally:
-        store.close()
+        await store.aclose()
 
     era = "2026-07-28" if args.protocol == "auto" else "2025-11-25"
     store_text = "SQLite :memory:" if store_path == ":memory:" else "SQLite file in a temp dir"

@@ -1,4 +1,5 @@
-"""Synced commits and latency per decision: today's `bridge.store.Store` beside the new SQLite engine.
+"""Synced commits and latency per decision: the old synchronous store (formerly `bridge.store`, kept in
+`tests/storage/legacy_store.py`) beside the SQLite engine.
 
 A decision is the store writes the bridge makes for one card, per era:
 
@@ -38,9 +39,9 @@ import anyio.lowlevel
 
 from bench.store_restart import item
 from bridge.model import CardRef, Interaction, Outcome, Status
-from bridge.storage import SqlStore, open_store
-from bridge.store import PendingCall, Store
+from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.testing import ALICE, ROOM
+from tests.storage.legacy_store import Store
 
 ENGINES = ("old", "new")
 ERAS = ("legacy", "2026")

@@ -1,10 +1,10 @@
 """Restart with history: what a start reads to resume, with 1 000 pending 2026 calls next to 100 000 old rows.
 
-One SQLite file is built in today's schema (the synchronous `bridge.store.Store` creates it; rows are bulk-inserted in
-its exact format): `--calls` pending calls, each with its open card, and `--old` finished interactions from earlier
-calls. Then, on copies of that file and in one run:
+One SQLite file is built in today's schema (the old synchronous store, `tests/storage/legacy_store.py`, creates it; rows
+are bulk-inserted in its exact format): `--calls` pending calls, each with its open card, and `--old` finished
+interactions from earlier calls. Then, on copies of that file and in one run:
 
-* **baseline**: `bridge.store.Store` opens it and reads what `Host._resume_pending` and `Caller.resume` read: the
+* **baseline**: the old store opens it and reads what `Host._resume_pending` and `Caller.resume` read: the
   pending calls, the open interactions, and for each call its interactions (this round's, and all of them);
 * **SQLite**: `bridge.storage.open_store` does the same, first on the old file (the open includes migrating it),
   then again as a plain restart;
@@ -29,10 +29,10 @@ import anyio
 
 from bridge.forms import form_from_schema
 from bridge.model import Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.storage import SqlStore, open_store
+from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.storage.codec import dump_interaction, dump_outcome, pending_values
-from bridge.store import PendingCall, Store
 from bridge.testing import ALICE, ROOM
+from tests.storage.legacy_store import Store
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}, "required": ["n"]}
 COLUMNS = ("id", "conversation", "status", "body", "card", "pending_call", "input_key", "outcome", "created_at")

@@ -1,15 +1,19 @@
 """The broker: posts interaction cards, waits for a person, and turns the first valid decision into an outcome.
 
-It is the only owner of interaction deadlines (anyio cancel scopes). A decision is claimed without awaiting anything
-first, so two clicks racing on one card cannot both win: the second finds the interaction decided and gets a notice.
+It is the only owner of interaction deadlines (anyio cancel scopes). A decision is claimed in two steps: first in
+memory, without awaiting anything (the first writer wins, so two clicks racing on one card in this process cannot
+both win, and an adapter can answer within its platform's ack), then durably with `AsyncStore.claim`, one atomic
+statement that also settles races with other workers and expiry. A card shows a decision as final only once that
+claim has returned: if it lost, the stored outcome (another worker's) is what counts and the decision is late.
 People who may not decide are refused privately and the card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
 are answered after a restart.
 
 Cards that need several approvers (`Interaction.required`) count each person's approval once, as its own audit row,
-and show the progress on every copy of the card; one decline or cancel by an approver ends them. Who may decide and
-who is asked privately is `bridge.routing`'s; the broker posts those private copies and finishes them with the card.
+and show the progress on every copy of the card; one decline or cancel by an approver ends them
+(`bridge.decision_rules`). Who may decide and who is asked privately is `bridge.routing`'s; the broker posts those
+private copies and finishes them with the card.
 """
 
 from __future__ import annotations
@@ -22,27 +26,18 @@ from dataclasses import dataclass, field, replace
 import anyio
 
 from bridge import observe
+from bridge.decision_rules import Counted, approval_row, approvals_in, end_detail, judge
+from bridge.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
 from bridge.errors import AdapterError
-from bridge.model import (
-    Actor,
-    CardRef,
-    ConversationKey,
-    DecisionIn,
-    DecisionResult,
-    Interaction,
-    JSONValue,
-    Outcome,
-    Status,
-    Verdict,
-)
+from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, Outcome, Status, Verdict
 from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.presentation import describe_status
 from bridge.routing import Copy, Routing, base_id
 from bridge.secret_answers import for_the_record
-from bridge.store import AuditRow, Store, StoredInteraction
+from bridge.storage import AsyncStore, AuditRow, StoredInteraction
+from bridge.storage.watch import DecisionWatch
 
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass(slots=True)
@@ -51,11 +46,21 @@ class _Waiter:
     durable: bool
     card: CardRef | None = None
     outcome: Outcome | None = None
+    """Claimed in memory: the first writer wins."""
     done: anyio.Event = field(default_factory=anyio.Event)
     copies: list[Copy] = field(default_factory=list)
     wake: anyio.Event = field(default_factory=anyio.Event)
-    """Set when the outcome is settled or an approval counted (`progressed`): the waiting task looks again."""
-    progressed: bool = False
+    """Set when the outcome is settled or an approval counted: the waiting task looks again."""
+    approvals: list[AuditRow] = field(default_factory=list)
+    """Approvals counted in memory whose audit rows the waiting task has yet to write."""
+    final: Outcome | None = None
+    """The outcome as stored: `outcome`, or another worker's if its claim came first."""
+    recorded: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the claim has been to the store (`final` is None if the store failed)."""
+    lost: bool = False
+    """The claim in memory lost to one made elsewhere (another worker's decision or expiry)."""
+    answered_early: Actor | None = None
+    """Whose claim was answered before it was durable (`decide_nowait`): told if it then loses."""
 
     def copy(self, interaction_id: str) -> Copy | None:
         return next((c for c in self.copies if c.interaction.id == interaction_id), None)
@@ -64,11 +69,15 @@ class _Waiter:
 class Broker:
     """Posts cards through the chat port of each conversation's platform and collects decisions."""
 
-    def __init__(self, store: Store, port_for: Callable[[ConversationKey], ChatPort],
-                 routing: Routing | None = None) -> None:
+    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort],
+                 routing: Routing | None = None, watch: DecisionWatch | None = None) -> None:
+        """`watch`: on a store shared by several workers, how this one hears decisions the others claim (whoever
+        runs the bridge runs the watch)."""
         self._store = store
         self._port_for = port_for
         self._routing = routing
+        self._watch = watch
+        self._elsewhere = Elsewhere(store, watch, self._finish_stored) if watch is not None else None
         self._waiters: dict[str, _Waiter] = {}
         self._closing = False
         self._registered = anyio.Event()
@@ -81,46 +90,53 @@ class Broker:
         shutdown; the rest are cancelled by it."""
         if self._routing is not None:
             interaction = await self._routing.prepare(interaction)
-        self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
         waiter = _Waiter(interaction, durable=pending_call is not None)
-        if interaction.required > 1 and len(interaction.approvers) < interaction.required:
-            reason = f"it needs {interaction.required} approvers and only {len(interaction.approvers)} could be found"
-            return self._settle(waiter, Outcome(Status.FAILED, reason=reason))
+        # Registered before the first await: a server may end the request (a completion notice) at once.
         self._waiters[interaction.id] = waiter
+        try:
+            await self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
+        except BaseException:
+            self._waiters.pop(interaction.id, None)
+            raise
+        if interaction.required > 1 and len(interaction.approvers) < interaction.required:
+            self._waiters.pop(interaction.id, None)
+            reason = f"it needs {interaction.required} approvers and only {len(interaction.approvers)} could be found"
+            return await self._end(waiter, Outcome(Status.FAILED, reason=reason))
         try:
             waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
         except AdapterError as exc:
             logger.warning("could not post card %s: %s", interaction.id, exc)
             self._waiters.pop(interaction.id, None)
-            return self._settle(waiter, Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}"))
+            return await self._end(waiter, Outcome(Status.FAILED, reason=f"the card could not be posted: {exc}"))
         except BaseException:
             # Cancelled (or broken) while posting: the interaction ends here, never half-open.
             self._waiters.pop(interaction.id, None)
-            if not (self._closing and waiter.durable):
-                self._settle(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
+            if waiter.outcome is not None or not (self._closing and waiter.durable):
+                await self._end(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
             raise
-        self._store.set_card(interaction.id, waiter.card)
+        await self._store.set_card(interaction.id, waiter.card)
         observe.card_posted(interaction)
         return await self._wait(waiter, post_copies=True)
 
-    async def retire(self, stored: StoredInteraction, reason: str) -> None:
-        """End an interaction left open by an earlier run that nobody will wait on again: record it as cancelled
-        and bring its card (if it was posted) to that final state, so nothing dangles in chat."""
-        outcome = Outcome(Status.CANCELLED, reason=reason)
-        self._store.finish_interaction(stored.interaction, outcome)
-        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
+    async def retire(self, stored: StoredInteraction, reason: str, status: Status = Status.CANCELLED) -> bool:
+        """End an interaction left open by an earlier run (or a worker that died) that nobody will wait on again:
+        record it as `status` and bring its card (if it was posted) to that final state, so nothing dangles in chat.
+        False if it had ended meanwhile (then whoever ended it finished the card)."""
+        waiter = _Waiter(stored.interaction, durable=False, card=stored.card)
+        await self._end(waiter, Outcome(status, reason=reason))
+        if not waiter.lost:
+            await self._finish_card(waiter, waiter.final or Outcome(status, reason=reason))
+        return not waiter.lost
 
     async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
         """Wait again on an interaction whose card was posted before a restart (with the approvals counted then)."""
-        rows = self._store.audit_rows(interaction.id)
-        approved = [Actor(row.actor.split(":", 1)[0], row.actor.split(":", 1)[1], row.actor_name or "") for row in rows
-                    if row.outcome == APPROVED and row.actor and ":" in row.actor]
-        waiter = _Waiter(replace(interaction, approvals=tuple(approved)), durable=True, card=card)
+        approved = approvals_in(await self._store.audit_rows(interaction.id))
+        waiter = _Waiter(replace(interaction, approvals=approved), durable=True, card=card)
         self._waiters[interaction.id] = waiter
         if card is None:
             try:
                 waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
-                self._store.set_card(interaction.id, waiter.card)
+                await self._store.set_card(interaction.id, waiter.card)
             except AdapterError as exc:
                 logger.warning("could not re-post card %s: %s", interaction.id, exc)
         return await self._wait(waiter)
@@ -129,45 +145,111 @@ class Broker:
         interaction = waiter.interaction
         self._registered.set()
         self._registered = anyio.Event()
-        outcome: Outcome | None = None
+        final: Outcome | None = None
         try:
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
-                if post_copies and self._routing is not None and interaction.asked:
-                    waiter.copies = await self._routing.post_copies(interaction)
-                while waiter.outcome is None:
-                    await waiter.wake.wait()
-                    waiter.wake = anyio.Event()
-                    if waiter.outcome is None and waiter.progressed:
-                        waiter.progressed = False
-                        await self._update_cards(waiter)
-            outcome = waiter.outcome
-            if outcome is None:
-                outcome = self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
-            return outcome
+                if self._watch is None:
+                    await self._watch_card(waiter, post_copies)
+                else:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._hear, waiter, self._watch)
+                        await self._watch_card(waiter, post_copies)
+                        tg.cancel_scope.cancel()
+            # The decision claimed in memory, or (if none came in time) expiry: recorded either way.
+            final = await self._end(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+            return final
         finally:
             self._waiters.pop(interaction.id, None)
-            if outcome is None:
-                # Cancelled from outside: the request was withdrawn, the call stopped, or the bridge is stopping.
-                if self._closing and waiter.durable:
+            if final is None:
+                # Cancelled from outside: the request was withdrawn, the call stopped, or the bridge is stopping. A
+                # decision already claimed in memory is still recorded: its person was told it counted.
+                if self._closing and waiter.durable and waiter.outcome is None:
                     logger.info("leaving durable interaction %s open for after the restart", interaction.id)
+                    waiter.recorded.set()
                 else:
                     reason = "the bridge is shutting down" if self._closing else "the request was withdrawn"
-                    outcome = self._settle(waiter, Outcome(Status.CANCELLED, reason=reason))
-            if outcome is not None:
-                await self._finish_card(waiter, outcome)
+                    final = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
+            if final is not None:
+                if waiter.lost and waiter.answered_early is not None:
+                    await self._notify(interaction.conversation, waiter.answered_early,
+                                       f"That request was already {describe_status(final)}.")
+                if not waiter.lost:
+                    # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
+                    await self._finish_card(waiter, final)
 
-    def _settle(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
-        """Record an outcome exactly once; the first writer wins."""
-        if waiter.outcome is None:
-            if not outcome.approvals and waiter.interaction.approvals:
-                outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
-            waiter.outcome = outcome
-            observe.interaction_ended(waiter.interaction, outcome)
-            self._store.finish_interaction(waiter.interaction, for_the_record(waiter.interaction, outcome),
-                                           _detail(waiter.interaction, outcome))
-            waiter.done.set()
-            waiter.wake.set()
-        return waiter.outcome
+    async def _watch_card(self, waiter: _Waiter, post_copies: bool) -> None:
+        """Until an outcome is claimed: post the private copies, record approvals and show them as they come."""
+        if post_copies and self._routing is not None and waiter.interaction.asked:
+            waiter.copies = await self._routing.post_copies(waiter.interaction)
+        while waiter.outcome is None:
+            await waiter.wake.wait()
+            waiter.wake = anyio.Event()
+            if waiter.outcome is None and waiter.approvals:
+                await self._record_approvals(waiter)
+                await self._update_cards(waiter)
+
+    async def _record_approvals(self, waiter: _Waiter) -> None:
+        rows, waiter.approvals = waiter.approvals, []
+        with anyio.CancelScope(shield=True):
+            for row in rows:
+                await self._store.record(row)
+
+    async def _hear(self, waiter: _Waiter, watch: DecisionWatch) -> None:
+        """Take the outcome another worker claimed for this interaction (a click it received, or expiry)."""
+        await watch.wait(waiter.interaction.id)
+        stored = await self._store.interaction(waiter.interaction.id)
+        if stored is None or stored.outcome is None or waiter.outcome is not None:
+            return
+        waiter.final, waiter.lost = stored.outcome, True
+        waiter.recorded.set()
+        self._settle(waiter, stored.outcome)
+
+    def _settle(self, waiter: _Waiter, outcome: Outcome) -> bool:
+        """Claim in memory; the first writer wins. Whoever waits on the interaction records it (`_end`)."""
+        if waiter.outcome is not None:
+            return False
+        if not outcome.approvals and waiter.interaction.approvals:
+            outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
+        waiter.outcome = outcome
+        waiter.done.set()
+        waiter.wake.set()
+        return True
+
+    async def _end(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
+        """Settle `outcome` unless something was claimed first, and make the claim durable. The result is what the
+        store holds: another worker's outcome if its claim came first."""
+        self._settle(waiter, outcome)
+        if waiter.recorded.is_set() and waiter.final is not None:
+            return waiter.final
+        claimed = waiter.outcome
+        assert claimed is not None
+        interaction = waiter.interaction
+        with anyio.CancelScope(shield=True):
+            try:
+                if waiter.approvals:  # counted before the end: their rows come first in the log
+                    await self._record_approvals(waiter)
+                if await self._store.claim(interaction, for_the_record(interaction, claimed),
+                                           end_detail(interaction, claimed)):
+                    waiter.final = claimed
+                    observe.interaction_ended(interaction, claimed)
+                else:
+                    stored = await self._store.interaction(interaction.id)
+                    waiter.final = stored.outcome if stored and stored.outcome else claimed
+                    waiter.lost = True
+                    logger.info("interaction %s was already %s elsewhere", interaction.id,
+                                describe_status(waiter.final))
+            finally:
+                waiter.recorded.set()
+        assert waiter.final is not None  # set unless the claim raised
+        return waiter.final
+
+    async def show_final(self, stored: StoredInteraction) -> None:
+        """Bring a decided card to its final state again (its worker may have died before it could)."""
+        if stored.outcome is not None:
+            await self._finish_stored(stored, stored.outcome)
+
+    async def _finish_stored(self, stored: StoredInteraction, outcome: Outcome) -> None:
+        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
     async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
         with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
@@ -202,88 +284,104 @@ class Broker:
     # -- deciding ------------------------------------------------------------------------------------------------
 
     async def decide(self, decision: DecisionIn) -> DecisionResult:
-        """Apply a person's decision. Claims synchronously, then tells the person anything they need to know."""
+        """Apply a person's decision: claimed in memory at once, then durably; anyone whose decision does not count
+        is told why."""
         result, waiter = self._claim(decision)
-        if result.verdict not in (Verdict.CLAIMED, Verdict.COUNTED, Verdict.INVALID) and result.message:
+        if result is None:
+            result, conversation = await not_waited_here(self._store, self._elsewhere, decision)
+            if result is None:
+                return DecisionResult(Verdict.CLAIMED)
+        else:
             copy = waiter.copy(decision.interaction_id) if waiter else None
             conversation = (copy.interaction if copy else waiter.interaction).conversation if waiter else None
-            stored = None if waiter else self._store.interaction(base_id(decision.interaction_id))
-            if stored is not None:
-                conversation = stored.interaction.conversation
-            if conversation is not None:
-                try:
-                    await self._port_for(conversation).notify(conversation, decision.actor, result.message)
-                except AdapterError as exc:
-                    logger.warning("could not send a notice: %s", exc)
+            if result.verdict is Verdict.CLAIMED and waiter is not None:
+                result = await self._durable(waiter)
+        if result.verdict not in (Verdict.CLAIMED, Verdict.COUNTED, Verdict.INVALID) and result.message \
+                and conversation is not None:
+            await self._notify(conversation, decision.actor, result.message)
         return result
 
+    async def _notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
+        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+            try:
+                await self._port_for(conversation).notify(conversation, actor, text)
+            except AdapterError as exc:
+                logger.warning("could not send a notice: %s", exc)
+
+    async def decide_forwarded(self, decision: DecisionIn) -> DecisionResult | None:
+        """A decision another worker received for a card waited on here (a legacy one): claimed as if it had come
+        here, without notices (the receiving worker tells the person). None if the card is not waited on here."""
+        result, waiter = self._claim(decision)
+        if result is None or waiter is None:
+            return None
+        return await self._durable(waiter) if result.verdict is Verdict.CLAIMED else result
+
     def decide_nowait(self, decision: DecisionIn) -> DecisionResult:
-        """Claim a decision without sending any notice (for adapters that show the verdict themselves)."""
-        return self._claim(decision)[0]
+        """Claim a decision in memory, without awaiting or any notice (for adapters that answer at once and show the
+        verdict themselves). The durable claim follows; if it loses, the person is told as for a late click."""
+        result, waiter = self._claim(decision)
+        if result is None:
+            return DecisionResult(Verdict.LATE, message="That request is no longer open here.")
+        if result.verdict is Verdict.CLAIMED and waiter is not None:
+            waiter.answered_early = decision.actor  # the task waiting on it records it, and tells them if it lost
+        return result
 
-    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult, _Waiter | None]:
+    async def _durable(self, waiter: _Waiter) -> DecisionResult:
+        """Wait for the claim this decision won in memory to be recorded."""
+        await waiter.recorded.wait()
+        if waiter.final is None:
+            return DecisionResult(Verdict.LATE, message=STORE_FAILED)
+        if waiter.lost:
+            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")
+        return DecisionResult(Verdict.CLAIMED)
+
+    async def expire(self, stored: StoredInteraction) -> bool:
+        """Expire an interaction past its deadline (leased to this worker by the store): the waiter here, if any,
+        ends it as usual; otherwise it is claimed here and its card finished. False if it had ended already."""
+        outcome = Outcome(Status.EXPIRED, reason="nobody answered in time")
+        waiter = self._waiters.get(stored.interaction.id)
+        if waiter is not None:
+            return self._settle(waiter, outcome)
+        return await self.retire(stored, outcome.reason, Status.EXPIRED)
+
+    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, _Waiter | None]:
+        """The in-memory claim; None when the interaction is not open in this process (the store knows more)."""
         waiter = self._waiters.get(base_id(decision.interaction_id))
-        if waiter is None or waiter.outcome is not None:
-            stored = self._store.interaction(base_id(decision.interaction_id))
-            if stored is None:
-                return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), waiter
-            outcome = waiter.outcome if waiter and waiter.outcome else stored.outcome
-            if outcome is None:
-                # Open in the store but nobody waits on it yet (a restart is still resuming it).
-                restoring = "That request is being restored; try again in a moment."
-                return DecisionResult(Verdict.LATE, message=restoring), waiter
-            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(outcome)}."), waiter
-        interaction = waiter.interaction
-        if not interaction.may_decide(decision.actor):
-            return DecisionResult(Verdict.REFUSED, message=f"Only {_who(interaction)} can answer this request."), waiter
-        if decision.grant and (decision.action != "accept" or decision.grant not in
-                               {g.scope for g in interaction.grants}):
-            return DecisionResult(Verdict.INVALID, message="That choice is not offered on this request."), waiter
-        content: dict[str, JSONValue] | None = None
-        if decision.action == "accept" and not interaction.form.empty:
-            given = decision.content
-            if interaction.required > 1 and given is not None and given != interaction.form.defaults():
-                # Each approver approves what everyone sees; an edit would make the approvals disagree.
-                return DecisionResult(Verdict.INVALID, message="A request that needs several approvers is approved "
-                                                               "as shown; it cannot be edited."), waiter
-            if given is None and interaction.quick_accept:
-                given = interaction.form.defaults()
-            content, errors = interaction.form.validate(given or {})
-            if errors:
-                return DecisionResult(Verdict.INVALID, errors=errors.fields,
-                                      message=errors.summary() or "the answer is not valid"), waiter
-        status = {"accept": Status.ACCEPTED, "decline": Status.DECLINED, "cancel": Status.CANCELLED}[decision.action]
-        approvals = interaction.approvals
-        if status is Status.ACCEPTED and interaction.required > 1:
-            if any(a.key == decision.actor.key for a in approvals):
-                more = interaction.required - len(approvals)
-                return DecisionResult(Verdict.REFUSED, message=f"You have already approved this request; it needs "
-                                                               f"{more} more approval{'s' if more != 1 else ''} from "
-                                                               "someone else."), waiter
-            approvals = (*approvals, decision.actor)
-            if len(approvals) < interaction.required:
-                self._count(waiter, decision.actor, approvals)
-                return DecisionResult(Verdict.COUNTED), waiter
-        self._settle(waiter, Outcome(status, content, decision.actor, approvals=approvals, grant=decision.grant))
+        if waiter is None:
+            return None, None
+        if waiter.outcome is not None:
+            return DecisionResult(Verdict.LATE, message=f"That request was already "
+                                                        f"{describe_status(waiter.final or waiter.outcome)}."), waiter
+        judged = judge(waiter.interaction, decision)
+        if isinstance(judged, DecisionResult):
+            return judged, waiter
+        if isinstance(judged, Counted):
+            # One approval of several: its own audit row and the cards updated, by the waiting task.
+            waiter.interaction = replace(waiter.interaction, approvals=judged.approvals)
+            waiter.approvals.append(approval_row(waiter.interaction, decision.actor, judged.approvals))
+            waiter.wake.set()
+            return DecisionResult(Verdict.COUNTED), waiter
+        self._settle(waiter, judged)
         return DecisionResult(Verdict.CLAIMED), waiter
-
-    def _count(self, waiter: _Waiter, actor: Actor, approvals: tuple[Actor, ...]) -> None:
-        """One approval of several: its own audit row, and the cards updated by the waiting task."""
-        interaction = waiter.interaction = replace(waiter.interaction, approvals=approvals)
-        self._store.record(AuditRow(
-            time.time(), interaction.id, interaction.kind.value, interaction.server.name, interaction.conversation.id(),
-            APPROVED, actor.key, actor.label(), interaction.requester.key if interaction.requester else None,
-            f"approval {len(approvals)} of {interaction.required}"))
-        waiter.progressed = True
-        waiter.wake.set()
 
     async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
         """Whether `actor` could decide now, without deciding (before opening a dialog, say). Refusals and late
         clicks get the usual notice."""
         waiter = self._waiters.get(base_id(interaction_id))
-        if waiter is not None and waiter.outcome is None and waiter.interaction.may_decide(actor):
-            return DecisionResult(Verdict.CLAIMED)
-        return await self.decide(DecisionIn(interaction_id, actor, "cancel"))
+        if waiter is not None:
+            if waiter.outcome is None and waiter.interaction.may_decide(actor):
+                return DecisionResult(Verdict.CLAIMED)
+            return await self.decide(DecisionIn(interaction_id, actor, "cancel"))  # refused or late: changes nothing
+        stored = await self._store.interaction(base_id(interaction_id))
+        if stored is not None and stored.outcome is None and self._elsewhere is not None:
+            # Open on another worker: never decide here (a cancel would count).
+            if stored.interaction.may_decide(actor):
+                return DecisionResult(Verdict.CLAIMED)
+            result = judge(stored.interaction, DecisionIn(interaction_id, actor, "cancel"))
+            assert isinstance(result, DecisionResult)  # refused: they may not decide
+            await self._notify(stored.interaction.conversation, actor, result.message)
+            return result
+        return await self.decide(DecisionIn(interaction_id, actor, "cancel"))  # unknown, ended or being restored
 
     async def cancel(self, interaction_id: str, actor: Actor) -> DecisionResult:
         """The `cancel` command: same rules as a Cancel button."""
@@ -346,23 +444,3 @@ class Broker:
         """Mark the broker as shutting down: what is cancelled from now on ends as 'shut down', or stays open
         (durable interactions)."""
         self._closing = True
-
-
-APPROVED = "approved"
-"""The audit outcome of one approval on a card that needs several."""
-
-
-def _detail(interaction: Interaction, outcome: Outcome) -> str:
-    """The audit detail of a quorum card's end: who approved, of how many."""
-    if interaction.required < 2:
-        return ""
-    approved = ", ".join(a.label() for a in outcome.approvals) or "nobody"
-    return f"{outcome.reason + '; ' if outcome.reason else ''}approvals {len(outcome.approvals)} of " \
-           f"{interaction.required}: {approved}"
-
-
-def _who(interaction: Interaction) -> str:
-    if interaction.approvers and (interaction.requester is None or interaction.requester.key not in
-                                  interaction.approvers or len(interaction.approvers) > 1):
-        return "the approvers named on it"
-    return interaction.requester.label() if interaction.requester else "the approvers"

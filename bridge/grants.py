@@ -17,7 +17,7 @@ from bridge.model import Actor, ConversationKey, GrantOption, Outcome
 from bridge.outbound import Say
 from bridge.request_context import RequestContext, new_id
 from bridge.store import AuditRow, Store
-from bridge.store_codec import dump_actor, load_actor
+from bridge.storage.codec import dump_actor, load_actor
 from bridge.team_config import GrantScope, duration_text
 
 

@@ -1,9 +1,11 @@
-"""Resume after a restart: every stored 2026 call is picked up again and finished when its cards are answered.
+"""Taking over work nobody holds: at start (an earlier run's) and, on a shared store, a dead worker's.
 
-Cards of the stored round that are still open are waited on again (the adapters re-attach to them); answers given
-before the restart are reused; anything else open for the call (a sampling or roots step) is retired and asked again.
-Cards of an earlier run that belong to no stored call (a legacy call that died with the process) are retired: no
-server waits for them any more. A call that cannot be finished is abandoned with a note in its conversation.
+The store hands it over (`AsyncStore.reap_workers`: each lapsed worker's open work goes to exactly one survivor).
+Every stored 2026 call is picked up again and finished when its cards are answered: cards of the stored round that
+are still open are waited on again (the adapters re-attach to them); answers given before are reused; anything else
+open for the call (a sampling or roots step) is retired and asked again. Cards of legacy calls (no stored call) end as
+failed: the server session that waited for them died with its process; the card says so and the conversation is
+told. A call that cannot be finished is abandoned with a note in its conversation.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from pydantic import TypeAdapter
 from bridge.broker import Broker
 from bridge.elicitation import to_result
 from bridge.errors import BridgeError, InputRefused, SessionError
-from bridge.model import Kind, Status
+from bridge.model import ConversationKey, Kind, Status
 from bridge.outbound import Say
 from bridge.secret_answers import withheld
-from bridge.store import PendingCall, Store, StoredInteraction
+from bridge.storage import AsyncStore, PendingCall, Reaped, StoredInteraction
 from bridge.text import session_error_text, shorten
 from bridge.toolcalls import ToolCalls
 
@@ -30,9 +32,11 @@ logger = logging.getLogger(__name__)
 
 _INPUT_REQUEST: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 
+INTERRUPTED = "the bridge stopped while this was open; run the command again"
+
 
 class Resumer:
-    def __init__(self, store: Store, broker: Broker, calls: ToolCalls, say: Say) -> None:
+    def __init__(self, store: AsyncStore, broker: Broker, calls: ToolCalls, say: Say) -> None:
         self._store = store
         self._broker = broker
         self._calls = calls
@@ -41,14 +45,29 @@ class Resumer:
         """Set once every stored 2026 call has been picked up again after a start."""
 
     async def resume_all(self, tg: TaskGroup) -> None:
-        pending = self._store.pending_calls()
-        durable = {call.id for call in pending}
-        for stored in self._store.open_interactions():
-            if stored.pending_call not in durable:
-                await self._broker.retire(stored, "the bridge restarted; run the command again")
-        for call in pending:
-            tg.start_soon(self._resume_one, call)
+        """At start: take over what no live worker holds (on SQLite, everything the last run left open)."""
+        await self.take_over(await self._store.reap_workers(), tg)
         self.resumed.set()
+
+    async def take_over(self, reaped: Reaped, tg: TaskGroup) -> None:
+        """Finish the legacy cards of workers that stopped, and resume their stored 2026 calls in `tg`."""
+        if reaped.workers:
+            logger.info("taking over the open work of %s", ", ".join(reaped.workers))
+        durable = {call.id for call in reaped.pending_calls}
+        ended: dict[ConversationKey, list[str]] = {}
+        for stored in reaped.interactions:
+            if stored.pending_call is None:
+                if await self._broker.retire(stored, INTERRUPTED, Status.FAILED):
+                    ended.setdefault(stored.interaction.conversation, []).append(_what(stored))
+            elif stored.pending_call not in durable:
+                await self._broker.retire(stored, "the bridge restarted; run the command again")
+        for conversation, what in ended.items():
+            await self._say(conversation, f"The bridge stopped while {_listed(what)} waited here, so the server "
+                                          "is no longer waiting for an answer: run the command again.")
+        for stored in reaped.decided:
+            await self._broker.show_final(stored)
+        for call in reaped.pending_calls:
+            tg.start_soon(self._resume_one, call)
 
     async def _resume_one(self, pending: PendingCall) -> None:
         try:
@@ -72,7 +91,7 @@ class Resumer:
         waits: dict[str, StoredInteraction] = {}
         latest: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
-        for stored in self._store.interactions_for_call(pending.id, since=pending.created_at):
+        for stored in await self._store.interactions_for_call(pending.id, since=pending.created_at):
             key = stored.input_key
             if key is not None and key in requests and isinstance(requests[key], ElicitRequest) \
                     and stored.interaction.kind in (Kind.FORM, Kind.URL):
@@ -83,7 +102,7 @@ class Resumer:
             elif stored.outcome is not None and not withheld(stored.interaction, stored.outcome):
                 known[key] = to_result(stored.outcome)  # a secret answer was not kept: that one is asked again
         resumed = {s.interaction.id for s in waits.values()}
-        for stored in self._store.interactions_for_call(pending.id):
+        for stored in await self._store.interactions_for_call(pending.id):
             if stored.status is Status.OPEN and stored.interaction.id not in resumed:
                 await self._broker.retire(stored, "asked again after the bridge restarted")
 
@@ -100,9 +119,20 @@ class Resumer:
 
     async def _abandon(self, pending: PendingCall, why: str) -> None:
         """Give up on a stored call: its open cards end, its row goes, and the conversation is told why."""
-        for stored in self._store.interactions_for_call(pending.id):
+        for stored in await self._store.interactions_for_call(pending.id):
             if stored.status is Status.OPEN and self._broker.interaction(stored.interaction.id) is None:
                 await self._broker.retire(stored, "the call could not be finished after the restart")
-        self._store.delete_pending_call(pending.id)
+        await self._store.delete_pending_call(pending.id)
         await self._say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
                                               f"restart: {shorten(why, 500)}")
+
+
+def _what(stored: StoredInteraction) -> str:
+    """A card, named for the conversation: server and tool."""
+    i = stored.interaction
+    return f"{i.server.name}.{i.tool}" if i.tool else f"a request from {i.server.name}"
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(dict.fromkeys(items))
+    return shown if len(items) == 1 else f"{len(items)} requests ({shown})"

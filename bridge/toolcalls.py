@@ -55,7 +55,7 @@ from bridge.outbound import Outbound
 from bridge.request_context import CURRENT, new_id
 from bridge.results import KeptResults
 from bridge.sessions import Session, SessionPool
-from bridge.store import PendingCall, Store
+from bridge.storage import AsyncStore, PendingCall
 from bridge.text import session_error_text, shorten
 from bridge.tool_approval import ToolApproval
 
@@ -81,7 +81,7 @@ class ToolCall:
 
 
 class ToolCalls:
-    def __init__(self, pool: SessionPool, broker: Broker, store: Store, audience: Audience, outbound: Outbound,
+    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
                  approval: ToolApproval, elicitation: Elicitation) -> None:
         self._pool = pool
         self._broker = broker
@@ -241,7 +241,8 @@ class ToolCalls:
             # Stopped, refused, failed or crashed: the call is over, so it must not come back after a restart. Only
             # a shutdown keeps it, to be answered then.
             if not self._broker.closing:
-                self._store.delete_pending_call(call.id)
+                with anyio.CancelScope(shield=True):
+                    await self._store.delete_pending_call(call.id)
             raise
 
     async def _rounds(self, session: Session, call: ToolCall, arguments: dict[str, Any],
@@ -254,7 +255,7 @@ class ToolCalls:
                 call.tool, arguments, progress_callback=progress, input_responses=responses,
                 request_state=request_state, allow_input_required=True))
             if not isinstance(result, InputRequiredResult):
-                self._store.delete_pending_call(call.id)
+                await self._store.delete_pending_call(call.id)
                 assert isinstance(result, CallToolResult)
                 return result
             request_state = result.request_state
@@ -271,9 +272,9 @@ class ToolCalls:
                                 for k, r in requests.items()},
                 requester=call.requester)
             # Stored before any card is posted: a crash from here on can be resumed.
-            self._store.save_pending_call(pending)
+            await self._store.save_pending_call(pending)
             responses = await self._answer_all(session, pending, requests, {})
-        self._store.delete_pending_call(call.id)
+        await self._store.delete_pending_call(call.id)
         raise MCPError(code=INTERNAL_ERROR, message=f"{call.tool} still needed input after {MAX_ROUNDS} rounds; "
                                                     "giving up")
 
@@ -302,7 +303,7 @@ class ToolCalls:
                 if key not in responses:
                     tg.start_soon(one, key, request)  # each task runs in its own copy of the context
         if refusal:
-            self._store.delete_pending_call(pending.id)
+            await self._store.delete_pending_call(pending.id)
             raise InputRefused(refusal[0])
         return responses
 

@@ -61,7 +61,7 @@ class MatrixAdapter(MatrixPort):
                                own_event=self._own_event,
                                web=WebLinks(inbound, outbox, self.direct, self.notify))
         self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
-        self.intake = Intake(self.client, settings, self.connection, self._handle)
+        self.intake = Intake(self.client, settings, self.connection, self._handle, inbound.adapter_state(PLATFORM))
         self._warned_plain: set[str] = set()
         self._directs: set[str] = set()
         """Direct-message rooms the bot opened to reach approvers: answers there count even outside allowed_rooms."""
@@ -87,8 +87,10 @@ class MatrixAdapter(MatrixPort):
             credentials = await log_in(self.client, self.settings)
             self.intake.listen(credentials.device_id)
             await self.intake.keep_keys()
-            restored = self.restorer.restore()
-            await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored))
+            restored = await self.restorer.restore()
+            # One sync loop per bot account across the bridge's workers; the others still post and edit cards.
+            await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored),
+                                  lead=lambda: self.inbound.leadership(f"matrix-sync:{self.client.user_id}"))
         finally:
             self.connection.gave_up()
             with anyio.CancelScope(shield=True):

@@ -26,13 +26,13 @@ class BotThreads:
         self._not_ours: OrderedDict[tuple[str, str], None] = OrderedDict()
         """(channel, thread ts) looked up in `_state` and not found."""
 
-    def remember(self, team: str, channel: str, thread: str) -> None:
+    async def remember(self, team: str, channel: str, thread: str) -> None:
         if (channel, thread) not in self._known:
             self._known.add((channel, thread))
             self._not_ours.pop((channel, thread), None)
-            self._state.set(_key(team, channel, thread), "1")
+            await self._state.set(_key(team, channel, thread), "1")
 
-    def includes(self, team: str, channel: str, thread: str) -> bool:
+    async def includes(self, team: str, channel: str, thread: str) -> bool:
         """Whether the bot takes part in this thread: cached, else from the state (an earlier run's threads)."""
         if not thread:
             return False
@@ -42,7 +42,7 @@ class BotThreads:
         if where in self._not_ours:
             self._not_ours.move_to_end(where)
             return False
-        if self._state.get(_key(team, channel, thread)) == "1":
+        if await self._state.get(_key(team, channel, thread)) == "1":
             self._known.add(where)
             return True
         self._not_ours[where] = None

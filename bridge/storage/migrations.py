@@ -12,9 +12,11 @@ is adopted in place with every row.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
+from bridge import audit as chain
 from bridge.errors import StoreError, StoreSchemaError
 from bridge.storage.driver import Dialect, Driver, Step
 
@@ -82,6 +84,23 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
     )
 
 
+def _v3(real: str, serial_pos: str, blob: str) -> tuple[str, ...]:
+    return (
+        # The audit hash chain (`bridge.audit`); rows from before it are linked by `link_unchained`.
+        "ALTER TABLE audit ADD COLUMN IF NOT EXISTS hash TEXT",
+        # Team approvals: grants ("allow this again") and the LLM token budgets' daily usage.
+        f"""CREATE TABLE IF NOT EXISTS grants (
+            id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at {real}, revoked TEXT, body TEXT NOT NULL{serial_pos})""",
+        "CREATE INDEX IF NOT EXISTS grants_place ON grants (place)",
+        """CREATE TABLE IF NOT EXISTS usage (
+            day TEXT NOT NULL, subject TEXT NOT NULL, tokens BIGINT NOT NULL, PRIMARY KEY (day, subject))""",
+        # Encrypted OAuth tokens, where every worker sees them (`bridge.auth.store_vault`).
+        f"""CREATE TABLE IF NOT EXISTS oauth_tokens (
+            server TEXT NOT NULL, identity TEXT NOT NULL, kind TEXT NOT NULL, blob {blob} NOT NULL,
+            updated {real} NOT NULL, PRIMARY KEY (server, identity, kind))""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -90,6 +109,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "deadlines, owners, workers, restart indexes",
               _v2("REAL", "json_extract(body, '$.expires_at')"),
               _v2("DOUBLE PRECISION", "(body::json->>'expires_at')::double precision")),
+    Migration(3, "audit hash chain, grants, token usage, OAuth tokens",
+              _v3("REAL", "", "BLOB"),
+              _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA")),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -118,7 +140,7 @@ async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS
             continue
         steps = [*_lock(driver), Step("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                                       (step.version, time.time()))]
-        steps += [Step(sql) for sql in step.statements(driver.dialect)]
+        steps += [Step(sql) for sql in await _portable(driver, step.statements(driver.dialect))]
         try:
             await driver.transaction(steps)
         except StoreError as exc:
@@ -128,4 +150,43 @@ async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS
             raise StoreSchemaError(f"schema migration {step.version} ({step.what}) failed: {exc}") from exc
         logger.info("store schema migrated to version %d (%s)", step.version, step.what)
         version = step.version
+    await link_unchained(driver)
     return version
+
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+) (.+)", re.S)
+
+
+async def _portable(driver: Driver, statements: tuple[str, ...]) -> list[str]:
+    """SQLite has no `ADD COLUMN IF NOT EXISTS` (a column the synchronous store already added, say): such a
+    statement is dropped there when the column exists, and run without the clause when it does not."""
+    if driver.dialect == "postgres":
+        return list(statements)
+    out = []
+    for sql in statements:
+        match = _ADD_COLUMN.fullmatch(sql)
+        if match:
+            table, column, kind = match.groups()
+            columns = {r[1] for r in await driver.fetch(f"PRAGMA table_info({table})")}
+            if column in columns:
+                continue
+            sql = f"ALTER TABLE {table} ADD COLUMN {column} {kind}"
+        out.append(sql)
+    return out
+
+
+async def link_unchained(driver: Driver) -> int:
+    """Audit rows written before the hash chain existed get their links, oldest first (once: they are only ever at
+    the start of the log). The number linked."""
+    rows = await driver.fetch(f"SELECT id, {', '.join(chain.FIELDS)} FROM audit WHERE hash IS NULL ORDER BY id")
+    if not rows:
+        return 0
+    before = await driver.fetch("SELECT hash FROM audit WHERE id < ? ORDER BY id DESC LIMIT 1", (rows[0][0],))
+    previous: str | None = before[0][0] if before else None
+    steps = [*_lock(driver)]
+    for row in rows:
+        previous = chain.link(previous, row[1:])
+        steps.append(Step("UPDATE audit SET hash = ? WHERE id = ? AND hash IS NULL", (previous, row[0])))
+    await driver.transaction(steps)
+    logger.info("linked %d audit rows from before the hash chain", len(rows))
+    return len(rows)

@@ -12,21 +12,29 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from bridge import audit as chain
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
 from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
-from bridge.storage.driver import Driver, Step
+from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
+from bridge.storage.team import TeamRows
+from bridge.storage.token_rows import TokenRows
 
 DECIDED_CHANNEL = "mcp_bridge_decided"
+FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
+FINISH_WINDOW = 60.0
+"""Seconds before a lapsed worker's last heartbeat from which its decisions may not have reached their cards."""
 
-_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
+
+_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 
 
-class SqlStore:
+class SqlStore(TeamRows, TokenRows):
     """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
 
     def __init__(self, driver: Driver, worker_id: str) -> None:
@@ -53,11 +61,23 @@ class SqlStore:
         return self._db
 
     @property
+    def shared(self) -> bool:
+        return not self._db.exclusive
+
+    @property
+    def file(self) -> str | None:
+        path = getattr(self._db, "path", None)
+        return str(path) if self._db.dialect == "sqlite" and path not in (None, ":memory:") else None
+
+    @property
     def durable_commits(self) -> int:
         return self._db.durable_commits
 
     async def aclose(self) -> None:
         await self._db.aclose()
+
+    async def ping(self) -> None:
+        await self._db.fetch("SELECT 1")
 
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
         return (await self._db.transaction([Step(sql, params)]))[0].count
@@ -65,14 +85,31 @@ class SqlStore:
     # -- audit -------------------------------------------------------------------------------------------------------
 
     async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
-        await self._write(_INSERT_AUDIT, codec.audit_values(interaction, outcome, detail, time.time()))
+        await self._db.transaction(self._append_audit(codec.audit_values(interaction, outcome, detail, time.time())))
+
+    async def record(self, row: AuditRow) -> None:
+        await self._db.transaction(self._append_audit(codec.row_values(row)))
+
+    def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False) -> list[Step]:
+        """An audit row linked to the newest one (`bridge.audit`). Reading the last hash and appending after it must
+        not interleave with another append: SQLite has one writer; on Postgres a lock held to the commit orders
+        them across workers (and ids follow that order)."""
+        steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK,), guarded)] if self._db.dialect == "postgres" \
+            else []
+
+        def linked(before: list[Done]) -> tuple[Any, ...]:
+            last = before[-1].rows
+            return (*values, chain.link(last[0][0] if last else None, values))
+
+        return [*steps, Step("SELECT hash FROM audit ORDER BY id DESC LIMIT 1", (), guarded),
+                Step(_INSERT_AUDIT, linked, guarded)]
 
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
         if interaction_id is None:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS} FROM audit ORDER BY id")
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit ORDER BY id")
         else:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS} FROM audit WHERE interaction_id = ? ORDER BY id",
-                                        (interaction_id,))
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit WHERE interaction_id = ?"
+                                        " ORDER BY id", (interaction_id,))
         return [codec.audit_row(r) for r in rows]
 
     # -- interactions ------------------------------------------------------------------------------------------------
@@ -93,13 +130,17 @@ class SqlStore:
         steps = [
             Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
                  (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
-            Step(_INSERT_AUDIT, codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
+            *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
         ]
         if self._db.dialect == "postgres":
             # Delivered at commit, to every worker listening (the owner of a legacy call answers its server).
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
         done = await self._db.transaction(steps, durable=True)
         return done[0].count == 1
+
+    async def forget_cards(self, platform: str) -> int:
+        return await self._write("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
+                                 " AND conversation LIKE ? ESCAPE '\\'", (_like_prefix(platform + "/"),))
 
     async def interaction(self, interaction_id: str) -> StoredInteraction | None:
         rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE id = ?", (interaction_id,))
@@ -127,6 +168,13 @@ class SqlStore:
 
     def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self._db.listen(DECIDED_CHANNEL)
+
+    async def forward(self, message: str) -> None:
+        if self._db.dialect == "postgres":
+            await self._db.transaction([Step("SELECT pg_notify(?, ?)", (FORWARD_CHANNEL, message))])
+
+    def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        return self._db.listen(FORWARD_CHANNEL)
 
     # -- deadlines ---------------------------------------------------------------------------------------------------
 
@@ -181,14 +229,20 @@ class SqlStore:
             Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
                  f" RETURNING {INTERACTION_COLUMNS}, created_at", (me, me, now)),
             Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
+                 " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
+                 " AND EXISTS (SELECT 1 FROM audit a WHERE a.interaction_id = i.id"
+                 " AND a.at >= (SELECT w.heartbeat_at FROM workers w WHERE w.id = i.worker) - ?)",
+                 (now, me, FINISH_WINDOW)),
             Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
         ]
-        interactions, calls, workers = (await self._db.transaction(steps))[-3:]
+        interactions, calls, decided, workers = (await self._db.transaction(steps))[-4:]
         return Reaped(
             workers=tuple(sorted(r[0] for r in workers.rows)),
             interactions=tuple(codec.stored_interaction(r[:-1])
                                for r in sorted(interactions.rows, key=lambda r: r[-1])),
-            pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)))
+            pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)),
+            decided=tuple(codec.stored_interaction(r) for r in decided.rows))
 
     def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:
         return self._db.leadership(name, retry)
@@ -249,3 +303,8 @@ class SqlStore:
 
     async def clear_history(self, conversation: ConversationKey) -> None:
         await self._write("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
+
+
+def _like_prefix(text: str) -> str:
+    """A LIKE pattern matching everything that starts with `text` (its own %, _ and \\ taken literally)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

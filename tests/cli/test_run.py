@@ -11,11 +11,12 @@ import sys
 import threading
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 import yaml
 
-from bridge.store import Store
+from bridge.storage import open_store
 
 
 def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Popen[str], queue.Queue[str], Path,
@@ -73,20 +74,24 @@ def test_sigterm_finishes_open_cards_and_keeps_2026_requests(tmp_path: Path, pro
     assert proc.returncode == 0, err
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any("received SIGTERM" in entry["message"] for entry in logs)
-    store = Store(db)
+    anyio.run(check_stored, db, protocol)
+
+
+async def check_stored(db: Path, protocol: str) -> None:
+    store = await open_store(db)
     try:
         if protocol == "legacy":
             # The call dies with the bridge: its card ends as cancelled, and the audit log says why.
-            [row] = store.audit_rows()
+            [row] = await store.audit_rows()
             assert (row.outcome, row.detail) == ("cancelled", "the bridge is shutting down")
-            assert store.pending_calls() == []
+            assert await store.pending_calls() == []
         else:
             # A 2026 request is stored and stays open, to be answered after the restart.
-            assert store.audit_rows() == []
-            assert [(p.server, p.tool) for p in store.pending_calls()] == [("demo", "plan_trip")]
-            assert len(store.open_interactions()) == 1
+            assert await store.audit_rows() == []
+            assert [(p.server, p.tool) for p in await store.pending_calls()] == [("demo", "plan_trip")]
+            assert len(await store.open_interactions()) == 1
     finally:
-        store.close()
+        await store.aclose()
 
 
 def test_version_and_help() -> None:

@@ -15,8 +15,8 @@ from bridge.storage import SqlStore, open_store
 from bridge.storage.codec import INTERACTION_COLUMNS
 from bridge.storage.driver import Step
 from bridge.storage.migrations import LATEST, MIGRATIONS, Migration, migrate
-from bridge.store import Store
 from bridge.testing import ALICE, ROOM
+from tests.storage.legacy_store import Store
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio

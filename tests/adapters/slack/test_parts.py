@@ -23,7 +23,12 @@ pytestmark = pytest.mark.anyio
 
 
 class MemoryState(dict[str, str]):
-    def set(self, key: str, value: str) -> None:
+    """An adapter state in memory (`bridge.ports.AdapterState`)."""
+
+    async def get(self, key: str) -> str | None:  # type: ignore[override]
+        return super().get(key)
+
+    async def set(self, key: str, value: str) -> None:
         self[key] = value
 
 
@@ -57,13 +62,13 @@ async def test_a_cached_person_needs_no_lookup(slack: FakeSlack) -> None:
     assert len(slack.calls_to("users.info")) == 1
 
 
-def test_the_bot_s_threads_outlive_the_process_in_the_adapter_s_state() -> None:
+async def test_the_bot_s_threads_outlive_the_process_in_the_adapter_s_state() -> None:
     state = MemoryState()
-    BotThreads(state).remember("T1", "C1", "1.0")
+    await BotThreads(state).remember("T1", "C1", "1.0")
     after_restart = BotThreads(state)
-    assert after_restart.includes("T1", "C1", "1.0")
-    assert not after_restart.includes("T1", "C1", "2.0")
-    assert not after_restart.includes("T1", "C1", "")  # not in a thread at all
+    assert await after_restart.includes("T1", "C1", "1.0")
+    assert not await after_restart.includes("T1", "C1", "2.0")
+    assert not await after_restart.includes("T1", "C1", "")  # not in a thread at all
     assert list(state) == ["bot_thread/T1/C1/1.0"]
 
 

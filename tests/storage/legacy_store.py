@@ -1,4 +1,8 @@
-"""The store: one SQLite file (WAL mode) with the audit log, interactions, pending 2026 calls and per-conversation data.
+"""The synchronous store `bridge.store` as it last shipped before `bridge.storage` took its place, frozen: it writes
+files in the old format for the upgrade tests, and is the benches' baseline. Not used by the bridge.
+
+Its original notes: one SQLite file (WAL mode) with the audit log, interactions, pending 2026 calls and
+per-conversation data.
 
 Calls are synchronous on purpose: each is a single small statement on a local file in WAL mode, synced on commit
 (about a millisecond), cheap next to a chat round trip, and it keeps every write ordered with the event that caused
@@ -14,15 +18,14 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bridge import audit as chain
 from bridge import observe
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
-from bridge.ports import AdapterState, RestorableCard
-from bridge.store_codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
+from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.storage.codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
+from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -92,50 +95,6 @@ CREATE TABLE IF NOT EXISTS history (
     message TEXT NOT NULL
 );
 """
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    at: float
-    interaction_id: str
-    kind: str
-    server: str
-    conversation: str
-    outcome: str
-    actor: str | None
-    actor_name: str | None
-    requester: str | None
-    detail: str
-    id: int = 0
-    hash: str = ""
-    """This row's link in the hash chain (`bridge.audit`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A 2026-era tool call waiting for people: enough to retry it after a restart."""
-
-    id: str
-    conversation: ConversationKey
-    server: str
-    tool: str
-    arguments: Mapping[str, Any]
-    request_state: str | None
-    input_requests: Mapping[str, Any]
-    """The server's `inputRequests`, as JSON (method and params), keyed as the server keyed them."""
-    requester: Actor | None
-    created_at: float = 0.0
-    """When this round was stored: interactions of this round were created at or after it."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredInteraction:
-    interaction: Interaction
-    status: Status
-    card: CardRef | None
-    pending_call: str | None
-    input_key: str | None
-    outcome: Outcome | None
 
 
 class Store:
@@ -313,15 +272,6 @@ class Store:
 
     # -- adapter-owned state ---------------------------------------------------------------------------------------
 
-    def restorable_cards(self, platform: str) -> list[RestorableCard]:
-        """Open cards of stored 2026 calls on one platform, left by the last run, for its adapter to re-attach to."""
-        return [RestorableCard(s.interaction, s.card) for s in self.open_interactions()
-                if s.card is not None and s.pending_call is not None
-                and s.interaction.conversation.platform == platform]
-
-    def adapter_state(self, namespace: str) -> AdapterState:
-        return _AdapterState(self, namespace)
-
     def adapter_value(self, namespace: str, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM adapter_state WHERE namespace = ? AND key = ?",
                                (namespace, key)).fetchone()
@@ -378,20 +328,6 @@ def _stored(row: Any) -> StoredInteraction:
         card=CardRef(interaction_id, json.loads(card)) if card else None,
         pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _AdapterState:
-    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
-
-    store: Store
-    namespace: str
-
-    def get(self, key: str) -> str | None:
-        return self.store.adapter_value(self.namespace, key)
-
-    def set(self, key: str, value: str) -> None:
-        self.store.set_adapter_value(self.namespace, key, value)
 
 
 def _like_prefix(text: str) -> str:

@@ -1,0 +1,137 @@
+"""Two bridge workers on one Postgres store, in one process: a click may reach either (both eras), expiry, and
+a restart's take-over leaving the other worker's live work alone. (Killing a worker: tests/cli/test_workers.py.)"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.host import Host
+from bridge.model import DecisionIn, Interaction, MessageIn, Status, Verdict
+from bridge.storage import open_store
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from tests.servers.inline import form_server
+from tests.storage.support import interaction
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+ERAS = ["legacy", "auto"]
+
+
+@asynccontextmanager
+async def workers(url: str, protocol: str, **overrides: Any) -> AsyncIterator[list[tuple[Host, FakeChatPort]]]:
+    """Two workers, "a" and "b", each with its own chat port (Slack would deliver to either)."""
+    server = form_server()
+    async with AsyncExitStack() as stack:
+        started = []
+        for name in ("a", "b"):
+            store = await open_store(url, worker_id=name)
+            stack.push_async_callback(store.aclose)
+            host, chat = await host_for(config_for({"forms": server}, server_protocol=protocol, **overrides), store)
+            await stack.enter_async_context(host)
+            started.append((host, chat))
+        yield started
+
+
+async def card_on(host: Host, chat: FakeChatPort) -> Interaction:
+    await host.handle_message(MessageIn(ROOM, ALICE, f"call forms fill {json.dumps({'schema': SCHEMA})}",
+                                        explicit_command=True))
+    card = await chat.wait_card()
+    await host.broker.wait_open(card.id)
+    return card
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_click_on_another_worker_counts_once_and_the_holder_answers_its_server(
+        pg_url: str, protocol: str) -> None:
+    async with workers(pg_url, protocol) as [(a, chat_a), (b, chat_b)]:
+        with anyio.fail_after(20):
+            card = await card_on(a, chat_a)
+            assert b.broker.interaction(card.id) is None  # waited on by a only
+            # Checking before opening a dialog never decides, wherever the card is held.
+            assert (await b.check(card.id, ALICE)).verdict is Verdict.CLAIMED
+            assert (await b.check(card.id, BOB)).verdict is Verdict.REFUSED
+            assert a.broker.interaction(card.id) is not None and chat_b.notices[-1][0] == BOB
+            assert (await b.decide(DecisionIn(card.id, BOB, "accept", {"n": 1}))).verdict is Verdict.REFUSED
+            claimed = await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": "7"}))
+            late = await b.decide(DecisionIn(card.id, ALICE, "decline"))
+            done = await chat_a.wait_message("forms.fill:")
+        audit = await a.store.audit_rows(card.id)
+    assert claimed.verdict is Verdict.CLAIMED
+    assert late.verdict is Verdict.LATE and late.message == "That request was already accepted by Alice."
+    assert json.loads(done.split("\n", 1)[1])["content"] == {"n": 7}
+    assert [(r.outcome, r.actor) for r in audit] == [("accepted", ALICE.key)]
+    # One final card, by whichever worker won the claim: a for a legacy card (the decision was forwarded to it).
+    finished = {**chat_a.finished, **chat_b.finished}
+    assert finished[card.id].status is Status.ACCEPTED
+    assert len(chat_a.finish_calls) + len(chat_b.finish_calls) == 1
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_card_expires_once_across_workers(pg_url: str, protocol: str) -> None:
+    async with workers(pg_url, protocol, server_elicitation_timeout=1) as [(a, chat_a), (b, chat_b)]:
+        with anyio.fail_after(20):
+            card = await card_on(a, chat_a)
+            await chat_a.wait_message("forms.fill:")
+            assert (await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": 1}))).verdict is Verdict.LATE
+        audit = await a.store.audit_rows(card.id)
+    assert [r.outcome for r in audit] == ["expired"]
+    assert len(chat_a.finish_calls) + len(chat_b.finish_calls) == 1
+
+
+async def test_a_starting_worker_leaves_a_live_worker_s_cards_alone(pg_url: str) -> None:
+    async with workers(pg_url, "legacy") as [(a, chat_a), _]:
+        with anyio.fail_after(20):
+            card = await card_on(a, chat_a)
+            store = await open_store(pg_url, worker_id="c")
+            host, chat_c = await host_for(config_for({"forms": form_server()}), store)
+            async with host:
+                await host.resumed.wait()
+            await store.aclose()
+            assert a.broker.interaction(card.id) is not None and card.id not in chat_c.finished
+            assert (await a.decide(DecisionIn(card.id, ALICE, "accept", {"n": 2}))).verdict is Verdict.CLAIMED
+            await chat_a.wait_message("forms.fill:")
+
+
+async def test_a_forwarded_decision_nobody_holds_is_not_counted(pg_url: str) -> None:
+    # The worker holding a legacy card died (here: it never existed): the click is not counted, the card waits for
+    # the survivor's take-over, which ends it as failed and tells the conversation.
+    store = await open_store(pg_url, worker_id="gone")
+    async with workers(pg_url, "legacy") as [_, (b, chat_b)]:
+        with anyio.fail_after(20):
+            item = interaction(expires_at=time.time() + 600)
+            await store.save_interaction(item)
+            result = await b.decide(DecisionIn(item.id, ALICE, "accept", {"n": 3}))
+    await store.aclose()
+    assert result.verdict is Verdict.LATE and "not answering" in result.message
+    assert chat_b.notices == [(ALICE, result.message)]
+
+
+async def test_a_worker_that_stops_hands_its_2026_calls_to_another_at_once(pg_url: str) -> None:
+    server = form_server()
+    stores = [await open_store(pg_url, worker_id=name) for name in ("a", "b")]
+    try:
+        b, chat_b = await host_for(config_for({"forms": server}, server_protocol="auto", worker_lease=3), stores[1])
+        async with b:
+            a, chat_a = await host_for(config_for({"forms": server}, server_protocol="auto"), stores[0])
+            async with a:
+                with anyio.fail_after(20):
+                    card = await card_on(a, chat_a)
+            # a stopped cleanly: its 2026 card stays open in the store and its lease ended, so b takes the call over.
+            with anyio.fail_after(20):
+                await b.broker.wait_open(card.id)
+                assert (await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": 5}))).verdict is Verdict.CLAIMED
+                done = await chat_b.wait_message("forms.fill:")
+            audit = await b.store.audit_rows(card.id)
+    finally:
+        for store in stores:
+            await store.aclose()
+    assert json.loads(done.split("\n", 1)[1])["content"] == {"n": 5}
+    assert [(r.outcome, r.actor) for r in audit] == [("accepted", ALICE.key)]
