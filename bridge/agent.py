@@ -88,12 +88,12 @@ class Agent:
         system = self._config.agent_system_prompt or DEFAULT_SYSTEM
         try:
             for _ in range(self._config.agent_max_rounds):
-                over = self._budgets.refusal(conversation, message.actor)
+                over = await self._budgets.refusal(conversation, message.actor)
                 if over is not None:
                     await self._say(conversation, f"The model was not asked: {over}")
                     return
                 response = await self._llm.complete(LLMRequest(messages=[*history, *new], system=system, tools=tools))
-                self._budgets.record(conversation, message.actor, response.usage)
+                await self._budgets.record(conversation, message.actor, response.usage)
                 new.append(LLMMessage("assistant", response.text, tool_calls=response.tool_calls))
                 if not response.tool_calls:
                     reply = response.text or "(the model gave no answer)"

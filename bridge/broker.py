@@ -21,49 +21,35 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import anyio
 
 from bridge import observe
+from bridge.card_updates import CardUpdates, as_copy
 from bridge.decision_rules import Counted, approval_row, approvals_in, end_detail, judge
 from bridge.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
 from bridge.errors import AdapterError
-from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, Outcome, Status, Verdict
-from bridge.ports import CLEANUP_TIMEOUT, ChatPort
+from bridge.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    DecisionIn,
+    DecisionResult,
+    Interaction,
+    Outcome,
+    Status,
+    Verdict,
+)
+from bridge.ports import ChatPort
 from bridge.presentation import describe_status
-from bridge.routing import Copy, Routing, base_id
+from bridge.routing import Routing, base_id
 from bridge.secret_answers import for_the_record
-from bridge.storage import AsyncStore, AuditRow, StoredInteraction
+from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
+from bridge.waiter import Waiter
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Waiter:
-    interaction: Interaction
-    durable: bool
-    card: CardRef | None = None
-    outcome: Outcome | None = None
-    """Claimed in memory: the first writer wins."""
-    done: anyio.Event = field(default_factory=anyio.Event)
-    copies: list[Copy] = field(default_factory=list)
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    """Set when the outcome is settled or an approval counted: the waiting task looks again."""
-    approvals: list[AuditRow] = field(default_factory=list)
-    """Approvals counted in memory whose audit rows the waiting task has yet to write."""
-    final: Outcome | None = None
-    """The outcome as stored: `outcome`, or another worker's if its claim came first."""
-    recorded: anyio.Event = field(default_factory=anyio.Event)
-    """Set once the claim has been to the store (`final` is None if the store failed)."""
-    lost: bool = False
-    """The claim in memory lost to one made elsewhere (another worker's decision or expiry)."""
-    answered_early: Actor | None = None
-    """Whose claim was answered before it was durable (`decide_nowait`): told if it then loses."""
-
-    def copy(self, interaction_id: str) -> Copy | None:
-        return next((c for c in self.copies if c.interaction.id == interaction_id), None)
 
 
 class Broker:
@@ -75,10 +61,11 @@ class Broker:
         runs the bridge runs the watch)."""
         self._store = store
         self._port_for = port_for
+        self._cards = CardUpdates(port_for)
         self._routing = routing
         self._watch = watch
         self._elsewhere = Elsewhere(store, watch, self._finish_stored) if watch is not None else None
-        self._waiters: dict[str, _Waiter] = {}
+        self._waiters: dict[str, Waiter] = {}
         self._closing = False
         self._registered = anyio.Event()
 
@@ -90,7 +77,7 @@ class Broker:
         shutdown; the rest are cancelled by it."""
         if self._routing is not None:
             interaction = await self._routing.prepare(interaction)
-        waiter = _Waiter(interaction, durable=pending_call is not None)
+        waiter = Waiter(interaction, durable=pending_call is not None)
         # Registered before the first await: a server may end the request (a completion notice) at once.
         self._waiters[interaction.id] = waiter
         try:
@@ -122,7 +109,7 @@ class Broker:
         """End an interaction left open by an earlier run (or a worker that died) that nobody will wait on again:
         record it as `status` and bring its card (if it was posted) to that final state, so nothing dangles in chat.
         False if it had ended meanwhile (then whoever ended it finished the card)."""
-        waiter = _Waiter(stored.interaction, durable=False, card=stored.card)
+        waiter = Waiter(stored.interaction, durable=False, card=stored.card)
         await self._end(waiter, Outcome(status, reason=reason))
         if not waiter.lost:
             await self._finish_card(waiter, waiter.final or Outcome(status, reason=reason))
@@ -131,7 +118,7 @@ class Broker:
     async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
         """Wait again on an interaction whose card was posted before a restart (with the approvals counted then)."""
         approved = approvals_in(await self._store.audit_rows(interaction.id))
-        waiter = _Waiter(replace(interaction, approvals=approved), durable=True, card=card)
+        waiter = Waiter(replace(interaction, approvals=approved), durable=True, card=card)
         self._waiters[interaction.id] = waiter
         if card is None:
             try:
@@ -141,7 +128,7 @@ class Broker:
                 logger.warning("could not re-post card %s: %s", interaction.id, exc)
         return await self._wait(waiter)
 
-    async def _wait(self, waiter: _Waiter, post_copies: bool = False) -> Outcome:
+    async def _wait(self, waiter: Waiter, post_copies: bool = False) -> Outcome:
         interaction = waiter.interaction
         self._registered.set()
         self._registered = anyio.Event()
@@ -171,13 +158,13 @@ class Broker:
                     final = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
             if final is not None:
                 if waiter.lost and waiter.answered_early is not None:
-                    await self._notify(interaction.conversation, waiter.answered_early,
+                    await self._cards.notify(interaction.conversation, waiter.answered_early,
                                        f"That request was already {describe_status(final)}.")
                 if not waiter.lost:
                     # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
                     await self._finish_card(waiter, final)
 
-    async def _watch_card(self, waiter: _Waiter, post_copies: bool) -> None:
+    async def _watch_card(self, waiter: Waiter, post_copies: bool) -> None:
         """Until an outcome is claimed: post the private copies, record approvals and show them as they come."""
         if post_copies and self._routing is not None and waiter.interaction.asked:
             waiter.copies = await self._routing.post_copies(waiter.interaction)
@@ -186,15 +173,15 @@ class Broker:
             waiter.wake = anyio.Event()
             if waiter.outcome is None and waiter.approvals:
                 await self._record_approvals(waiter)
-                await self._update_cards(waiter)
+                await self._cards.progress(waiter.interaction, waiter.card, waiter.copies)
 
-    async def _record_approvals(self, waiter: _Waiter) -> None:
+    async def _record_approvals(self, waiter: Waiter) -> None:
         rows, waiter.approvals = waiter.approvals, []
         with anyio.CancelScope(shield=True):
             for row in rows:
                 await self._store.record(row)
 
-    async def _hear(self, waiter: _Waiter, watch: DecisionWatch) -> None:
+    async def _hear(self, waiter: Waiter, watch: DecisionWatch) -> None:
         """Take the outcome another worker claimed for this interaction (a click it received, or expiry)."""
         await watch.wait(waiter.interaction.id)
         stored = await self._store.interaction(waiter.interaction.id)
@@ -204,7 +191,7 @@ class Broker:
         waiter.recorded.set()
         self._settle(waiter, stored.outcome)
 
-    def _settle(self, waiter: _Waiter, outcome: Outcome) -> bool:
+    def _settle(self, waiter: Waiter, outcome: Outcome) -> bool:
         """Claim in memory; the first writer wins. Whoever waits on the interaction records it (`_end`)."""
         if waiter.outcome is not None:
             return False
@@ -215,7 +202,7 @@ class Broker:
         waiter.wake.set()
         return True
 
-    async def _end(self, waiter: _Waiter, outcome: Outcome) -> Outcome:
+    async def _end(self, waiter: Waiter, outcome: Outcome) -> Outcome:
         """Settle `outcome` unless something was claimed first, and make the claim durable. The result is what the
         store holds: another worker's outcome if its claim came first."""
         self._settle(waiter, outcome)
@@ -249,37 +236,10 @@ class Broker:
             await self._finish_stored(stored, stored.outcome)
 
     async def _finish_stored(self, stored: StoredInteraction, outcome: Outcome) -> None:
-        await self._finish_card(_Waiter(stored.interaction, durable=False, card=stored.card), outcome)
+        await self._finish_card(Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
-    async def _finish_card(self, waiter: _Waiter, outcome: Outcome) -> None:
-        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
-            if waiter.card is not None:
-                try:
-                    await self._port_for(waiter.interaction.conversation).finish_card(waiter.card, waiter.interaction,
-                                                                                       outcome)
-                except AdapterError as exc:
-                    logger.warning("could not finish card %s: %s", waiter.interaction.id, exc)
-            for copy in waiter.copies:
-                try:
-                    await copy.port.finish_card(copy.card, self._as_copy(waiter, copy), outcome)
-                except AdapterError as exc:
-                    logger.warning("could not finish the private copy %s: %s", copy.interaction.id, exc)
-
-    async def _update_cards(self, waiter: _Waiter) -> None:
-        """Show the approvals so far on the card and its private copies (not shielded: the card may end meanwhile)."""
-        with anyio.move_on_after(CLEANUP_TIMEOUT):
-            targets = [(self._port_for(waiter.interaction.conversation), waiter.card, waiter.interaction)] \
-                if waiter.card is not None else []
-            targets += [(c.port, c.card, self._as_copy(waiter, c)) for c in waiter.copies]
-            for port, card, interaction in targets:
-                try:
-                    await port.update_card(card, interaction)
-                except AdapterError as exc:
-                    logger.warning("could not show the progress of %s: %s", interaction.id, exc)
-
-    @staticmethod
-    def _as_copy(waiter: _Waiter, copy: Copy) -> Interaction:
-        return replace(copy.interaction, approvals=waiter.interaction.approvals)
+    async def _finish_card(self, waiter: Waiter, outcome: Outcome) -> None:
+        await self._cards.finish(waiter.interaction, waiter.card, waiter.copies, outcome)
 
     # -- deciding ------------------------------------------------------------------------------------------------
 
@@ -298,15 +258,8 @@ class Broker:
                 result = await self._durable(waiter)
         if result.verdict not in (Verdict.CLAIMED, Verdict.COUNTED, Verdict.INVALID) and result.message \
                 and conversation is not None:
-            await self._notify(conversation, decision.actor, result.message)
+            await self._cards.notify(conversation, decision.actor, result.message)
         return result
-
-    async def _notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
-        with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
-            try:
-                await self._port_for(conversation).notify(conversation, actor, text)
-            except AdapterError as exc:
-                logger.warning("could not send a notice: %s", exc)
 
     async def decide_forwarded(self, decision: DecisionIn) -> DecisionResult | None:
         """A decision another worker received for a card waited on here (a legacy one): claimed as if it had come
@@ -326,7 +279,7 @@ class Broker:
             waiter.answered_early = decision.actor  # the task waiting on it records it, and tells them if it lost
         return result
 
-    async def _durable(self, waiter: _Waiter) -> DecisionResult:
+    async def _durable(self, waiter: Waiter) -> DecisionResult:
         """Wait for the claim this decision won in memory to be recorded."""
         await waiter.recorded.wait()
         if waiter.final is None:
@@ -344,7 +297,7 @@ class Broker:
             return self._settle(waiter, outcome)
         return await self.retire(stored, outcome.reason, Status.EXPIRED)
 
-    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, _Waiter | None]:
+    def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, Waiter | None]:
         """The in-memory claim; None when the interaction is not open in this process (the store knows more)."""
         waiter = self._waiters.get(base_id(decision.interaction_id))
         if waiter is None:
@@ -379,7 +332,7 @@ class Broker:
                 return DecisionResult(Verdict.CLAIMED)
             result = judge(stored.interaction, DecisionIn(interaction_id, actor, "cancel"))
             assert isinstance(result, DecisionResult)  # refused: they may not decide
-            await self._notify(stored.interaction.conversation, actor, result.message)
+            await self._cards.notify(stored.interaction.conversation, actor, result.message)
             return result
         return await self.decide(DecisionIn(interaction_id, actor, "cancel"))  # unknown, ended or being restored
 
@@ -431,7 +384,7 @@ class Broker:
         """The open interaction, or the private copy a card id names."""
         waiter = self._waiters.get(base_id(interaction_id))
         copy = waiter.copy(interaction_id) if waiter else None
-        return self._as_copy(waiter, copy) if waiter and copy else (waiter.interaction if waiter else None)
+        return as_copy(waiter.interaction, copy) if waiter and copy else (waiter.interaction if waiter else None)
 
     def statistics(self) -> dict[str, int]:
         return {"open": sum(1 for w in self._waiters.values() if w.outcome is None)}

@@ -18,7 +18,6 @@ import logging
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from bridge import DEFAULT_STORE, __version__, redaction

@@ -285,12 +285,12 @@ class CommandHandlers:
 
     async def _cmd_grants(self, message: MessageIn, command: commands.Command) -> None:
         now = self.grants.clock()
-        here = self.grants.here(message.conversation)
+        here = await self.grants.here(message.conversation)
         await self.say(message.conversation, "Grants here:\n" + "\n".join(f"• {g.describe(now)}" for g in here)
                        if here else "No grants hold here. An approver can give one with Allow … on an approval.")
 
     async def _cmd_revoke(self, message: MessageIn, command: commands.Command) -> None:
-        grant = next((g for g in self.grants.here(message.conversation) if g.id == command.args[0]), None)
+        grant = next((g for g in await self.grants.here(message.conversation) if g.id == command.args[0]), None)
         if grant is None:
             raise CommandError(f"No grant {command.args[0]!r} holds here; see `grants`.")
         cfg = self.config.servers.get(grant.server)
@@ -299,11 +299,11 @@ class CommandHandlers:
         if message.actor.key not in allowed:
             raise CommandError(f"Only {grant.given_by.label()} (who gave it) or {grant.server}'s approvers can "
                                f"revoke {grant.id}.")
-        self.grants.revoke(grant, message.actor)
+        await self.grants.revoke(grant, message.actor)
         await self.say(message.conversation, f"Revoked {grant.id}: {grant.what()} asks again.")
 
     async def _cmd_usage(self, message: MessageIn, command: commands.Command) -> None:
-        await self.say(message.conversation, self.budgets.report(message.conversation, message.actor))
+        await self.say(message.conversation, await self.budgets.report(message.conversation, message.actor))
 
     # -- a person's own accounts (per_user servers) --------------------------------------------------------------
 

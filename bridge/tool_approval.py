@@ -42,9 +42,9 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         if not tool_needs_approval(self._config, ctx.conversation, cfg, tool_name, tool.annotations if tool else None):
             return None
         quorum = approver_rule(cfg, Kind.TOOL, tool_name).required > 1
-        grant = None if quorum else self._grants.find("tool", server, tool_name, ctx.conversation)
+        grant = None if quorum else await self._grants.find("tool", server, tool_name, ctx.conversation)
         if grant is not None:
-            self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
+            await self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
             return None
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""

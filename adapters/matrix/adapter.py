@@ -101,10 +101,10 @@ class MatrixAdapter(MatrixPort):
     async def direct(self, user_id: str) -> ConversationKey | None:
         """A direct-message room with one person: the one opened before (kept in the adapter's state), else new."""
         state = self.inbound.adapter_state(PLATFORM)
-        room_id = state.get(f"direct:{user_id}")
+        room_id = await state.get(f"direct:{user_id}")
         if room_id is None or not self.client.joined(room_id):
             room_id = await self.client.create_direct(user_id, encrypted=self.settings.e2ee == "required")
-            state.set(f"direct:{user_id}", room_id)
+            await state.set(f"direct:{user_id}", room_id)
         self._directs.add(room_id)
         return ConversationKey(PLATFORM, self.settings.server_name, room_id)
 

@@ -90,7 +90,8 @@ def _v3(real: str, serial_pos: str, blob: str) -> tuple[str, ...]:
         "ALTER TABLE audit ADD COLUMN IF NOT EXISTS hash TEXT",
         # Team approvals: grants ("allow this again") and the LLM token budgets' daily usage.
         f"""CREATE TABLE IF NOT EXISTS grants (
-            id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at {real}, revoked TEXT, body TEXT NOT NULL{serial_pos})""",
+            id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at {real}, revoked TEXT,
+            body TEXT NOT NULL{serial_pos})""",
         "CREATE INDEX IF NOT EXISTS grants_place ON grants (place)",
         """CREATE TABLE IF NOT EXISTS usage (
             day TEXT NOT NULL, subject TEXT NOT NULL, tokens BIGINT NOT NULL, PRIMARY KEY (day, subject))""",
