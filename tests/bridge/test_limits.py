@@ -28,7 +28,7 @@ ERAS = ["legacy", "auto"]
 @asynccontextmanager
 async def bridge(server: MCPServer, protocol: str, **limits: Any) -> AsyncIterator[tuple[Host, FakeChatPort]]:
     config = config_for({"flood": server}, server_protocol=protocol, limits=replace(Limits(), **limits))
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host:
         yield host, chat
 
@@ -133,7 +133,7 @@ async def test_a_server_asking_too_often_is_refused_at_once() -> None:
 ])
 async def test_an_oversized_form_is_refused_with_invalid_params(protocol: str, schema: dict[str, Any],
                                                                why: str) -> None:
-    host, chat = host_for(config_for({"forms": form_server()}, server_protocol=protocol))
+    host, chat = await host_for(config_for({"forms": form_server()}, server_protocol=protocol))
     async with host:
         text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))

@@ -34,7 +34,7 @@ async def bridge(*servers: ServerConfig) -> AsyncIterator[tuple[Host, FakeChatPo
     prestarts = Prestarts()
     try:
         await prestarts.start(servers)
-        host, chat = host_for(config_for({s.name: s for s in servers}))
+        host, chat = await host_for(config_for({s.name: s for s in servers}))
         host.pool.prestarts = prestarts
         async with host:
             yield host, chat, prestarts

@@ -13,8 +13,8 @@ import httpx2
 import pytest
 import yaml
 
-from bridge.cli import store_ready
 from bridge.http_server import HttpServer
+from bridge.monitoring import store_check
 from bridge.storage import open_store
 from tests.cli.test_run import start, wait_line
 from tests.pg.cluster import PostgresCluster
@@ -61,7 +61,7 @@ def test_an_unreachable_postgres_store_is_one_line_without_the_password(tmp_path
 async def test_readyz_asks_the_store(pg_url: str) -> None:
     store = await open_store(pg_url, worker_id="ready")
     http = HttpServer("127.0.0.1:0")
-    http.readiness("store", lambda: store_ready(store))
+    http.readiness("store", store_check(store))
     async with anyio.create_task_group() as tg:
         await tg.start(http.serve)
         async with httpx2.AsyncClient() as client:

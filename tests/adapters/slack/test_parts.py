@@ -128,18 +128,18 @@ class CountingState:
         self.values: dict[str, str] = {}
         self.reads = 0
 
-    def get(self, key: str) -> str | None:
+    async def get(self, key: str) -> str | None:
         self.reads += 1
         return self.values.get(key)
 
-    def set(self, key: str, value: str) -> None:
+    async def set(self, key: str, value: str) -> None:
         self.values[key] = value
 
 
-def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bot_joins_it() -> None:
+async def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bot_joins_it() -> None:
     state = CountingState()
     threads = BotThreads(state)
-    assert not any(threads.includes("T1", "C1", "5.0") for _ in range(100))  # a busy thread of other people
+    assert not any([await threads.includes("T1", "C1", "5.0") for _ in range(100)])  # a busy thread of others
     assert state.reads == 1
-    threads.remember("T1", "C1", "5.0")  # the bot answers there
-    assert threads.includes("T1", "C1", "5.0") and state.reads == 1
+    await threads.remember("T1", "C1", "5.0")  # the bot answers there
+    assert await threads.includes("T1", "C1", "5.0") and state.reads == 1
