@@ -140,8 +140,8 @@ class Host:
             await exit_stack.__aexit__(None, None, None)
             await self.fleet.stopped()
         finally:
-            self.accounts.close()
             with anyio.CancelScope(shield=True):
+                await self.accounts.aclose()
                 await self.llm.aclose()
                 if self._owns_store:
                     await self.store.aclose()

@@ -160,7 +160,7 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
                 async with host:
                     yield Terminal(host, console)
             finally:
-                clients.close()
+                await clients.aclose()
     finally:
         await store.aclose()
 

@@ -30,3 +30,27 @@ class TokenRows:
         rows = await self._db.fetch("SELECT server FROM oauth_tokens WHERE identity = ? AND kind = ? ORDER BY server",
                                     (identity, kind))
         return [str(r[0]) for r in rows]
+
+
+class TokenTable(TokenRows):
+    """Only the token rows of a store, on a driver of their own (the token vault's, `bridge.auth.tokens`)."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._db = driver
+
+    async def aclose(self) -> None:
+        await self._db.aclose()
+
+
+async def open_token_table(url: str) -> TokenTable:
+    """The token rows of the Postgres store at `url` (its schema brought up to date first)."""
+    from bridge.storage.migrations import migrate
+    from bridge.storage.postgres import PostgresDriver
+
+    driver = await PostgresDriver.open(url, max_size=2)
+    try:
+        await migrate(driver)
+    except BaseException:
+        await driver.aclose()
+        raise
+    return TokenTable(driver)

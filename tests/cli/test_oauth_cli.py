@@ -243,7 +243,7 @@ async def test_the_chat_bridge_uses_the_admins_sign_in_and_says_what_to_run_with
                 with anyio.fail_after(30):
                     return await host.calls.run(ROOM, ALICE, "s", "whoami", {}), chat
         finally:
-            clients.close()
+            await clients.aclose()
 
     before, chat = await whoami()
     assert before is None
