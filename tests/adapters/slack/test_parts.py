@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import anyio
 import pytest
 
+from adapters.slack import threads as threads_module
 from adapters.slack.background import Background
 from adapters.slack.client import web_client
 from adapters.slack.directory import Directory
@@ -143,3 +144,15 @@ async def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bo
     assert state.reads == 1
     await threads.remember("T1", "C1", "5.0")  # the bot answers there
     assert await threads.includes("T1", "C1", "5.0") and state.reads == 1
+
+
+async def test_a_thread_another_worker_joined_is_found_once_the_memory_of_it_lapses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    state, clock = CountingState(), [1000.0]
+    monkeypatch.setattr(threads_module.time, "monotonic", lambda: clock[0])
+    threads = BotThreads(state)
+    assert not await threads.includes("T1", "C1", "5.0")
+    await state.set("bot_thread/T1/C1/5.0", "1")  # another worker on the same store answered in the thread
+    assert not await threads.includes("T1", "C1", "5.0") and state.reads == 1
+    clock[0] += threads_module.NOT_OURS_FOR
+    assert await threads.includes("T1", "C1", "5.0") and state.reads == 2
