@@ -176,7 +176,7 @@ async def test_an_approver_outside_the_room_decides_in_a_dm_and_the_rooms_card_c
         await ada.wait(said("wiped /srv"))
         await ada.wait(edited(card.event_id, "Accepted by grace"))
         await grace.wait(edited(copy.event_id, "Accepted by grace"))
-        assert running.store.adapter_value("matrix", f"direct:{grace.user_id}") == dm
+        assert await running.store.adapter_value("matrix", f"direct:{grace.user_id}") == dm
     assert seen.ran == ["wipe /srv"]
 
 
