@@ -16,6 +16,7 @@ import anyio
 from mcp.types import CallToolResult
 
 from bridge.budgets import Budgets
+from bridge.catalog import needs_task
 from bridge.config import Config
 from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
@@ -122,6 +123,8 @@ class Agent:
                 await self._say(message.conversation, f"{server} is unavailable to the agent: {exc}")
                 continue
             for tool in tools:
+                if needs_task(tool):  # it cannot run here (catalog.TASK_NOTE): the model is not offered it
+                    continue
                 name = tool_name(server, tool.name)
                 names[name] = (server, tool.name)
                 specs.append(ToolSpec(name, tool.description or "", dict(tool.input_schema)))

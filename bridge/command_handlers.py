@@ -116,12 +116,16 @@ class CommandHandlers:
             except AuthError as exc:
                 out.append(str(exc))
                 continue
+            hidden = [t.name for t in tools if catalog.needs_task(t)]
+            tools = [t for t in tools if not catalog.needs_task(t)]
             out.append(f"{name}: {len(tools)} tools")
             for tool in tools:
                 hints = tool.annotations
                 flag = " [destructive]" if hints and hints.destructive_hint and not hints.read_only_hint else ""
                 desc = (tool.description or "").strip().splitlines()
                 out.append(f"  • {tool.name}{flag}" + (f": {shorten(desc[0], 160)}" if desc else ""))
+            if hidden:
+                out.append(f"  (not shown: {', '.join(hidden)}: {catalog.TASK_NOTE})")
         await self.say(message.conversation, "\n".join(out) or "No servers.")
 
     async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from bridge import redaction
 from bridge.auth.oauth import OAuthClients
 from bridge.auth.terminal import TerminalConsent
+from bridge.catalog import TASK_NOTE, needs_task
 from bridge.config import Config, ServerConfig, load, parse_duration
 from bridge.errors import CommandError, ConfigError
 from bridge.failures import leaves
@@ -51,9 +52,6 @@ SECRETS_KEY_ENV = "MCP_CHAT_BRIDGE_SECRETS_KEY"
 SERVER = "server"
 CALL_USAGE = "usage: call (--url URL | --stdio CMD | -c FILE SERVER) TOOL [JSON]"
 TOOLS_USAGE = "usage: tools (--url URL | --stdio CMD | -c FILE SERVER) [--json]"
-TASK_NOTE = "it runs only as a task (task augmentation), which this bridge does not support yet"
-
-
 @dataclass(frozen=True)
 class Target:
     config: Config
@@ -190,11 +188,6 @@ async def _guarded(body: Callable[[], Awaitable[int]]) -> int:
         for line in dict.fromkeys(lines):
             _err("error: " + clean(str(line)))
         return EXIT_USAGE
-
-
-def needs_task(tool: Tool) -> bool:
-    """Tools a server runs only as a task (task augmentation): the SDK has no tasks runtime, so they cannot run."""
-    return tool.execution is not None and tool.execution.task_support == "required"
 
 
 async def fresh_tools(term: Terminal, server: str) -> list[Tool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from bridge.ports import AdapterState
 
@@ -22,8 +23,9 @@ NOT_OURS_FOR = 30.0
 
 
 class BotThreads:
-    def __init__(self, state: AdapterState) -> None:
+    def __init__(self, state: AdapterState, clock: Callable[[], float] = time.monotonic) -> None:
         self._state = state
+        self._clock = clock
         self._known: set[tuple[str, str]] = set()
         """(channel, thread ts) known to be the bot's: a cache of `_state`."""
         self._not_ours: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -42,7 +44,7 @@ class BotThreads:
         where = (channel, thread)
         if where in self._known:
             return True
-        now, seen = time.monotonic(), self._not_ours.get(where)
+        now, seen = self._clock(), self._not_ours.get(where)
         if seen is not None and now - seen < NOT_OURS_FOR:
             self._not_ours.move_to_end(where)
             return False

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
     PrivateKeyJWTOAuthProvider,
@@ -32,6 +32,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
+from bridge.auth.failures import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
 from bridge.auth_config import AuthConfig
 from bridge.config import Config, ServerConfig
@@ -110,7 +111,24 @@ class _ScopedMetadata(OAuthClientMetadata):
 
 
 class _Bridged(httpx2.Auth):
-    """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed."""
+    """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed, and the
+    SDK's OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`)."""
+
+    server_name = "the server"
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        flow = super().async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        except OAuthFlowError as exc:
+            raise plain_auth_error(self.server_name, exc) from exc
+        finally:
+            await flow.aclose()
 
     async def _initialize(self) -> None:
         await super()._initialize()  # type: ignore[misc]
@@ -215,6 +233,7 @@ class OAuthClients:
         key = (server.url, identity)
         if key not in self._providers:
             provider = self._build(server, identity)
+            provider.server_name = server.name
             context = provider.context  # type: ignore[attr-defined]
             context.client_metadata = _ScopedMetadata.of(context.client_metadata, server.auth.scopes)
             self._providers[key] = provider

@@ -33,6 +33,11 @@ _OAUTH_ERRORS = {
     "invalid_scope": "the access asked for is not available",
     "server_error": "the authorization server had an internal error",
     "temporarily_unavailable": "the authorization server is busy; try again shortly",
+    # Answers of the token endpoint (RFC 6749 §5.2, RFC 8707 §2).
+    "invalid_grant": "the sign-in is no longer valid (used, expired or revoked); run the call again to sign in anew",
+    "invalid_client": "it did not accept this bridge's client credentials",
+    "unsupported_grant_type": "it does not allow this kind of sign-in for this bridge",
+    "invalid_target": "it does not issue access for this server's address",
 }
 
 

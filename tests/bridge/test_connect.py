@@ -6,6 +6,7 @@ and `logout`."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -57,7 +58,9 @@ async def connect_card(chat: FakeChatPort, person: Actor) -> Interaction:
                                              and c.id not in chat.finished), None))
 
 
-async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(web: Site) -> None:
+async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
+        web: Site, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     results: dict[str, CallToolResult | None] = {}
     async with bridge(web) as (host, chat, http):
         async def call(person: Actor) -> None:
@@ -85,6 +88,10 @@ async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
     room = [m.text for m in chat.messages if m.conversation == CHANNEL]
     assert any("Ada: s works with each person's own account" in m for m in room)
     assert not any("authorize" in m or "state=" in m for m in room)  # the link itself only in the DM
+    # No token ever reaches chat or the logs (debug included), nor the token file in the clear.
+    shown = "\n".join([m.text for m in chat.messages] + [repr(c) for c in chat.cards.values()] + [caplog.text])
+    assert web.provider.issued and not any(token in shown for token in web.provider.issued)
+    assert not any(token.encode() in web.tokens.read_bytes() for token in web.provider.issued)
 
 
 async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_state_too(web: Site) -> None:

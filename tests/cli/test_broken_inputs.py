@@ -59,6 +59,16 @@ CASES: dict[str, Case] = {
     "run: unset variable": Case(["run", "-c", "{tmp}/c.yaml"],
                                 "servers.e.url: environment variable NOT_SET_ANYWHERE is not set",
                                 files={"c.yaml": "servers: {e: {url: '${NOT_SET_ANYWHERE}'}}\nchat: {console: {}}\n"}),
+    "run: per_user without a token key": Case(
+        ["run", "-c", "{tmp}/c.yaml"], "servers.e.auth: per_user keeps each person's tokens, which must be encrypted",
+        files={"c.yaml": "servers: {e: {url: 'https://e.example/mcp', auth: {identity: per_user}}}\n"
+                         "chat: {console: {}}\nhttp: {listen: '127.0.0.1:0'}\n"}),
+    "run: per_user with its key unset": Case(
+        ["run", "-c", "{tmp}/c.yaml"], "per_user needs the token encryption key, but the environment variable "
+        "KEY_NOT_SET_ANYWHERE is not set",
+        files={"c.yaml": "secrets_key_env: KEY_NOT_SET_ANYWHERE\n"
+                         "servers: {e: {url: 'https://e.example/mcp', auth: {identity: per_user}}}\n"
+                         "chat: {console: {}}\nhttp: {listen: '127.0.0.1:0'}\n"}),
     "run: matrix extra missing": Case(
         ["run", "-c", "{tmp}/c.yaml"], "install the bridge with its matrix extra", missing=("nio",),
         files={"c.yaml": yaml_file("{tmp}/s.db", "{matrix: {matrix}}")}),

@@ -45,6 +45,8 @@ class Provider:
     access_ttl: int = 3600
     decline: bool = False
     """The person declines at the consent screen (the redirect carries error=access_denied)."""
+    refuse_code: bool = False
+    """The token endpoint refuses the authorization code (an `invalid_grant` answer, as for a code used twice)."""
     login: bool = False
     """Ask who signs in on a login page before redirecting back (several people, each their own account)."""
     base: str = ""
@@ -93,6 +95,8 @@ class Provider:
     async def exchange_authorization_code(self, client: OAuthClientInformationFull,
                                           authorization_code: AuthorizationCode) -> OAuthToken:
         self.counts["code"] += 1
+        if self.refuse_code:
+            raise TokenError("invalid_grant", "The code has already been used")
         self.codes.pop(authorization_code.code, None)
         return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource,
                            authorization_code.subject or "ada")
@@ -124,6 +128,11 @@ class Provider:
 
     def revoke_refresh_tokens(self) -> None:
         self.refresh.clear()
+
+    def expire_refresh_tokens(self) -> None:
+        """Every refresh token is past its expiry (the SDK's token endpoint then answers invalid_grant)."""
+        for token in self.refresh.values():
+            token.expires_at = int(time.time()) - 1
 
     def expire_access_tokens(self) -> None:
         for token in self.access.values():

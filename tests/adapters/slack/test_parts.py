@@ -146,11 +146,9 @@ async def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bo
     assert await threads.includes("T1", "C1", "5.0") and state.reads == 1
 
 
-async def test_a_thread_another_worker_joined_is_found_once_the_memory_of_it_lapses(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_thread_another_worker_joined_is_found_once_the_memory_of_it_lapses() -> None:
     state, clock = CountingState(), [1000.0]
-    monkeypatch.setattr(threads_module.time, "monotonic", lambda: clock[0])
-    threads = BotThreads(state)
+    threads = BotThreads(state, clock=lambda: clock[0])
     assert not await threads.includes("T1", "C1", "5.0")
     await state.set("bot_thread/T1/C1/5.0", "1")  # another worker on the same store answered in the thread
     assert not await threads.includes("T1", "C1", "5.0") and state.reads == 1
