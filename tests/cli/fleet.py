@@ -142,6 +142,8 @@ def worker_config(folder: Path, name: str, store: str, mcp_url: str, api_url: st
     config.write_text(yaml.safe_dump({
         "store": store, "workers": {"lease": lease},
         "sessions": {"max_sessions": 1000},
+        # A few hundred cards from one server within a minute: a load test, not a server flooding the chat.
+        "limits": {"server_requests_per_minute": 100_000},
         "servers": {"old": {"url": mcp_url, "protocol": "legacy", "elicitation": {"timeout": "10m"}},
                     "new": {"url": mcp_url, "protocol": "2026-07-28", "elicitation": {"timeout": "10m"}}},
         "chat": {"slack": {"mode": "http", "bot_token": "xoxb-fleet", "signing_secret": SIGNING_SECRET,
