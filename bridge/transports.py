@@ -1,8 +1,8 @@
 """How a session reaches its server, and in which protocol mode the SDK connects.
 
 In process (the demo and tests), streamable HTTP (with the account's OAuth where the server has an `auth:` block), or
-stdio: a process `run` started ahead of need when there is one (`bridge.prestart`), else a new one whose stderr is
-kept for error messages.
+stdio (`bridge.stdio`): a process `run` started ahead of need when there is one (`bridge.prestart`), else a new one
+whose stderr is kept for error messages.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ from contextlib import AsyncExitStack
 from typing import IO, Any
 
 import httpx2
-from mcp import StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from bridge import prestart
+from bridge import stdio
 from bridge.config import ServerConfig
 from bridge.prestart import Prestarts
 
@@ -34,10 +32,10 @@ async def open_transport(cfg: ServerConfig, stack: AsyncExitStack, auth: httpx2.
         return streamable_http_client(cfg.url, http_client=http), None
     assert cfg.command is not None
     if prestarts is not None and (started := prestarts.take(cfg)) is not None:
-        return prestart.adopted(started), started.stderr
+        return stdio.adopted(started.process), started.stderr
     stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-    params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None, cwd=cfg.cwd)
-    return stdio_client(params, errlog=stderr), stderr
+    # The bridge's own stdio transport, not the SDK's: its reader is linear in a message's length (bridge.stdio).
+    return stdio.spawned(cfg, stderr), stderr
 
 
 def client_mode(protocol: str) -> Any:

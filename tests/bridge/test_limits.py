@@ -91,20 +91,32 @@ async def test_one_persons_waiting_calls_are_bounded_across_conversations(protoc
         ["cancel"] * 3 + (["error -32600"] * 2 if protocol == "legacy" else ["flood.one was not continued"] * 2))
 
 
-async def test_one_conversation_is_bounded_whoever_asks() -> None:
-    async with bridge(flood_server(), "auto", open_cards_per_conversation=2) as (host, chat):
-        await call(host, "one", who=ALICE)
-        await call(host, "one", who=ALICE)
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_one_conversation_is_bounded_whoever_asks(protocol: str) -> None:
+    # Three servers, as a legacy session runs one call at a time: each call has a session of its own.
+    servers = {name: flood_server(name) for name in ("flood", "flood2", "flood3")}
+    config = config_for(servers, server_protocol=protocol, limits=Limits(open_cards_per_conversation=2))
+    host, chat = await host_for(config)
+    async with host:
+        for server, who in (("flood", ALICE), ("flood2", ALICE), ("flood3", BOB)):
+            await host.handle_message(MessageIn(ROOM, who, f"call {server} one", explicit_command=True))
+            if server == "flood2":
+                with anyio.fail_after(20):
+                    await chat.wait_for(lambda: True if len(chat.cards) == 2 else None)
         with anyio.fail_after(20):
-            await chat.wait_for(lambda: True if len(chat.cards) == 2 else None)
-            await call(host, "one", who=BOB)
-            failure = await chat.wait_message("was not continued")
-    assert "this conversation already has 2 open requests" in failure
+            notice = await chat.wait_message("this conversation already has 2 open requests")
+            failure = await chat.wait_message("was not continued" if protocol == "auto" else "error -32600")
+            await cancel_all(host, chat)
+            await chat.wait_for(lambda: True if len([m for m in chat.messages if m.text.startswith("flood")
+                                                     and ".one" in m.text.split(None, 1)[0]]) == 3 else None)
+    assert "Refused by the bridge" in failure and "this conversation already has 2 open requests" in failure
+    assert notice != failure
     assert len(chat.cards) == 2
 
 
-async def test_a_server_asking_too_often_is_refused_at_once() -> None:
-    async with bridge(flood_server(), "legacy", server_requests_per_minute=3) as (host, chat):
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_server_asking_too_often_is_refused_at_once(protocol: str) -> None:
+    async with bridge(flood_server(), protocol, server_requests_per_minute=3) as (host, chat):
         for n in range(3):
             await call(host, "one")
             with anyio.fail_after(10):
@@ -117,7 +129,8 @@ async def test_a_server_asking_too_often_is_refused_at_once() -> None:
             notice = await chat.wait_message("more than 3 times a minute")
             result = await chat.wait_for(lambda: next((m.text for m in chat.messages[3:]
                                                        if m.text.startswith("flood.one")), None))
-    assert "error -32600: Refused by the bridge" in result
+    assert ("error -32600: Refused by the bridge" if protocol == "legacy" else "was not continued") in result
+    assert "Refused by the bridge: more than 3 requests a minute" in result
     assert len(chat.cards) == 3
     assert notice.startswith("flood asked for people more than 3 times a minute")
 
@@ -145,8 +158,9 @@ async def test_an_oversized_form_is_refused_with_invalid_params(protocol: str, s
     assert "Unsupported requestedSchema" in failure and why in failure
 
 
-async def test_a_long_result_is_shortened_in_chat_and_shown_whole_on_request() -> None:
-    async with bridge(flood_server(), "auto", tool_result_size=200_000) as (host, chat):
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_long_result_is_shortened_in_chat_and_shown_whole_on_request(protocol: str) -> None:
+    async with bridge(flood_server(), protocol, tool_result_size=200_000) as (host, chat):
         await call(host, "big", {"size": 500_000})
         with anyio.fail_after(20):
             report = await chat.wait_message("flood.big:")

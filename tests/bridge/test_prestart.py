@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -16,8 +17,10 @@ import pytest
 
 from bridge.config import ServerConfig
 from bridge.host import Host
+from bridge.limits import Limits
 from bridge.model import ConversationKey, MessageIn
-from bridge.prestart import INHERITED, Prestarts
+from bridge.prestart import Prestarts
+from bridge.stdio import INHERITED, LineSplitter
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 
 pytestmark = pytest.mark.anyio
@@ -30,11 +33,12 @@ ELSEWHERE = ConversationKey("test", "W1", "C2", "T9")
 
 
 @asynccontextmanager
-async def bridge(*servers: ServerConfig) -> AsyncIterator[tuple[Host, FakeChatPort, Prestarts]]:
+async def bridge(*servers: ServerConfig, limits: Limits | None = None,
+                 ) -> AsyncIterator[tuple[Host, FakeChatPort, Prestarts]]:
     prestarts = Prestarts()
     try:
         await prestarts.start(servers)
-        host, chat = await host_for(config_for({s.name: s for s in servers}))
+        host, chat = await host_for(config_for({s.name: s for s in servers}, limits=limits or Limits()))
         host.pool.prestarts = prestarts
         async with host:
             yield host, chat, prestarts
@@ -84,6 +88,30 @@ async def test_an_adopted_servers_last_words_are_reported() -> None:
         with anyio.fail_after(30):
             text = await chat.wait_message("flux capacitor")
     assert "crashy stopped during the call" in text
+
+
+@pytest.mark.parametrize("prestart", [True, False])
+async def test_a_long_result_reaches_chat_whole_through_the_bridges_stdio_reader(prestart: bool) -> None:
+    size = 3_000_007  # about 46 of the pipe's 64 KB reads for one line
+    server = replace(WHOAMI, prestart=prestart)
+    async with bridge(server, limits=Limits(tool_result_size=4 * 1024**2)) as (host, chat, prestarts):
+        assert ("who" in prestarts._waiting) is prestart
+        head = await ask(host, chat, f'call who text {{"size": {size}}}')
+        result_id = head.rsplit("`show ", 1)[1].split("`", 1)[0]
+        await host.run_message(MessageIn(ROOM, ALICE, f"show {result_id}", explicit_command=True))
+        whole = chat.messages[-1].text
+    assert whole.endswith("x\n" + "y" * 7)
+    assert whole.count("x" * 99 + "\n") == size // 100 and len(whole) < size + 200
+
+
+def test_lines_split_across_chunks_and_many_in_one_chunk() -> None:
+    lines = LineSplitter()
+    assert lines.feed(b"ab") == [] and lines.feed(b"c") == []
+    assert lines.feed(b"d\ne\n\nf") == [b"abcd", b"e", b""]
+    assert lines.feed(b"g\n") == [b"fg"] and lines.feed(b"") == []
+    chunks = [b"x" * 65536] * 100 + [b"\n" + b"1\n" * 10_000]
+    out = [line for chunk in chunks for line in lines.feed(chunk)]
+    assert len(out[0]) == 65536 * 100 and out[1:] == [b"1"] * 10_000
 
 
 def test_servers_get_the_variables_the_sdk_gives_them() -> None:

@@ -69,10 +69,12 @@ def test_the_redactor_knows_env_values_headers_and_tokens_but_not_short_values()
     assert "literal" not in repr(config) and "literal" not in repr(config.redactor)
 
 
-async def test_a_secret_looking_answer_reaches_the_server_and_is_stored_as_given(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_a_secret_looking_answer_reaches_the_server_and_is_stored_as_given(protocol: str,
+                                                                                 tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "password": {"type": "string"}}}
     store = await open_store(tmp_path / "bridge.db")
-    host, chat = await host_for(config_for({"forms": form_server()}, server_protocol="auto"), store)
+    host, chat = await host_for(config_for({"forms": form_server()}, server_protocol=protocol), store)
     async with host:
         text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))

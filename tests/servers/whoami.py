@@ -21,5 +21,11 @@ def env(name: str) -> str:
     return os.environ.get(name, "-")
 
 
+@server.tool()
+def text(size: int) -> str:
+    """`size` characters on lines of a hundred: a long result, one JSON-RPC line on stdout."""
+    return ("x" * 99 + "\n") * (size // 100) + "y" * (size % 100)
+
+
 if __name__ == "__main__":
     server.run()

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,12 +80,11 @@ async def console(steps: Sequence[Step], **overrides: Any) -> tuple[str, Host]:
 
 
 async def test_cancel_stops_a_running_call() -> None:
-    started = time.monotonic()
+    # The countdown would take 250 s; the console's fail_after(20) ends the test long before unless cancel stops it.
     out, _ = await console(['!mcp call demo count_down {"steps": 50, "seconds": 5}',
                             after(r"… demo\.count_down .* to go", "!mcp cancel")])
     assert "Stopped demo.count_down." in out
     assert "Lift-off!" not in out
-    assert time.monotonic() - started < 15  # not the 250 s the countdown would take
 
 
 async def test_a_piped_script_still_answers_in_order_while_commands_run() -> None:
@@ -150,7 +148,11 @@ async def test_call_exits_after_the_result_while_its_input_stays_open() -> None:
         await process.stdin.send(b"accept\n")  # and the input stays open, as a terminal's does
         with anyio.fail_after(30):
             code = await process.wait()
-        out = (await process.stdout.receive()).decode()
+        chunks = []
+        with anyio.fail_after(10):
+            async for chunk in process.stdout:  # the whole output, whatever the pipe's chunking
+                chunks.append(chunk)
+        out = b"".join(chunks).decode()
     finally:
         if process.returncode is None:
             process.kill()

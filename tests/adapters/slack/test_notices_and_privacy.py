@@ -132,3 +132,16 @@ async def test_a_look_alike_link_gets_no_button_and_shows_where_it_really_goes(s
                 await driver.click(slack, card, ids.DECLINE)
     assert ids.OPEN_URL not in card.actions()
     assert "the host \u0430pple.com (really xn--pple-43d.com: mixes scripts" in str(posted.args["blocks"])
+
+
+async def test_a_two_second_timeout_reads_as_seconds_and_the_card_ends_as_expired(slack: FakeSlack) -> None:
+    async with running_bridge(slack, {"inline": make_server()}, server_protocol="legacy",
+                              server_elicitation_timeout=2):
+        with anyio.fail_after(10):
+            await driver.mention(slack, "call inline confirm", "1800000000.000200")
+            card = await driver.wait_card(slack, "1800000000.000200")
+            ended = await slack.wait_for_call("chat.update", lambda c: c.args.get("ts") == card.ts)
+    waiting = str(card.blocks)
+    assert "(in 2s)" in waiting or "(in 1s)" in waiting, waiting
+    assert "in 1m" not in waiting
+    assert "expired" in str(ended.args).lower()

@@ -1,0 +1,139 @@
+"""The bridge's stdio transport: a server's process spawned as the SDK spawns it, and MCP's stdio framing (one
+JSON-RPC message per line) spoken over its pipes, as `mcp.client.stdio.stdio_client` does, but with a line reader
+linear in a line's length.
+
+The SDK's reader adds each chunk of stdout to the part of a line seen so far and splits the whole again, so one long
+line costs a pass over all of it per chunk: a 50 MB tool result took 97 to 188 s through it, against 3 s here
+(`bench/big_result.py`). Servers started ahead of need (`bridge.prestart`) are spoken to the same way.
+
+The environment is the SDK's for stdio servers (only the variables in `INHERITED`, then the server's `env`), so a
+server sees what it would under any SDK client; tests/bridge/test_prestart.py checks the list against the SDK's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import IO, TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import Process
+
+if TYPE_CHECKING:
+    from bridge.config import ServerConfig
+
+INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+"""The variables the SDK passes on to a stdio server (`mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS` on POSIX)."""
+STOP_GRACE = 2.0
+"""Seconds a server has to exit once its stdin closes, then again after SIGTERM, before SIGKILL (the SDK's too)."""
+
+
+def argv(cfg: ServerConfig) -> tuple[str, ...]:
+    assert cfg.command is not None
+    return (cfg.command, *cfg.args)
+
+
+async def spawn(cfg: ServerConfig, stderr: IO[str]) -> Process:
+    """The server's process, leading its own process group (so stopping it stops what it started). Raises OSError
+    when it cannot be started."""
+    env = {k: v for k in INHERITED if (v := os.environ.get(k)) is not None and not v.startswith("()")}
+    return await anyio.open_process(list(argv(cfg)), env=env | dict(cfg.env), cwd=cfg.cwd, stderr=stderr,
+                                    start_new_session=True)
+
+
+@asynccontextmanager
+async def spawned(cfg: ServerConfig, stderr: IO[str]) -> AsyncIterator[Any]:
+    """A transport to a new process of this server, whose stderr goes to `stderr`."""
+    process = await spawn(cfg, stderr)
+    async with adopted(process) as streams:
+        yield streams
+
+
+@asynccontextmanager
+async def adopted(process: Process) -> AsyncIterator[Any]:
+    """An MCP client transport over a running server's stdin and stdout (what `mcp.client.stdio.stdio_client`
+    yields for a process it spawns): messages are lines of JSON; at the end stdin is closed and the server stopped."""
+    from mcp.shared.message import SessionMessage
+    from mcp.types import jsonrpc_message_adapter
+
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def reader() -> None:
+        lines = LineSplitter()
+        async with read_in:
+            try:
+                async for chunk in stdout:
+                    for line in lines.feed(chunk):
+                        try:
+                            message: SessionMessage | Exception = SessionMessage(
+                                jsonrpc_message_adapter.validate_json(line, by_name=False))
+                        except ValueError as exc:  # the session reports a line that is not a message
+                            message = exc
+                        await read_in.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+                pass  # the server closed its stdout, or we are stopping: the session sees the stream end
+
+    async def writer() -> None:
+        async with write_out:
+            try:
+                async for message in write_out:
+                    text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send((text + "\n").encode())
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                await read_in.aclose()  # the server is gone: end the session's read instead of leaving it hanging
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_out, write_in
+        finally:
+            with anyio.CancelScope(shield=True):
+                await write_in.aclose()
+                await stop(process)
+                await read_out.aclose()
+            tg.cancel_scope.cancel()
+
+
+class LineSplitter:
+    """Lines out of chunks, linear in their size: each chunk is searched once and a line is joined once. Adding each
+    chunk to the part of a line seen so far and splitting it all again (what the SDK's stdio reader does) copies and
+    searches a long line once per chunk: a 50 MB result in 64 KB chunks is 800 passes over up to 50 MB."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines this chunk ends (without their newline); the rest waits for the next chunk."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._parts.append(chunk[start:end])
+            lines.append(b"".join(self._parts))
+            self._parts.clear()
+            start = end + 1
+        if start < len(chunk):
+            self._parts.append(chunk[start:])
+        return lines
+
+
+async def stop(process: Process) -> None:
+    """Close stdin and let the server exit; SIGTERM, then SIGKILL, to its process group if it does not."""
+    with anyio.CancelScope(shield=True):
+        if process.stdin is not None:
+            await process.stdin.aclose()
+        for sent in (None, signal.SIGTERM, signal.SIGKILL):
+            if sent is not None and process.returncode is None:
+                try:
+                    os.killpg(process.pid, sent)  # the server's whole group: it leads its own session
+                except ProcessLookupError:
+                    break
+            with anyio.move_on_after(STOP_GRACE):
+                await process.wait()
+                break
+        await process.aclose()
