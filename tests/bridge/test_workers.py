@@ -13,9 +13,12 @@ import anyio
 import pytest
 
 from bridge.host import Host
+from bridge.llm import HumanProvider
 from bridge.model import DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import open_store
+from bridge.team_config import ApproverRule
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from tests.servers.features import features_server
 from tests.servers.inline import form_server
 from tests.storage.support import interaction
 
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.anyio
 
 SCHEMA = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
 ERAS = ["legacy", "auto"]
+QUORUM = ApproverRule((ALICE.key, BOB.key, "test:U-carol"), required=2, requester=False)
 
 
 @asynccontextmanager
@@ -135,3 +139,35 @@ async def test_a_worker_that_stops_hands_its_2026_calls_to_another_at_once(pg_ur
             await store.aclose()
     assert json.loads(done.split("\n", 1)[1])["content"] == {"n": 5}
     assert [(r.outcome, r.actor) for r in audit] == [("accepted", ALICE.key)]
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_the_card_is_held(
+        pg_url: str, protocol: str) -> None:
+    server, seen = features_server()
+    async with AsyncExitStack() as stack:
+        started: list[tuple[Host, FakeChatPort]] = []
+        for name in ("a", "b"):
+            store = await open_store(pg_url, worker_id=name)
+            stack.push_async_callback(store.aclose)
+            config = config_for({"feat": server}, server_protocol=protocol, server_tool_approvers=(("wipe", QUORUM),))
+            chat = FakeChatPort()
+            host = Host(config, store, llm=HumanProvider())
+            host.attach(chat)
+            await stack.enter_async_context(host)
+            started.append((host, chat))
+        (a, chat_a), (b, _) = started
+        with anyio.fail_after(20):
+            await a.handle_message(MessageIn(ROOM, ALICE, 'call feat wipe {"target": "/srv"}', explicit_command=True))
+            card = await chat_a.wait_card("tool")
+            await a.broker.wait_open(card.id)
+            # Only the worker holding the card knows who approved so far: b passes each approval to it.
+            assert (await b.decide(DecisionIn(card.id, ALICE, "accept"))).verdict is Verdict.COUNTED
+            progress = await chat_a.wait_for(lambda: chat_a.updates[-1] if chat_a.updates else None)
+            assert [x.key for x in progress.approvals] == [ALICE.key] and seen.ran == []
+            assert (await b.decide(DecisionIn(card.id, BOB, "accept"))).verdict is Verdict.COUNTED
+            await chat_a.wait_message("feat.wipe:")
+            final = await chat_a.wait_finished(card.id)
+        rows = await a.store.audit_rows(card.id)
+    assert seen.ran == ["wipe /srv"] and [x.key for x in final.approvals] == [ALICE.key, BOB.key]
+    assert [(r.outcome, r.actor) for r in rows] == [("approved", ALICE.key), ("accepted", BOB.key)]
