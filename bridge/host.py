@@ -117,6 +117,7 @@ class Host:
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             await self._tg.start(self.fleet.run)
             self._exit = stack.pop_all()
+        self.accounts.run_in(self._tg)
         self._tg.start_soon(self.resumer.resume_all, self._tg)
         return self
 

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 import httpx2
+from anyio.abc import TaskGroup
 
 from bridge.auth.asking import Asking, SessionAuth
 from bridge.auth.chat import CALLBACK_PATH, ChatConsent
@@ -49,8 +50,14 @@ class Accounts:
         self._config = config
         self._pool = pool
         self.authorizations = Authorizations()
-        self.consent = ChatConsent(ConnectPrompts(broker, outbound, self.authorizations))
+        self._prompts = ConnectPrompts(broker, outbound, self.authorizations)
+        self.consent = ChatConsent(self._prompts)
         self.clients = OAuthClients(config, self.consent)
+
+    def run_in(self, tasks: TaskGroup) -> None:
+        """Connect prompts are offered from now on; their cards live in `tasks` (the running host's) until the
+        sign-in they started has ended, which is after the call that asked got its code back."""
+        self._prompts.run_in(tasks)
 
     def set_config_path(self, path: str) -> None:
         """The config file an admin signs shared accounts in with (named in the message that asks them to)."""

@@ -47,3 +47,6 @@ class ChatConsent:
                             "bridge has no HTTP server for the sign-in to come back to (set http.listen and "
                             "http.public_url)")
         return await self._prompts.connect(server, asking, authorization_url)
+
+    def settle(self, state: str, error: str | None) -> None:
+        self._prompts.settle(state, error)

@@ -4,31 +4,35 @@ Metadata Documents before dynamic registration, pre-registered clients, and clie
 all come from the SDK. This module only chooses the provider for a server's `auth:` block, keeps its tokens in the
 vault, and routes the sign-in to a person through a `Consent`.
 
-Two gaps of the SDK are filled here, each in one small override:
+Three gaps of the SDK are filled here, each in one small override:
 - tokens read back from storage get their expiry back (the SDK only tracks expiry for tokens it obtained in this
   process, so a token stored yesterday would be sent, refused, and a full sign-in asked for instead of a refresh);
 - configured extra `scopes` are added to what the server asks for (the SDK replaces the requested scope with the
-  server's challenge).
+  server's challenge);
+- how a sign-in ended is told to the `Consent` that asked for it (`Consent.settle`): the SDK exchanges the code only
+  after the sign-in callback returned it, so the redirect's page and the Connect prompt learn from the provider
+  whether tokens were stored (its storage says so) or the flow failed (in plain words, `bridge.auth.failures`).
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import httpx2
-from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, TokenStorage
 from mcp.client.auth.extensions.client_credentials import (
     ClientCredentialsOAuthProvider,
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
 from mcp.client.auth.utils import union_scopes
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
@@ -58,6 +62,10 @@ class Consent(Protocol):
         """Raises AuthError when nobody signs in (refused, timed out, nobody to ask)."""
         ...
 
+    def settle(self, state: str, error: str | None) -> None:
+        """How the sign-in whose code `ask` returned ended: tokens stored (`error` None), or why not."""
+        ...
+
 
 class NoConsent:
     """For accounts nobody in chat signs in to (a shared account in the chat bridge): stored tokens are used and
@@ -73,6 +81,9 @@ class NoConsent:
         raise AuthError(f"{server.name} needs someone to sign in first: run `mcp-chat-bridge tools -c "
                         f"{self._config_path} {server.name}` in a terminal (with the token key set, so the "
                         "sign-in is kept)")
+
+    def settle(self, state: str, error: str | None) -> None:
+        pass  # it never hands out a code
 
 
 def identity_for(server: ServerConfig, person: str | None) -> str | None:
@@ -111,10 +122,29 @@ class _ScopedMetadata(OAuthClientMetadata):
 
 
 class _Bridged(httpx2.Auth):
-    """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed, and the
-    SDK's OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`)."""
+    """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed, the SDK's
+    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`), and a sign-in
+    whose code the flow holds is told how it ended (`settled`)."""
 
     server_name = "the server"
+    settled: Callable[[str, str | None], None] | None = None
+    """Told (state, error) once the code of a sign-in was exchanged and the tokens stored (error None), or not."""
+    _holding: tuple[str, int] | None = None
+    """The state of the sign-in whose code a flow holds, and that flow's task: the SDK's lock lets one flow at a time
+    sign in, and only that one may report a failure (another request's flow may end while it waits for the lock)."""
+
+    def hold(self, state: str) -> None:
+        """The sign-in callback gave this task's flow the code of the sign-in `state`."""
+        self._holding = (state, anyio.get_current_task().id)
+
+    def ended(self, error: str | None, *, in_flow: bool = False) -> None:
+        """Report how the held sign-in ended (nothing is held: nothing to report)."""
+        held = self._holding
+        if held is None or (in_flow and held[1] != anyio.get_current_task().id):
+            return
+        self._holding = None
+        if self.settled is not None:
+            self.settled(held[0], error)
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super().async_auth_flow(request)
@@ -126,8 +156,12 @@ class _Bridged(httpx2.Auth):
         except StopAsyncIteration:
             return
         except OAuthFlowError as exc:
-            raise plain_auth_error(self.server_name, exc) from exc
+            error = plain_auth_error(self.server_name, exc)
+            self.ended(str(error), in_flow=True)
+            raise error from exc
         finally:
+            # Anything else that ends the flow with a code held (the token endpoint unreachable, a cancellation).
+            self.ended(f"signing in to {self.server_name} did not finish; run the call again", in_flow=True)
             await flow.aclose()
 
     async def _initialize(self) -> None:
@@ -280,11 +314,39 @@ class OAuthClients:
             pending.append(authorization_url)
 
         async def callback_handler() -> AuthorizationCodeResult:
-            return await self.consent.ask(server, identity, pending.pop())
+            result = await self.consent.ask(server, identity, pending.pop())
+            if result.state:
+                provider.hold(result.state)
+            return result
 
-        return _UserProvider(server.url, metadata, storage, redirect_handler, callback_handler,
-                             client_metadata_url=None if auth.client_id else auth.client_metadata_url,
-                             client_info=_registered(auth), consent=self.consent, server=server)
+        provider = _UserProvider(server.url, metadata, _Reporting(storage, lambda: provider.ended(None)),
+                                 redirect_handler, callback_handler,
+                                 client_metadata_url=None if auth.client_id else auth.client_metadata_url,
+                                 client_info=_registered(auth), consent=self.consent, server=server)
+        provider.settled = self.consent.settle
+        return provider
+
+
+class _Reporting:
+    """A provider's token storage: tokens stored while the provider holds a sign-in's code are that sign-in's
+    (the SDK stores them right after exchanging the code), so storing them tells it that it worked (`stored`)."""
+
+    def __init__(self, inner: TokenStorage, stored: Callable[[], None]) -> None:
+        self._inner = inner
+        self._stored = stored
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return await self._inner.get_tokens()
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        await self._inner.set_tokens(tokens)
+        self._stored()
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return await self._inner.get_client_info()
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        await self._inner.set_client_info(client_info)
 
 
 def _registered(auth: AuthConfig) -> OAuthClientInformationFull | None:

@@ -4,6 +4,12 @@
 expires. `Authorizations.receive` turns the query of a redirect into an answer for the waiting flow and a page for
 the browser. It is the one callback handler: `endpoint` serves it on the bridge's HTTP server (chat sign-ins), and
 `bridge.auth.callback` on a terminal's one-shot loopback listener.
+
+A code is not yet a sign-in: the SDK exchanges it at the token endpoint only after the waiting flow got it, and the
+authorization server may still refuse. So the redirect's page waits (at most `outcome_wait`) for the sign-in's end,
+which the OAuth provider reports by state (`settle`: tokens stored, or the plain-words failure), and says what
+happened; if the end takes longer it says the sign-in is being finished and to look where it was asked, never a
+"signed in" that may turn out false.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ class Page:
                 f"<h1>{html.escape(self.title)}</h1><p>{html.escape(self.text)}</p>")
 
 
+OUTCOME_WAIT = 20.0
+"""How long the redirect's page waits for the code's exchange before saying the sign-in is being finished."""
+
+
 @dataclass(eq=False)
 class Authorization:
     """One sign-in in flight."""
@@ -63,8 +73,20 @@ class Authorization:
     person: str
     expires_at: float
     result: AuthorizationCodeResult | None = None
+    """The code the redirect brought back, for the waiting flow to exchange."""
     error: str | None = None
+    """Why it did not sign in: refused, declined, timed out, or the code's exchange failed."""
     done: anyio.Event = field(default_factory=anyio.Event)
+    """The redirect came back (with a code or a refusal), or the sign-in ended without one."""
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    """The end: signed in (tokens stored, `error` None), or not (`error` says why)."""
+
+    def end(self, error: str | None) -> None:
+        """Record the end once (the first one counts)."""
+        if not self.finished.is_set():
+            self.error = error
+            self.done.set()
+            self.finished.set()
 
 
 def state_of(authorization_url: str) -> str:
@@ -83,8 +105,11 @@ def plain_oauth_error(code: str, description: str = "") -> str:
 class Authorizations:
     """Sign-ins in flight, by state. Not thread-safe: used from one event loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, outcome_wait: float = OUTCOME_WAIT) -> None:
         self._pending: dict[str, Authorization] = {}
+        self._exchanging: dict[str, Authorization] = {}
+        """Sign-ins whose code came back, until their provider reports the exchange's outcome (`settle`)."""
+        self.outcome_wait = outcome_wait
 
     def begin(self, authorization_url: str, *, server: str, person: str, ttl: float) -> Authorization:
         """Register the sign-in an authorization URL starts (its `state` is what the redirect brings back)."""
@@ -96,9 +121,25 @@ class Authorizations:
         self._pending[state] = auth
         return auth
 
-    def receive(self, params: Mapping[str, str], person: str | None = None) -> Page:
+    async def receive(self, params: Mapping[str, str], person: str | None = None) -> Page:
         """Handle a redirect's query. `person`, when the caller knows who is at the browser, must be the one the
-        sign-in was started for. A state is used once: a replay, a tampered or an expired one is refused."""
+        sign-in was started for. A state is used once: a replay, a tampered or an expired one is refused. A code is
+        handed to the waiting flow, and the page waits for its exchange (`settle`) to say how the sign-in ended."""
+        handed = self._hand_over(params, person)
+        if isinstance(handed, Page):
+            return handed
+        with anyio.move_on_after(self.outcome_wait):
+            await handed.finished.wait()
+        if not handed.finished.is_set():
+            return Page(202, "Finishing the sign-in",
+                        f"The sign-in to {handed.server} is being finished. Look where you were asked to sign in: "
+                        "it will say whether it worked. You can close this tab.")
+        if handed.error is not None:
+            return Page(400, "Sign-in failed", _sentence(handed.error))
+        return Page(200, "Signed in", f"You are signed in to {handed.server}. You can close this tab.")
+
+    def _hand_over(self, params: Mapping[str, str], person: str | None) -> Page | Authorization:
+        """The page for a redirect that ends here, or the sign-in whose code was handed to its flow."""
         self._expire()
         state = params.get("state", "")
         auth = self._pending.get(state) if state else None
@@ -110,38 +151,59 @@ class Authorizations:
             return Page(403, "Not your sign-in", "This sign-in was started for someone else.")
         del self._pending[state]
         if params.get("error"):
-            auth.error = (f"the authorization server refused the sign-in to {auth.server}: "
-                          f"{plain_oauth_error(params['error'], params.get('error_description', ''))}")
-            auth.done.set()
-            return Page(400, "Sign-in refused", auth.error[:1].upper() + auth.error[1:] + ".")
+            auth.end(f"the authorization server refused the sign-in to {auth.server}: "
+                     f"{plain_oauth_error(params['error'], params.get('error_description', ''))}")
+            return Page(400, "Sign-in refused", _sentence(auth.error or ""))
         if not params.get("code"):
-            auth.error = f"the authorization server sent no code back for {auth.server}"
-            auth.done.set()
+            auth.end(f"the authorization server sent no code back for {auth.server}")
             return Page(400, "Sign-in failed", "The authorization server sent no code back.")
         auth.result = AuthorizationCodeResult(code=params["code"], state=state, iss=params.get("iss") or None)
+        self._exchanging[state] = auth
         auth.done.set()
-        return Page(200, "Signed in", f"You are signed in to {auth.server}. You can close this tab.")
+        return auth
 
-    async def wait(self, auth: Authorization) -> AuthorizationCodeResult:
-        """The redirect's code, once it arrives. Raises AuthError on a refusal or when the time is up."""
-        with anyio.move_on_after(max(0.0, auth.expires_at - time.time())):
-            await auth.done.wait()
+    async def wait(self, auth: Authorization, too_late: str | None = None) -> AuthorizationCodeResult:
+        """The redirect's code, once it arrives, for the flow to exchange (then `settle`). Raises AuthError on a
+        refusal or when the time is up (`too_late`: what to say then)."""
+        try:
+            with anyio.move_on_after(max(0.0, auth.expires_at - time.time())):
+                await auth.done.wait()
+        except BaseException:
+            # Stopped while waiting: a code arriving now has nobody to exchange it, so nothing may wait for that.
+            self.settle(auth.state, f"the sign-in to {auth.server} was stopped before it finished")
+            raise
         self._pending.pop(auth.state, None)
         if auth.result is not None:
             return auth.result
-        raise AuthError(auth.error or f"nobody finished signing in to {auth.server} in time")
+        auth.end(too_late or f"nobody finished signing in to {auth.server} in time")
+        raise AuthError(auth.error or f"signing in to {auth.server} failed")
+
+    def settle(self, state: str, error: str | None) -> Authorization | None:
+        """How a sign-in ended, reported by whoever exchanged its code: tokens stored (`error` None) or not. The
+        sign-in, if it is one of these."""
+        auth = self._exchanging.pop(state, None) or self._pending.pop(state, None)
+        if auth is not None:
+            auth.end(error)
+        return auth
 
     def refuse(self, auth: Authorization, reason: str) -> None:
         """End a sign-in without a redirect (the person declined its prompt): its state is no longer accepted."""
         self._pending.pop(auth.state, None)
         if not auth.done.is_set():
-            auth.error = reason
-            auth.done.set()
+            auth.end(reason)
 
     def _expire(self) -> None:
         now = time.time()
         for state in [s for s, a in self._pending.items() if a.expires_at <= now]:
             del self._pending[state]
+        # A code nobody reported on (its flow was lost between the redirect and the exchange) is not kept forever.
+        for state in [s for s, a in self._exchanging.items() if a.expires_at + self.outcome_wait <= now]:
+            auth = self._exchanging.pop(state)
+            auth.end(f"signing in to {auth.server} did not finish")
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def endpoint(authorizations: Authorizations) -> Callable[[Request], Awaitable[Response]]:
@@ -149,7 +211,7 @@ def endpoint(authorizations: Authorizations) -> Callable[[Request], Awaitable[Re
     from starlette.responses import HTMLResponse
 
     async def receive(request: Request) -> Response:
-        page = authorizations.receive(dict(request.query_params))
+        page = await authorizations.receive(dict(request.query_params))
         # The URL carried a one-time code: keep it out of caches and out of the Referer of any later page.
         return HTMLResponse(page.html(), status_code=page.status,
                             headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})

@@ -66,9 +66,12 @@ class TerminalConsent:
                   "Open this link in a browser on this machine:",
                   f"    {authorization_url}",
                   f"Waiting up to {minutes} minute{'s' if minutes != 1 else ''} for the sign-in to finish…")
-        result = await self.authorizations.wait(pending)
-        self._say(f"Signed in to {server.name}.")
-        return result
+        return await self.authorizations.wait(pending)
+
+    def settle(self, state: str, error: str | None) -> None:
+        signed_in = self.authorizations.settle(state, error)
+        if signed_in is not None and error is None:
+            self._say(f"Signed in to {signed_in.server}.")  # only now: the code was exchanged, the tokens kept
 
     async def _serve(self) -> None:
         if self._serving:

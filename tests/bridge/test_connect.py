@@ -72,6 +72,9 @@ async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
                 tg.start_soon(call, BOB)
                 ada_card, bob_card = await connect_card(chat, ADA), await connect_card(chat, BOB)
                 ada_visit = await sign_in(ada_card.url, "ada")
+                # The page says "signed in" only once the code was exchanged and her token kept.
+                stored_at_page = await VaultStorage(host.accounts.clients.vault(host.config.servers["s"]), web.url,
+                                                    ADA.key).get_tokens()
                 await sign_in(bob_card.url, "bob")
             again = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})  # her stored token: no new prompt
         sessions = sorted(s.key for s in host.pool.sessions())
@@ -83,7 +86,7 @@ async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
         assert card.conversation == ConversationKey("test", "", f"DM-{person.user_id}")
         assert card.details[0].text == "127.0.0.1" and card.url.startswith(web.url.removesuffix("/mcp"))
         assert chat.finished[card.id].reason == "connected"
-    assert ada_visit.status == 200 and "You are signed in to s." in ada_visit.page
+    assert ada_visit.status == 200 and "You are signed in to s." in ada_visit.page and stored_at_page is not None
     assert ada_visit.query["redirect_uri"] == http.url("/oauth/callback")
     room = [m.text for m in chat.messages if m.conversation == CHANNEL]
     assert any("Ada: s works with each person's own account" in m for m in room)

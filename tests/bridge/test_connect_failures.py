@@ -1,7 +1,7 @@
 """Per-person sign-ins that do not go to plan, in chat (a fake chat port; the real protected MCP server, its
-authorization server and the bridge's HTTP server): the authorization server's refusals told in plain words (at the
-consent screen, and at the token endpoint), a redirect that comes after its prompt expired refused, and an expired
-refresh token asking the person again."""
+authorization server and the bridge's HTTP server): the authorization server's refusals told in plain words to the
+browser, on the card and in chat (at the consent screen, and at the token endpoint), a redirect that comes after its
+prompt expired refused, and an expired refresh token asking the person again."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ async def test_a_refusal_at_the_consent_screen_is_told_in_plain_words_to_the_bro
     assert not any("failed to start" in m or "Traceback" in m for m in said)
 
 
-async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words(web: Site) -> None:
+async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words_to_the_browser_card_and_chat(
+        web: Site) -> None:
     web.provider.refuse_code = True
     async with bridge(web) as (host, chat, _):
         with anyio.fail_after(30):
@@ -68,11 +69,19 @@ async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words(web: Sit
                     results.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
 
                 tg.start_soon(call)
-                visit = await sign_in((await connect_card(chat, ADA)).url, "ada")
+                card = await connect_card(chat, ADA)
+                visit = await sign_in(card.url, "ada")
+            outcome = await chat.wait_finished(card.id)
+        vault = host.accounts.clients.vault(host.config.servers["s"])
+        stored = await VaultStorage(vault, web.url, ADA.key).get_tokens()
     said = "\n".join(m.text for m in chat.messages if m.conversation == CHANNEL)
-    assert visit.status == 200 and results == [None]
-    assert "the authorization server refused the sign-in to s: the sign-in is no longer valid (used, expired or " \
-        "revoked); run the call again to sign in anew (The code has already been used)" in said
+    plain = "the authorization server refused the sign-in to s: the sign-in is no longer valid (used, expired or " \
+        "revoked); run the call again to sign in anew (The code has already been used)"
+    # The browser is told the truth, not "signed in": the page waited for the code's exchange.
+    assert visit.status == 400 and "Sign-in failed" in visit.page and plain[1:] in visit.page
+    assert "signed in" not in visit.page and "invalid_grant" not in visit.page and "{" not in visit.page
+    assert outcome.status is Status.FAILED and outcome.reason == plain  # the card: not connected, and why
+    assert stored is None and web.provider.counts["code"] == 1 and results == [None] and plain in said
     assert "failed to start" not in said and "{" not in said  # no raw JSON body, no start failure
 
 

@@ -212,6 +212,20 @@ async def test_a_declined_consent_is_told_in_plain_words(site: Site) -> None:
     assert "Traceback" not in listed.err and pages == [400]
 
 
+async def test_a_code_the_token_endpoint_refuses_is_never_called_signed_in(site: Site) -> None:
+    site.provider.refuse_code = True
+    pages: list[httpx2.Response] = []
+
+    async def browser(url: str) -> None:
+        pages.append(await follow(url))
+
+    listed = await run_cli(["tools", "-c", str(site.config), "s"], site.env, browser)
+    plain = "the authorization server refused the sign-in to s: the sign-in is no longer valid"
+    assert listed.code == 2 and plain in listed.err and "Signed in" not in listed.err
+    assert pages[0].status_code == 400 and "Sign-in failed" in pages[0].text and plain[1:] in pages[0].text
+    assert "signed in" not in pages[0].text and "{" not in pages[0].text
+
+
 async def test_without_a_key_the_token_lives_only_as_long_as_the_command(site: Site) -> None:
     config = yaml.safe_load(site.config.read_text())
     del config["secrets_key_env"]
