@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import anyio
 
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome
-from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
+from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction
 
 __all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction"]
 
@@ -42,6 +42,8 @@ class Reaped:
     interactions: tuple[StoredInteraction, ...]
     """Open interactions they owned: legacy ones (no pending call) can only be failed; 2026 ones continue."""
     pending_calls: tuple[PendingCall, ...]
+    running: tuple[RunningCall, ...] = ()
+    """Calls they had running (any era): cut short; their conversations are told, unless a 2026 call continues."""
     decided: tuple[StoredInteraction, ...] = ()
     """Posted cards they decided shortly before their lease lapsed: they may have died between the claim and
     bringing the card to its final state, so the reaper shows it again."""
@@ -188,3 +190,11 @@ class AsyncStore(Protocol):
     async def keep_sealed_token(self, server: str, identity: str, kind: str, blob: bytes) -> None: ...
     async def forget_tokens(self, server: str, identity: str) -> None: ...
     async def token_servers(self, identity: str, kind: str) -> list[str]: ...
+
+    # -- calls running (any era) -------------------------------------------------------------------------------------
+    async def record_running_call(self, call_id: str, conversation: ConversationKey, server: str,
+                                  tool: str) -> None: ...
+    async def end_running_call(self, call_id: str) -> None: ...
+    async def running_calls(self) -> list[RunningCall]:
+        """This worker's calls on record (the start's own, before `reap_workers` disowns nothing of this run)."""
+        ...

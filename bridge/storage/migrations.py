@@ -78,9 +78,11 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
         # one, 1 000 pending calls next to 100 000 old rows meant 1 000 full scans).
         "DROP INDEX IF EXISTS interactions_open",
         "CREATE INDEX interactions_status_created ON interactions (status, created_at)",
-        "CREATE INDEX interactions_call ON interactions (pending_call, created_at)",
+        # IF NOT EXISTS: the synchronous store made this one itself once it restored calls row by row.
+        "CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at)",
         "CREATE INDEX interactions_deadline ON interactions (expires_at) WHERE status = 'open'",
-        "CREATE INDEX audit_interaction ON audit (interaction_id)",
+        # IF NOT EXISTS too: the synchronous store made it as well (a restart reads each parked card's approvals).
+        "CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id)",
     )
 
 
@@ -102,6 +104,16 @@ def _v3(real: str, serial_pos: str, blob: str) -> tuple[str, ...]:
     )
 
 
+def _v4(real: str) -> tuple[str, ...]:
+    return (
+        # Calls running (any era), so that after a crash their conversations are told; each owned by its worker.
+        f"""CREATE TABLE IF NOT EXISTS running_calls (
+            id TEXT PRIMARY KEY, conversation TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,
+            started_at {real} NOT NULL)""",
+        "ALTER TABLE running_calls ADD COLUMN IF NOT EXISTS worker TEXT",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -113,6 +125,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "audit hash chain, grants, token usage, OAuth tokens",
               _v3("REAL", "", "BLOB"),
               _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA")),
+    Migration(4, "running calls", _v4("REAL"), _v4("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 

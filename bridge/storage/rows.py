@@ -51,3 +51,15 @@ class StoredInteraction:
     pending_call: str | None
     input_key: str | None
     outcome: Outcome | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """A tool call that was running when it was recorded."""
+
+    id: str
+    conversation: str
+    """The conversation's id as stored (`ConversationKey.id()`)."""
+    server: str
+    tool: str
+    started_at: float

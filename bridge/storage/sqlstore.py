@@ -19,6 +19,7 @@ from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInter
 from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
 from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
+from bridge.storage.running import RUNNING_COLUMNS, RunningRows, running_call
 from bridge.storage.team import TeamRows
 from bridge.storage.token_rows import TokenRows
 
@@ -34,7 +35,7 @@ _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 
 
-class SqlStore(TeamRows, TokenRows):
+class SqlStore(TeamRows, TokenRows, RunningRows):
     """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
 
     def __init__(self, driver: Driver, worker_id: str) -> None:
@@ -49,7 +50,8 @@ class SqlStore(TeamRows, TokenRows):
         await migrate(self._db)
         me = (self.worker_id,)
         steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
-                 Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me)]
+                 Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me),
+                 Step("UPDATE running_calls SET worker = NULL WHERE worker = ?", me)]
         if self._db.exclusive:
             steps.append(Step("UPDATE workers SET lease_until = 0 WHERE id <> ?", me))
         await self._db.transaction(steps)
@@ -229,6 +231,7 @@ class SqlStore(TeamRows, TokenRows):
             Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
                  f" RETURNING {INTERACTION_COLUMNS}, created_at", (me, me, now)),
             Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step(f"UPDATE running_calls SET worker = ? WHERE {orphan} RETURNING {RUNNING_COLUMNS}", (me, me, now)),
             Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
                  " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
                  " AND EXISTS (SELECT 1 FROM audit a WHERE a.interaction_id = i.id"
@@ -236,13 +239,14 @@ class SqlStore(TeamRows, TokenRows):
                  (now, me, FINISH_WINDOW)),
             Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
         ]
-        interactions, calls, decided, workers = (await self._db.transaction(steps))[-4:]
+        interactions, calls, running, decided, workers = (await self._db.transaction(steps))[-5:]
         return Reaped(
             workers=tuple(sorted(r[0] for r in workers.rows)),
             interactions=tuple(codec.stored_interaction(r[:-1])
                                for r in sorted(interactions.rows, key=lambda r: r[-1])),
             pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)),
-            decided=tuple(codec.stored_interaction(r) for r in decided.rows))
+            decided=tuple(codec.stored_interaction(r) for r in decided.rows),
+            running=tuple(sorted((running_call(r) for r in running.rows), key=lambda c: c.started_at)))
 
     def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:
         return self._db.leadership(name, retry)
