@@ -18,11 +18,19 @@ from mcp.types import CallToolResult, ElicitRequestFormParams, InputRequiredResu
 
 from bridge.demo_server import ask
 from bridge.host import Host
-from bridge.model import Actor, CardRef, DecisionIn, Interaction
+from bridge.limits import Limits
+from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, MessageRef
 from bridge.testing import FakeChatPort
 
 SERVER = "bench"
 TOOL = "book"
+
+
+def bench_limits(requests: int) -> Limits:
+    """The `limits:` a bench's host needs: its one server asks for `requests` forms (one per call, warm-up included)
+    well within a minute, far past the default of 60 requests per server a minute that keeps a shared host safe from
+    a flooding server. The other bounds keep their defaults: each bench person has one card open at a time."""
+    return Limits(server_requests_per_minute=max(Limits().server_requests_per_minute, requests))
 
 SMALL_FORM: dict[str, Any] = {
     "type": "object",
@@ -70,15 +78,47 @@ def answer_for(tag: str) -> dict[str, Any]:
     return {**ANSWER, "name": tag} if tag else ANSWER
 
 
-def answered(result: CallToolResult | None, tag: str = "") -> bool:
-    """Whether a tool result is the server reporting the accepted answer meant for this tag."""
-    if result is None or result.is_error or not result.content or not isinstance(result.content[0], TextContent):
+def answered(result: CallToolResult | str | None, tag: str = "") -> bool:
+    """Whether a tool result (or the text the bridge reported for it) is the server reporting the accepted answer
+    meant for this tag."""
+    if isinstance(result, CallToolResult):
+        if result.is_error or not result.content or not isinstance(result.content[0], TextContent):
+            return False
+        result = result.content[0].text
+    if not result or not result.startswith("{"):
         return False
-    data = json.loads(result.content[0].text)
+    data = json.loads(result)
     return bool(data == {"action": "accept", "content": answer_for(tag), "tag": tag})
 
 
-class AnsweringPort(FakeChatPort):
+class ResultsPort(FakeChatPort):
+    """A chat port that keeps the results the bridge reports (`server.tool:` messages, how a parked call's result
+    arrives), by the tag the call was made with, and wakes whoever waits for a number of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: dict[str, str] = {}
+        """The reported result texts by tag (parsed only by whoever checks them, outside any timing)."""
+        self._reported = anyio.Event()
+
+    async def send(self, conversation: ConversationKey, text: str) -> MessageRef:
+        head = f"{SERVER}.{TOOL}:\n"
+        if not text.startswith(head):
+            return await super().send(conversation, text)
+        body = text[len(head):]
+        start = body.find('"tag": "')
+        tag = body[start + 8:body.index('"', start + 8)] if start >= 0 else ""
+        self.results[tag] = body
+        self._reported.set()
+        self._reported = anyio.Event()
+        return MessageRef(conversation, {"n": "result"})
+
+    async def wait_results(self, count: int) -> None:
+        while len(self.results) < count:
+            await self._reported.wait()
+
+
+class AnsweringPort(ResultsPort):
     """A chat port whose person answers every card the moment it is posted: `post_card` schedules
     `host.decide(accept)` in the bench's task group, so the round trip has no think time and no sleeps."""
 
@@ -107,12 +147,14 @@ class AnsweringPort(FakeChatPort):
 
     def forget(self) -> None:
         """Drop what the fake platform recorded, so a long run does not grow it."""
+        self.results.clear()
+        self.messages.clear()
         self.cards.clear()
         self.finished.clear()
         self.finish_calls.clear()
 
 
-class CountingPort(FakeChatPort):
+class CountingPort(ResultsPort):
     """A chat port that sets `all_open` when the `target`-th card is posted (nobody answers)."""
 
     def __init__(self, target: int) -> None:
@@ -125,6 +167,7 @@ class CountingPort(FakeChatPort):
         """Forget every card so far (after a warm-up) and count from zero again."""
         self.opened = 0
         self.all_open = anyio.Event()
+        self.results.clear()
         self.cards.clear()
         self.finished.clear()
         self.finish_calls.clear()

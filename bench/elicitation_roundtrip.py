@@ -3,14 +3,17 @@
 Each round calls a tool that elicits a small form and is answered at once:
 
 * bridge: `host.calls.run` -> session pool -> SDK client -> server elicits -> broker stores the interaction, posts a
-  card on a fake chat port, whose person decides `accept` as soon as the card is posted -> the broker validates the
-  answer against the form, stores the outcome and its audit row, finishes the card -> the answer goes back to the
-  server (legacy: the callback returns; 2026: the host's own `input_required` driver stores the pending call and
-  retries) -> the tool's result.
+  card on a fake chat port, whose person decides `accept` as soon as the card is posted -> the form model checks the
+  answer, the broker stores the outcome and its audit row, finishes the card -> the answer goes back to the server
+  -> the tool's result. Three paths: `legacy` (2025-11-25: the SDK callback returns the answer while the call stays
+  open), `2026 parked` (what the `call` command does on 2026-07-28: the call is stored and parked once its card is
+  posted, and the decision continues it on a pooled session; the result is reported in the conversation) and `2026
+  waiting` (what the agent does: the call's task waits for the card).
 * bare: `mcp.Client(server, mode=..., elicitation_callback=...)` whose callback returns the answer.
 
-Rounds of the two are interleaved (alternating which goes first) so drift hits both alike. Prints medians and p90 in
-milliseconds and the bridge/bare ratio per protocol era. Run: `python -m bench.elicitation_roundtrip [--help]`.
+Rounds of the two are interleaved (alternating which goes first) so drift hits both alike, once with the store in
+memory and once in a file. Prints medians and p90 in milliseconds and the bridge/bare ratios beside the targets.
+Run: `python -m bench.elicitation_roundtrip [--help]`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from bench.common import (
     TOOL,
     AnsweringPort,
     answered,
+    bench_limits,
     bench_server,
     median,
     ms,
@@ -43,14 +47,19 @@ from bench.common import (
 from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for
 
+MODES = {"legacy": ("legacy", False), "2026 parked": ("auto", True), "2026 waiting": ("auto", False)}
+TARGETS = {"memory": 1.3, "file": 1.5}
+
 
 @dataclass
-class EraResult:
-    protocol: str
+class Row:
+    mode: str
+    store: str
     bridge_era: str = ""
     bare_era: str = ""
     bridge: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=lambda: {"bridge": 0.0, "bare": 0.0})
     failures: int = 0
     refused: int = 0
 
@@ -59,27 +68,36 @@ async def _bare_answer(context: ClientRequestContext, params: ElicitRequestParam
     return ElicitResult(action="accept", content=ANSWER)
 
 
-async def _timed(call: Callable[[], Awaitable[CallToolResult | None]]) -> tuple[float, CallToolResult | None]:
-    start = time.perf_counter()
+async def _timed(call: Callable[[], Awaitable[CallToolResult | str | None]],
+                 ) -> tuple[float, float, CallToolResult | str | None]:
+    """Wall time and this process's CPU time (steadier on a busy machine) of one round."""
+    start, cpu = time.perf_counter(), time.process_time()
     result = await call()
-    return time.perf_counter() - start, result
+    return time.perf_counter() - start, time.process_time() - cpu, result
 
 
-async def run_era(protocol: str, rounds: int, warmup: int, store_path: str) -> EraResult:
-    out = EraResult(protocol)
+async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path) -> Row:
+    protocol, park = MODES[mode]
+    out = Row(mode, store_kind)
     server = bench_server()
-    store = await open_store(store_path)
+    store = await open_store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
     port = AnsweringPort(ALICE, ANSWER)
-    host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol), store, port)
+    limits = bench_limits(warmup + rounds)  # one form per round, all within a minute
+    host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
     try:
         async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
                 anyio.create_task_group() as tg:
             port.bind(host, tg)
 
-            async def via_bridge() -> CallToolResult | None:
-                return await host.calls.run(ROOM, ALICE, SERVER, TOOL, {})
+            async def via_bridge() -> CallToolResult | str | None:
+                result = await host.calls.run(ROOM, ALICE, SERVER, TOOL, {}, park=park)
+                if park:
+                    assert result is None, "a parked call's result is reported, not returned"
+                    await port.wait_results(1)
+                    return port.results[""]
+                return result
 
-            async def via_bare() -> CallToolResult | None:
+            async def via_bare() -> CallToolResult | str | None:
                 return await client.call_tool(TOOL, {})
 
             for i in range(warmup + rounds):
@@ -87,11 +105,12 @@ async def run_era(protocol: str, rounds: int, warmup: int, store_path: str) -> E
                 if i % 2:
                     order.reverse()
                 for name, call in order:
-                    elapsed, result = await _timed(call)
+                    elapsed, cpu, result = await _timed(call)
                     if not answered(result):
                         out.failures += 1
                     if i >= warmup:
                         (out.bridge if name == "bridge" else out.bare).append(elapsed)
+                        out.cpu[name] += cpu
                 port.forget()
             session = host.pool.find(ROOM, SERVER)
             out.bridge_era = session.protocol_version if session else "?"
@@ -104,23 +123,25 @@ async def run_era(protocol: str, rounds: int, warmup: int, store_path: str) -> E
 
 async def main_async(args: argparse.Namespace) -> int:
     quiet_logs()
-    eras = ["legacy", "auto"] if args.protocol == "both" else [args.protocol]
-    results: list[EraResult] = []
+    modes = [m for m in MODES if args.protocol == "both" or MODES[m][0] == args.protocol]
+    stores = ["memory", "file"] if args.store == "both" else [args.store]
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        for protocol in eras:
-            path = ":memory:" if args.store == "memory" else str(Path(tmp) / f"bridge-{protocol}.db")
-            results.append(await run_era(protocol, args.rounds, args.warmup, path))
-    store_text = "SQLite :memory:" if args.store == "memory" else "SQLite file in a temp dir (WAL, synchronous=NORMAL)"
-    print(f"elicitation round trip: {args.rounds} rounds per side after {args.warmup} warm-up rounds; "
-          f"store: {store_text}")
-    print(f"{'mode':<8} {'era (bridge/bare)':<24} {'bridge med':>10} {'p90':>8} {'bare med':>9} {'p90':>8} "
-          f"{'ratio med':>9} {'ratio p90':>9}  (ms)")
+        level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
+        for store_kind in stores:
+            for mode in modes:
+                rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))
+    print(f"elicitation round trip: {args.rounds} rounds per side after {args.warmup} warm-up rounds; file store: "
+          f"SQLite WAL, synchronous={level}")
+    print(f"{'mode':<13} {'store':<7} {'era':<11} {'bridge med':>10} {'p90':>7} {'bare med':>9} {'p90':>7} "
+          f"{'ratio med':>9} {'p90':>7} {'cpu':>7} {'target':>7}  (ms; cpu: ratio of CPU time)")
     failed = False
-    for r in results:
+    for r in rows:
         era = r.bridge_era if r.bridge_era == r.bare_era else f"{r.bridge_era}/{r.bare_era}"
-        print(f"{r.protocol:<8} {era:<24} {ms(median(r.bridge)):>10} {ms(p90(r.bridge)):>8} "
-              f"{ms(median(r.bare)):>9} {ms(p90(r.bare)):>8} {median(r.bridge) / median(r.bare):>8.2f}x "
-              f"{p90(r.bridge) / p90(r.bare):>8.2f}x")
+        print(f"{r.mode:<13} {r.store:<7} {era:<11} {ms(median(r.bridge)):>10} {ms(p90(r.bridge)):>7} "
+              f"{ms(median(r.bare)):>9} {ms(p90(r.bare)):>7} {median(r.bridge) / median(r.bare):>8.2f}x "
+              f"{p90(r.bridge) / p90(r.bare):>6.2f}x {r.cpu['bridge'] / r.cpu['bare']:>6.2f}x "
+              f"{TARGETS[r.store]:>6.1f}x")
         if r.failures or r.refused:
             failed = True
             print(f"  ! {r.failures} round(s) did not return the answer, {r.refused} decision(s) not claimed",
@@ -131,11 +152,11 @@ async def main_async(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.elicitation_roundtrip", description=__doc__.split("\n")[0])
     parser.add_argument("--protocol", choices=["legacy", "auto", "both"], default="both",
-                        help="protocol setting of both the bridge's session and the bare client (default: both)")
+                        help="legacy rows, 2026 rows (auto) or both (default)")
+    parser.add_argument("--store", choices=["memory", "file", "both"], default="both",
+                        help="the bridge's store: SQLite ':memory:', a file in a temp dir, or both (default)")
     parser.add_argument("--rounds", type=int, default=300, help="timed rounds per side (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="untimed rounds first (default 30)")
-    parser.add_argument("--store", choices=["memory", "file"], default="memory",
-                        help="the bridge's store: SQLite ':memory:' or a file in a temp dir (default memory)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 0:
         parser.error("--rounds must be at least 1 and --warmup at least 0")

@@ -1,11 +1,15 @@
 """Restart with history: what a start reads to resume, with 1 000 pending 2026 calls next to 100 000 old rows.
 
-One SQLite file is built in today's schema (the old synchronous store, `tests/storage/legacy_store.py`, creates it; rows
-are bulk-inserted in its exact format): `--calls` pending calls, each with its open card, and `--old` finished
-interactions from earlier calls. Then, on copies of that file and in one run:
+One SQLite file is built in the schema of the release before (the old synchronous store, kept as
+`tests/storage/legacy_store.py`, creates it; rows are bulk-inserted in its exact format): `--calls` pending calls,
+each with its open card, and `--old` finished interactions from earlier calls, each with its audit row. Then, on
+copies of that file and in one run:
 
-* **baseline**: the old store opens it and reads what `Host._resume_pending` and `Caller.resume` read: the
-  pending calls, the open interactions, and for each call its interactions (this round's, and all of them);
+* **baseline**: the old store opens it and reads what a restart reads: the pending calls, the open interactions,
+  and for each call its interactions (this round's, and all of them);
+* **whole start**: a `Host` on `bridge.storage` (the store the core uses) opens a copy (migrating it) and resumes
+  everything (`Resumer.resume_all`: the take-over of what no worker holds, each call's round read back on its own,
+  each open card parked again), until `host.resumed` is set; every call must be parked again;
 * **SQLite**: `bridge.storage.open_store` does the same, first on the old file (the open includes migrating it),
   then again as a plain restart;
 * **Postgres** (unless `--no-postgres` or the server binaries are missing): the same rows copied into a fresh
@@ -26,15 +30,18 @@ import time
 from pathlib import Path
 
 import anyio
+from mcp.server.mcpserver import MCPServer
 
 from bridge.forms import form_from_schema
 from bridge.model import Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.storage.codec import dump_interaction, dump_outcome, pending_values
-from bridge.testing import ALICE, ROOM
+from bridge.testing import ALICE, ROOM, config_for, host_for
 from tests.storage.legacy_store import Store
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}, "required": ["n"]}
+REQUEST = {"method": "elicitation/create", "params": {"message": "How many?", "requestedSchema": SCHEMA}}
+"""Each pending call's one input request (as the driver stores it): a form, whose card is open."""
 COLUMNS = ("id", "conversation", "status", "body", "card", "pending_call", "input_key", "outcome", "created_at")
 
 
@@ -45,13 +52,14 @@ def item(interaction_id: str, expires_at: float) -> Interaction:
 
 
 def rows(calls: int, old: int) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
-    """Pending-call rows and interaction rows (open cards of the pending calls first, then the old ones)."""
+    """Pending-call rows and interaction rows (open cards of the pending calls first, then the old ones; each old one
+    also has its audit row, written by `build`)."""
     now = time.time()
     pending: list[tuple[object, ...]] = []
     interactions: list[tuple[object, ...]] = []
     done = dump_outcome(Outcome(Status.ACCEPTED, {"n": 3}, ALICE))
     for c in range(calls):
-        call = PendingCall(f"call-{c}", ROOM, "srv", "book", {"tag": str(c)}, "state", {"k": {"method": "x"}}, ALICE)
+        call = PendingCall(f"call-{c}", ROOM, "srv", "book", {"tag": str(c)}, "state", {"k": REQUEST}, ALICE)
         pending.append(pending_values(call, now - 3600 + c))
         body = dump_interaction(item(f"open-{c}", now + 86400))
         interactions.append((f"open-{c}", ROOM.id(), "open", body, json.dumps({"ts": str(c)}), f"call-{c}", "k", None,
@@ -66,13 +74,17 @@ def rows(calls: int, old: int) -> tuple[list[tuple[object, ...]], list[tuple[obj
 
 
 def build(path: Path, calls: int, old: int) -> None:
-    Store(path).close()  # today's schema, made by today's code
+    Store(path).close()  # the schema of the release before, made by its code
     pending, interactions = rows(calls, old)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
     db.executemany("INSERT INTO pending_calls VALUES (?,?,?,?,?,?,?,?,?)", pending)
     db.executemany(f"INSERT INTO interactions ({', '.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
                    interactions)
+    # Each finished interaction's outcome in the audit log, as the broker writes it (history a start reads past).
+    db.executemany("INSERT INTO audit (at, interaction_id, kind, server, conversation, outcome, actor, actor_name,"
+                   " requester, detail) VALUES (?, ?, 'form', 'srv', ?, 'accepted', ?, 'Alice', ?, '')",
+                   [(row[8], row[0], row[1], ALICE.key, ALICE.key) for row in interactions if row[2] != "open"])
     db.execute("COMMIT")
     db.close()
 
@@ -94,6 +106,26 @@ def load_baseline(path: Path, calls: int) -> tuple[float, float]:
     t2 = time.perf_counter()
     store.close()
     check(len(pending), len(opened), per_call, calls)
+    return t1 - t0, t2 - t1
+
+
+async def host_start(path: Path, calls: int) -> tuple[float, float]:
+    """Open the store, then start a host on it until every stored call is resumed (its card parked again)."""
+    t0 = time.perf_counter()
+    store = await open_store(path, worker_id="bench")
+    t1 = time.perf_counter()
+    try:
+        host, chat = await host_for(config_for({"srv": MCPServer("srv")}), store)
+        async with host:
+            await host.resumed.wait()
+            t2 = time.perf_counter()
+            parked = host.broker.statistics()["parked"]
+            told = [m.text for m in chat.messages]
+    finally:
+        await store.aclose()
+    if parked != calls or told:
+        print(f"error: {parked} of {calls} calls parked again; said: {told[:3]}", file=sys.stderr)
+        sys.exit(1)
     return t1 - t0, t2 - t1
 
 
@@ -154,12 +186,13 @@ def main() -> None:
         print(f"restart: {args.calls} pending calls next to {args.old} old interaction rows "
               f"(file {made.stat().st_size / 2**20:.0f} MiB, built in {time.perf_counter() - t:.1f} s)")
         copies = {}
-        for name in ("baseline", "new"):
+        for name in ("baseline", "host", "new"):
             copies[name] = Path(tmp) / f"{name}.db"
             shutil.copy(made, copies[name])
         print(f"{'':<34} {'open ms':>9} {'load ms':>10} {'total ms':>10} {'speed-up':>11}")
         base = load_baseline(copies["baseline"], args.calls)
-        line("bridge.store.Store (baseline)", base, sum(base))
+        line("old synchronous store (baseline)", base, sum(base))
+        line("whole start: Host resumes all", anyio.run(host_start, copies["host"], args.calls), sum(base))
         line("SQLite, first open (migrates)", anyio.run(load_new, str(copies["new"]), args.calls), sum(base))
         line("SQLite, restart", anyio.run(load_new, str(copies["new"]), args.calls), sum(base))
         if not args.no_postgres:

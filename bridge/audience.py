@@ -9,9 +9,10 @@ from __future__ import annotations
 from mcp.client import ClientRequestContext
 
 from bridge.config import Config
+from bridge.mcp_session import Session
 from bridge.model import Actor, ConversationKey, ServerLabel
 from bridge.request_context import RequestContext
-from bridge.sessions import Session, SessionPool
+from bridge.sessions import SessionPool
 from bridge.text import shorten
 
 

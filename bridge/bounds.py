@@ -27,6 +27,7 @@ from bridge.model import ConversationKey, Interaction, Outcome
 from bridge.outbound import Say
 from bridge.ratelimit import RateLimiter
 from bridge.request_context import CURRENT, Asker, ContextSource
+from bridge.waiter import Parked, ParkedHandler
 
 NOTICE_WINDOW = 60.0
 
@@ -42,9 +43,28 @@ class Bounds:
         self.cards = OpenCards(limits)
         self._requests = RateLimiter(limits.server_requests_per_minute)
         self._notices = RateLimiter(1, NOTICE_WINDOW)
+        self.parked: dict[tuple[str, str], CardKeys] = {}
+        """The counted cards of parked interactions, by (pending call, input key), until they end."""
 
     def asker(self, inner: Asker) -> Asker:
         return _BoundedAsker(self, inner)
+
+    def releasing(self, inner: ParkedHandler | None) -> ParkedHandler:
+        """The broker's `on_parked`, wrapped so that a parked card stops counting once it has ended."""
+        async def ended(pending_call: str, input_key: str, outcome: Outcome, last: bool) -> None:
+            keys = self.parked.pop((pending_call, input_key), None)
+            if keys is not None:
+                self.cards.release(keys)
+            if inner is not None:
+                await inner(pending_call, input_key, outcome, last)
+        return ended
+
+    def restored(self, interaction: Interaction, pending_call: str, input_key: str) -> None:
+        """A parked card taken up again after a restart: it counts (admitted then, never refused now) until it
+        ends, so a server cannot pass its bounds by outliving a restart."""
+        keys = card_keys(interaction, pending_call)
+        self.cards.add(keys)
+        self.parked[(pending_call, input_key)] = keys
 
     def guard(self, server: str, handler: Handler) -> Guarded:
         return Guarded(self, server, handler)
@@ -66,6 +86,13 @@ class Bounds:
                                  f"more than {limit} requests a minute",
                                  f"{label} asked for people more than {limit} times a minute; its requests are "
                                  "refused for now.")
+
+
+def card_keys(interaction: Interaction, pending_call: str | None) -> CardKeys:
+    conversation = interaction.conversation
+    # A legacy session runs one call at a time, so its conversation, server and tool name the call.
+    call = pending_call or f"{conversation.id()}|{interaction.server.name}|{interaction.tool}"
+    return CardKeys(conversation.id(), interaction.requester.key if interaction.requester else None, call)
 
 
 class Guarded:
@@ -93,19 +120,24 @@ class _BoundedAsker:
         self._inner = inner
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
-                  input_key: str | None = None) -> Outcome:
-        conversation = interaction.conversation
-        # A legacy session runs one call at a time, so its conversation, server and tool name the call.
-        call = pending_call or f"{conversation.id()}|{interaction.server.name}|{interaction.tool}"
-        keys = CardKeys(conversation.id(), interaction.requester.key if interaction.requester else None, call)
+                  input_key: str | None = None, park: bool = False) -> Outcome:
+        keys = card_keys(interaction, pending_call)
         why = self._bounds.cards.take(keys)
         if why is not None:
             error = await self._bounds.refuse(
-                conversation, f"cards:{why}", why,
+                interaction.conversation, f"cards:{why}", why,
                 f"{interaction.server.text()} asked for more than the bridge shows at once ({why}), so it was "
                 "refused. Answer or cancel what is waiting (`pending`).")
             raise LimitExceeded(error)
+        parked = False
         try:
-            return await self._inner.ask(interaction, pending_call=pending_call, input_key=input_key)
+            return await self._inner.ask(interaction, pending_call=pending_call, input_key=input_key, park=park)
+        except Parked:
+            # The card stays open with nobody waiting: it counts until the broker reports it ended (`releasing`).
+            parked = pending_call is not None and input_key is not None
+            if parked:
+                self._bounds.parked[(pending_call or "", input_key or "")] = keys
+            raise
         finally:
-            self._bounds.cards.release(keys)
+            if not parked:
+                self._bounds.cards.release(keys)

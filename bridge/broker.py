@@ -14,19 +14,30 @@ Cards that need several approvers (`Interaction.required`) count each person's a
 and show the progress on every copy of the card; one decline or cancel by an approver ends them
 (`bridge.decision_rules`). Who may decide and who is asked privately is `bridge.routing`'s; the broker posts those
 private copies and finishes them with the card.
+
+A durable interaction may also be *parked* (`ask(..., park=True)`): its card (and copies) posted, `ask` raises
+`Parked`, and no task waits for it. The broker's one timer (`bridge.deadlines`) keeps its deadline, and on a shared
+store the one `DecisionWatch` of this worker tells it (by id, without a task per card) of a claim made elsewhere. Once
+its decision is claimed in memory, a task of the broker's own (`run`) makes the claim durable first
+(`AsyncStore.claim_parked`), then finishes its cards and hands the outcome to `on_parked` (the tool-call owner
+continues the call, if the store says this claim answered the round's last card). A card parked here and decided on
+another worker is continued by that worker (`on_claimed_last`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
+from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 
 from bridge import observe
 from bridge.card_updates import CardUpdates, as_copy
+from bridge.deadlines import Deadlines
 from bridge.decision_rules import Counted, approval_row, approvals_in, end_detail, judge
 from bridge.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
 from bridge.errors import AdapterError
@@ -47,7 +58,7 @@ from bridge.routing import Routing, base_id
 from bridge.secret_answers import for_the_record
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
-from bridge.waiter import Waiter
+from bridge.waiter import Parked, ParkedHandler, Waiter
 
 logger = logging.getLogger(__name__)
 
@@ -64,24 +75,44 @@ class Broker:
         self._cards = CardUpdates(port_for)
         self._routing = routing
         self._watch = watch
-        self._elsewhere = Elsewhere(store, watch, self._finish_stored) if watch is not None else None
+        self._elsewhere = Elsewhere(store, watch, self._finish_stored, self._continue_elsewhere) \
+            if watch is not None else None
         self._waiters: dict[str, Waiter] = {}
         self._closing = False
         self._registered = anyio.Event()
+        self._deadlines = Deadlines(self._expire_parked)
+        self._tg: TaskGroup | None = None
+        self.on_parked: ParkedHandler | None = None
+        """Who continues a call when one of its parked interactions ends (set by the tool-call owner)."""
+        self.on_claimed_last: Callable[[str], Awaitable[None]] | None = None
+        """Who continues a stored call that is not parked here when a claim made here answered its round's last
+        card (a parked card another worker holds, or one expired here): given the call's id (set by the resumer)."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep the deadlines of parked interactions and run what follows their decisions, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                await self._deadlines.run()
+            finally:
+                self._tg = None
 
     # -- asking --------------------------------------------------------------------------------------------------
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
-                  input_key: str | None = None) -> Outcome:
+                  input_key: str | None = None, park: bool = False) -> Outcome:
         """Post `interaction` and wait for its outcome. Durable interactions (part of a stored 2026 call) survive
-        shutdown; the rest are cancelled by it."""
+        shutdown; the rest are cancelled by it. With `park` (durable ones only), raise `Parked` once posted."""
         if self._routing is not None:
             interaction = await self._routing.prepare(interaction)
+        park = park and pending_call is not None and input_key is not None
         waiter = Waiter(interaction, durable=pending_call is not None)
         # Registered before the first await: a server may end the request (a completion notice) at once.
         self._waiters[interaction.id] = waiter
         try:
-            await self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key)
+            await self._store.save_interaction(interaction, pending_call=pending_call, input_key=input_key,
+                                               parked=park)
         except BaseException:
             self._waiters.pop(interaction.id, None)
             raise
@@ -101,22 +132,45 @@ class Broker:
             if waiter.outcome is not None or not (self._closing and waiter.durable):
                 await self._end(waiter, Outcome(Status.CANCELLED, reason="the request was withdrawn"))
             raise
+        if park and pending_call is not None and input_key is not None and waiter.outcome is None:
+            # Parked as soon as the card is out (nothing waits on it from here); its end waits for the copies.
+            waiter.posting = anyio.Event()
+            self._park(waiter, pending_call, input_key)
+            observe.card_posted(interaction)
+            try:
+                await self._store.set_card(interaction.id, waiter.card)
+                await self._post_copies(waiter)
+            except BaseException:
+                if not self._closing:
+                    self.withdraw(interaction.id, "the request was withdrawn")
+                raise
+            finally:
+                waiter.posting.set()
+            raise Parked(interaction.id)
         await self._store.set_card(interaction.id, waiter.card)
         observe.card_posted(interaction)
-        return await self._wait(waiter, post_copies=True)
+        return await self._wait(waiter, post_copies=not park)
 
-    async def retire(self, stored: StoredInteraction, reason: str, status: Status = Status.CANCELLED) -> bool:
+    async def retire(self, stored: StoredInteraction, reason: str, status: Status = Status.CANCELLED, *,
+                     continuing: bool = False) -> bool:
         """End an interaction left open by an earlier run (or a worker that died) that nobody will wait on again:
         record it as `status` and bring its card (if it was posted) to that final state, so nothing dangles in chat.
-        False if it had ended meanwhile (then whoever ended it finished the card)."""
+        False if it had ended meanwhile (then whoever ended it finished the card). `continuing`: a parked card's end
+        is an answer, and if it was its round's last, the call continues here."""
         waiter = Waiter(stored.interaction, durable=False, card=stored.card)
-        await self._end(waiter, Outcome(status, reason=reason))
+        if stored.parked and stored.pending_call is not None and stored.input_key is not None:
+            waiter.parked = (stored.pending_call, stored.input_key)  # not `_park`ed: nothing here follows it
+        waiter.outcome = Outcome(status, reason=reason)
+        await self._end(waiter, waiter.outcome)
         if not waiter.lost:
             await self._finish_card(waiter, waiter.final or Outcome(status, reason=reason))
+        if continuing and waiter.last and waiter.parked is not None:
+            await self._continue_elsewhere(waiter.parked[0])  # it answered the last card of a parked round
         return not waiter.lost
 
-    async def resume(self, interaction: Interaction, card: CardRef | None) -> Outcome:
-        """Wait again on an interaction whose card was posted before a restart (with the approvals counted then)."""
+    async def repark(self, interaction: Interaction, card: CardRef | None, pending_call: str, input_key: str) -> None:
+        """Take up again, parked, an interaction whose card was posted before a restart or by a worker that stopped
+        (posting it if it was not), with the approvals counted then."""
         approved = approvals_in(await self._store.audit_rows(interaction.id))
         waiter = Waiter(replace(interaction, approvals=approved), durable=True, card=card)
         self._waiters[interaction.id] = waiter
@@ -124,14 +178,95 @@ class Broker:
             try:
                 waiter.card = await self._port_for(interaction.conversation).post_card(interaction)
                 await self._store.set_card(interaction.id, waiter.card)
+                observe.card_posted(interaction)
             except AdapterError as exc:
                 logger.warning("could not re-post card %s: %s", interaction.id, exc)
-        return await self._wait(waiter)
+        if waiter.outcome is None:
+            self._park(waiter, pending_call, input_key)
+
+    def _park(self, waiter: Waiter, pending_call: str, input_key: str) -> None:
+        waiter.parked = (pending_call, input_key)
+        self._deadlines.add(waiter.interaction.id, waiter.interaction.expires_at)
+        if self._watch is not None:
+            self._watch.follow(waiter.interaction.id, self._heard_parked)
+        self._opened()
+
+    def _opened(self) -> None:
+        self._registered.set()
+        self._registered = anyio.Event()
+
+    def _expire_parked(self, interaction_id: str) -> None:
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None and waiter.parked is not None and waiter.outcome is None:
+            self._settle(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+
+    def _heard_parked(self, interaction_id: str) -> None:
+        """Another worker claimed a parked card held here (a click it received, or expiry)."""
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None and waiter.parked is not None and waiter.outcome is None:
+            self._start(self._take_stored_outcome, waiter)
+
+    async def _take_stored_outcome(self, waiter: Waiter) -> None:
+        stored = await self._store.interaction(waiter.interaction.id)
+        if stored is None or stored.outcome is None or waiter.outcome is not None \
+                or self._waiters.get(waiter.interaction.id) is not waiter:
+            return  # ended here meanwhile, or let go (its call continues elsewhere)
+        waiter.final, waiter.lost = stored.outcome, True
+        waiter.recorded.set()
+        self._settle(waiter, stored.outcome)
+
+    def _start(self, fn: Callable[[Waiter], Coroutine[Any, Any, None]], waiter: Waiter) -> None:
+        if self._tg is None:
+            logger.warning("parked interaction %s changed while the broker is not running", waiter.interaction.id)
+        else:
+            self._tg.start_soon(fn, waiter)
+
+    async def _after_parked(self, waiter: Waiter) -> None:
+        """A parked interaction's outcome was claimed in memory: make the claim durable (the decision's one synced
+        commit), then finish its cards and hand it on; only then may its call continue."""
+        interaction = waiter.interaction
+        assert waiter.parked is not None and waiter.outcome is not None
+        try:
+            final = await self._end(waiter, waiter.outcome)
+        except Exception:
+            # The store failed: the card stays open (the person was told, `_durable`) and may be answered again.
+            logger.exception("recording the end of parked interaction %s failed", interaction.id)
+            waiter.outcome = None
+            waiter.recorded = anyio.Event()
+            return
+        self._waiters.pop(interaction.id, None)
+        if self._watch is not None:
+            self._watch.unfollow(interaction.id)
+        try:
+            if waiter.posting is not None:
+                await waiter.posting.wait()  # its private copies are out: they end with the card
+            if waiter.lost and waiter.answered_early is not None:
+                await self._cards.notify(interaction.conversation, waiter.answered_early,
+                                         f"That request was already {describe_status(final)}.")
+            if not waiter.lost:
+                await self._finish_card(waiter, final)
+            if self.on_parked is not None:
+                await self.on_parked(*waiter.parked, final, waiter.last)
+        except Exception:
+            # The top of a broker task: one call failing after its decision must not stop every card.
+            logger.exception("continuing after interaction %s failed", interaction.id)
+
+    async def _show_progress(self, waiter: Waiter) -> None:
+        """An approval counted on a parked card (nobody waits on it): record it and show it now."""
+        await self._record_approvals(waiter)
+        await self._cards.progress(waiter.interaction, waiter.card, waiter.copies)
+
+    async def _continue_elsewhere(self, pending_call: str) -> None:
+        if self.on_claimed_last is not None:
+            await self.on_claimed_last(pending_call)
+
+    async def _post_copies(self, waiter: Waiter) -> None:
+        if self._routing is not None and waiter.interaction.asked:
+            waiter.copies = await self._routing.post_copies(waiter.interaction)
 
     async def _wait(self, waiter: Waiter, post_copies: bool = False) -> Outcome:
         interaction = waiter.interaction
-        self._registered.set()
-        self._registered = anyio.Event()
+        self._opened()
         final: Outcome | None = None
         try:
             with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
@@ -166,8 +301,8 @@ class Broker:
 
     async def _watch_card(self, waiter: Waiter, post_copies: bool) -> None:
         """Until an outcome is claimed: post the private copies, record approvals and show them as they come."""
-        if post_copies and self._routing is not None and waiter.interaction.asked:
-            waiter.copies = await self._routing.post_copies(waiter.interaction)
+        if post_copies:
+            await self._post_copies(waiter)
         while waiter.outcome is None:
             await waiter.wake.wait()
             waiter.wake = anyio.Event()
@@ -200,6 +335,8 @@ class Broker:
         waiter.outcome = outcome
         waiter.done.set()
         waiter.wake.set()
+        if waiter.parked is not None:
+            self._start(self._after_parked, waiter)
         return True
 
     async def _end(self, waiter: Waiter, outcome: Outcome) -> Outcome:
@@ -215,8 +352,7 @@ class Broker:
             try:
                 if waiter.approvals:  # counted before the end: their rows come first in the log
                     await self._record_approvals(waiter)
-                if await self._store.claim(interaction, for_the_record(interaction, claimed),
-                                           end_detail(interaction, claimed)):
+                if await self._claim_durably(waiter, claimed):
                     waiter.final = claimed
                     observe.interaction_ended(interaction, claimed)
                 else:
@@ -229,6 +365,14 @@ class Broker:
                 waiter.recorded.set()
         assert waiter.final is not None  # set unless the claim raised
         return waiter.final
+
+    async def _claim_durably(self, waiter: Waiter, claimed: Outcome) -> bool:
+        interaction = waiter.interaction
+        record, detail = for_the_record(interaction, claimed), end_detail(interaction, claimed)
+        if waiter.parked is None:
+            return await self._store.claim(interaction, record, detail)
+        won, waiter.last = await self._store.claim_parked(interaction, record, detail, waiter.parked[0])
+        return won
 
     async def show_final(self, stored: StoredInteraction) -> None:
         """Bring a decided card to its final state again (its worker may have died before it could)."""
@@ -295,7 +439,7 @@ class Broker:
         waiter = self._waiters.get(stored.interaction.id)
         if waiter is not None:
             return self._settle(waiter, outcome)
-        return await self.retire(stored, outcome.reason, Status.EXPIRED)
+        return await self.retire(stored, outcome.reason, Status.EXPIRED, continuing=True)
 
     def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, Waiter | None]:
         """The in-memory claim; None when the interaction is not open in this process (the store knows more)."""
@@ -313,6 +457,8 @@ class Broker:
             waiter.interaction = replace(waiter.interaction, approvals=judged.approvals)
             waiter.approvals.append(approval_row(waiter.interaction, decision.actor, judged.approvals))
             waiter.wake.set()
+            if waiter.parked is not None:
+                self._start(self._show_progress, waiter)  # nobody waits on a parked card: shown now
             return DecisionResult(Verdict.COUNTED), waiter
         self._settle(waiter, judged)
         return DecisionResult(Verdict.CLAIMED), waiter
@@ -354,6 +500,20 @@ class Broker:
         if waiter is not None:
             self._settle(waiter, Outcome(Status.FAILED, reason=reason))
 
+    def withdraw(self, interaction_id: str, reason: str) -> None:
+        """End an open interaction as cancelled because its call was stopped or ended without it."""
+        if (waiter := self._waiters.get(interaction_id)) is not None:
+            self._settle(waiter, Outcome(Status.CANCELLED, reason=reason))
+
+    def drop_parked(self, interaction_id: str) -> None:
+        """Stop holding a parked interaction without ending it: its call is continued by another worker, which
+        holds it now."""
+        waiter = self._waiters.get(interaction_id)
+        if waiter is not None and waiter.parked is not None and waiter.outcome is None:
+            del self._waiters[interaction_id]
+            if self._watch is not None:
+                self._watch.unfollow(interaction_id)
+
     # -- introspection -------------------------------------------------------------------------------------------
 
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
@@ -387,7 +547,8 @@ class Broker:
         return as_copy(waiter.interaction, copy) if waiter and copy else (waiter.interaction if waiter else None)
 
     def statistics(self) -> dict[str, int]:
-        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None)}
+        return {"open": sum(1 for w in self._waiters.values() if w.outcome is None),
+                "parked": sum(1 for w in self._waiters.values() if w.outcome is None and w.parked is not None)}
 
     @property
     def closing(self) -> bool:

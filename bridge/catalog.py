@@ -108,7 +108,7 @@ async def argument_field(client: Client, prompt: Prompt, name: str, description:
             result = await client.complete(PromptReference(type="ref/prompt", name=prompt.name),
                                            {"name": name, "value": ""}, context_arguments=known or None)
             # Without repeats: servers repeat completions, and a card with two equal options is invalid everywhere.
-            options = tuple(Option(v, v) for v in dict.fromkeys(result.completion.values[:100]) if v)
+            options = tuple(Option(v, v) for v in dict.fromkeys(v for v in result.completion.values[:100] if v))
         except Exception:  # noqa: BLE001 - completions are a convenience; without them the field is free text
             options = ()
     kind = FieldKind.CHOICE if options else FieldKind.TEXT

@@ -96,21 +96,19 @@ def parser() -> argparse.ArgumentParser:
                      help="this worker's name on a shared (Postgres) store; default: hostname:pid")
     demo_cmd = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
     demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
-    call = sub.add_parser("call", parents=[common],
+    # call and tools reach a server the same ways: a configured one, or one named on the command line.
+    source = _Parser(add_help=False)
+    source.add_argument("-c", "--config")
+    source.add_argument("--url", help="a streamable HTTP server instead of a configured one")
+    source.add_argument("--stdio", help='a stdio server command instead of a configured one, e.g. "npx -y pkg"')
+    source.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
+    call = sub.add_parser("call", parents=[common, source],
                           help="call one tool; the console answers any request; print the result")
-    call.add_argument("-c", "--config")
-    call.add_argument("--url", help="a streamable HTTP server instead of a configured one")
-    call.add_argument("--stdio", help='a stdio server command instead of a configured one, e.g. "npx -y pkg"')
-    call.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
-    tools = sub.add_parser("tools", parents=[common],
+    tools = sub.add_parser("tools", parents=[common, source],
                            help="print a server's tool definitions as it sends them (names, schemas)")
-    tools.add_argument("-c", "--config")
-    tools.add_argument("--url", help="a streamable HTTP server instead of a configured one")
-    tools.add_argument("--stdio", help="a stdio server command instead of a configured one")
-    tools.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
     tools.add_argument("--timeout", default=None, help="how long to wait for a sign-in, e.g. 10m")
     tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
     tools.add_argument("target", nargs="*", help="SERVER (with -c)")

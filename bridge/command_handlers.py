@@ -130,7 +130,8 @@ class CommandHandlers:
 
     async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:
         server, tool = command.args
-        result = await self.calls.run(message.conversation, message.actor, server, tool, command.arguments)
+        # Parked while people answer its cards (a 2026 call): the result is reported here when it comes.
+        result = await self.calls.run(message.conversation, message.actor, server, tool, command.arguments, park=True)
         if result is not None:
             await self.calls.report(message.conversation, server, tool, result)
 

@@ -188,10 +188,21 @@ def city_notes(city: str) -> str:
     return f"# {city}\n\nSeasons to visit: {', '.join(CITIES.get(city, ('any',)))}."
 
 
+STATE_TTL = 24 * 3600
+"""How long a sealed `requestState` is accepted: longer than any card timeout, so an answer given hours later (or after
+a restart) still continues the call. The SDK's default is 600 seconds."""
+
+
+def state_security(state_keys: Sequence[str | bytes] | None) -> RequestStateSecurity | None:
+    """How the demo seals its `requestState`: with `state_keys` (the first seals, all open) for a day; without them,
+    the SDK's default (a key held only by this process, for 600 seconds)."""
+    return RequestStateSecurity(keys=list(state_keys), ttl=STATE_TTL) if state_keys else None
+
+
 def build(state_keys: Sequence[str | bytes] | None = None) -> MCPServer:
-    """The demo server. `state_keys` seal its 2026 `requestState` (the first seals, all open); without them the key
-    lives only as long as this process."""
-    security = RequestStateSecurity(keys=list(state_keys)) if state_keys else None
+    """The demo server. `state_keys` seal its 2026 `requestState` (`state_security`); without them the key lives only
+    as long as this process, and the bridge runs a call again after a restart, reusing the answers already given."""
+    security = state_security(state_keys)
     server = MCPServer("mcp-chat-bridge-demo", request_state_security=security,
                        instructions="A demo server: plan a trip, connect an account, name things, show roots.")
     for tool in (plan_trip, connect_account, suggest_name, show_roots, count_down, echo):

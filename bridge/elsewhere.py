@@ -4,7 +4,9 @@ A click reaches whichever worker Slack (or the load balancer) picked. When the c
 
 - **2026 cards** are claimed here, in the store: the claim is one atomic statement, so it settles every race. The
   worker waiting on the card hears of it (`DecisionWatch`) and carries on; if that worker died, the survivor that
-  takes its work over finds the answer stored and finishes the call with it.
+  takes its work over finds the answer stored and finishes the call with it. A *parked* card (nobody waits on it)
+  whose claim here answers the last open card of its call's round makes the call this worker's: it continues it
+  (`continue_call`), and the worker that held it lets it go.
 - **Legacy cards** can only be answered by the worker holding the server's session. The decision is forwarded to
   it (a notification through the store) and that worker claims it as if the click had come to it; this one waits
   for the outcome and tells the person. A worker that died answers nothing: the person hears that the request
@@ -43,6 +45,7 @@ NOT_ANSWERING = ("The bridge worker holding that request is not answering (it ma
                  "request will be closed shortly and the conversation told.")
 
 FinishCard = Callable[[StoredInteraction, Outcome], Awaitable[None]]
+ContinueCall = Callable[[str], Awaitable[None]]
 
 
 def forward_message(decision: DecisionIn) -> str:
@@ -66,10 +69,12 @@ def forwarded_decision(message: str) -> DecisionIn | None:
 
 
 class Elsewhere:
-    def __init__(self, store: AsyncStore, watch: DecisionWatch, finish_card: FinishCard) -> None:
+    def __init__(self, store: AsyncStore, watch: DecisionWatch, finish_card: FinishCard,
+                 continue_call: ContinueCall) -> None:
         self._store = store
         self._watch = watch
         self._finish_card = finish_card
+        self._continue_call = continue_call
 
     async def decide(self, stored: StoredInteraction, decision: DecisionIn) -> DecisionResult:
         """Decide on an open card nobody waits on here; `Verdict.CLAIMED` if the decision counted."""
@@ -93,14 +98,21 @@ class Elsewhere:
             logger.warning("could not forward a decision on %s: %s", stored.interaction.id, exc)
 
     async def _claim(self, stored: StoredInteraction, judged: Outcome) -> DecisionResult:
+        last = False
         try:
-            won = await self._store.claim(stored.interaction, for_the_record(stored.interaction, judged))
+            record = for_the_record(stored.interaction, judged)
+            if stored.parked and stored.pending_call is not None:
+                won, last = await self._store.claim_parked(stored.interaction, record, "", stored.pending_call)
+            else:
+                won = await self._store.claim(stored.interaction, record)
         except StoreError as exc:
             logger.warning("could not record a decision on %s: %s", stored.interaction.id, exc)
             return DecisionResult(Verdict.LATE, message=STORE_FAILED)
         if not won:
             return await self._late(stored, judged)
         await self._finish_card(stored, judged)
+        if last and stored.pending_call is not None:
+            await self._continue_call(stored.pending_call)
         return DecisionResult(Verdict.CLAIMED)
 
     async def _forward(self, stored: StoredInteraction, decision: DecisionIn, judged: Outcome,

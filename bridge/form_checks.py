@@ -1,16 +1,15 @@
-"""Checking single answers of a form: JSON Schema validation with chat-friendly reasons, and value normalising.
+"""Checking single answers of a form: format checkers, chat-friendly reasons, and value normalising.
 
-Pure helpers used by `bridge.forms` (fields and forms) so that the form model stays about what a form holds.
+Pure helpers used by `bridge.form_model` so that the form model stays about what a form holds. Formats are checked
+with jsonschema's `FormatChecker` (plus a stricter email check), the same one the schema check uses.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any
 
-import jsonschema
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import FormatChecker
 
 FORMAT_CHECKER = FormatChecker()
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
@@ -48,46 +47,10 @@ def normalise_datetime(text: str) -> str:
     return parsed.isoformat().replace("+00:00", "Z")
 
 
-def validator(schema: dict[str, Any]) -> Draft202012Validator:
-    return Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
+FORMAT_REASONS = {"email": "enter an email address like name@example.com",
+                  "uri": "enter a full URL like https://example.com", "date": "enter a date as YYYY-MM-DD",
+                  "date-time": "enter a date and time like 2026-01-31T09:30:00Z"}
 
 
-def missing_name(error: jsonschema.ValidationError) -> str:
-    if error.validator == "required":
-        match = re.match(r"'([^']+)' is a required property", error.message)
-        if match:
-            return match.group(1)
-    return ""
-
-
-def friendly(error: jsonschema.ValidationError) -> str:
-    """jsonschema's messages quote the value back; these read better in a chat and never echo long input."""
-    v = error.validator
-    limit: Any = error.validator_value
-    if v == "format":
-        return {"email": "enter an email address like name@example.com", "uri": "enter a full URL like https://example.com",
-                "date": "enter a date as YYYY-MM-DD", "date-time": "enter a date and time like 2026-01-31T09:30:00Z"
-                }.get(str(error.validator_value), "wrong format")
-    if v == "minLength":
-        return f"enter at least {error.validator_value} characters"
-    if v == "maxLength":
-        return f"enter at most {error.validator_value} characters"
-    if v == "minimum":
-        return f"must be at least {num(limit)}"
-    if v == "maximum":
-        return f"must be at most {num(limit)}"
-    if v == "minItems":
-        return f"choose at least {error.validator_value}"
-    if v == "maxItems":
-        return f"choose at most {error.validator_value}"
-    if v == "enum":
-        return "not one of the options"
-    if v == "type":
-        expected = error.validator_value
-        return {"integer": "enter a whole number", "number": "enter a number", "boolean": "answer yes or no",
-                "string": "enter text", "array": "choose from the options"}.get(str(expected), f"must be {expected}")
-    if v == "required":
-        return "this field is required"
-    if v == "uniqueItems":
-        return "choose each option once"
-    return error.message[:200]
+def format_reason(fmt: str) -> str:
+    return FORMAT_REASONS.get(fmt, "wrong format")

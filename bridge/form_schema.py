@@ -127,14 +127,15 @@ def _field(name: str, prop: Any, required: bool) -> Field:
                        multiline=(max_length or 0) > 200 or (max_length is None and not fmt and len(description) > 80))
     if kind_name in ("number", "integer"):
         _only(prop, where, _ALLOWED_COMMON | {"minimum", "maximum"})
-        minimum = _bound(_number(prop, "minimum", where), "minimum", where)
-        maximum = _bound(_number(prop, "maximum", where), "maximum", where)
+        low, high = _number(prop, "minimum", where), _number(prop, "maximum", where)
+        minimum, maximum = _bound(low, "minimum", where), _bound(high, "maximum", where)
         if has_default and (isinstance(default, bool) or not isinstance(default, int | float)):
             raise UnsupportedSchema(f"{where}: default must be a number")
         if has_default and not _finite(default):
             raise UnsupportedSchema(f"{where}: default is larger than any number a person can enter")
         kind = FieldKind.INTEGER if kind_name == "integer" else FieldKind.NUMBER
-        return replace(base, kind=kind, minimum=minimum, maximum=maximum)
+        return replace(base, kind=kind, minimum=minimum, maximum=maximum,
+                       far_minimum=low if minimum is None else None, far_maximum=high if maximum is None else None)
     if kind_name == "boolean":
         _only(prop, where, _ALLOWED_COMMON)
         if has_default and not isinstance(default, bool):
@@ -237,8 +238,8 @@ def _finite(value: Any) -> bool:
 
 def _bound(value: float | None, key: str, where: str) -> float | None:
     """A minimum or maximum as a field keeps it. One beyond any number a person can enter either binds nothing (a
-    maximum of 1e400: dropped from the field, still in the schema the answer is checked against) or excludes every
-    answer (a minimum of 1e400), which is refused."""
+    maximum of 1e400: kept apart from the shown bounds, as `Field.far_maximum`, and still checked) or excludes
+    every answer (a minimum of 1e400), which is refused."""
     if value is None or _finite(value):
         return value
     if (value > 0) == (key == "maximum"):

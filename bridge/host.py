@@ -88,7 +88,9 @@ class Host:
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation)
         self.calls.results = KeptResults(config.limits)
-        self.resumer = Resumer(store, self.broker, self.calls, self.outbound.say)
+        self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
+        self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
+        self.resumer.reparked = self.bounds.restored
         self.fleet = Fleet(store, self.broker, self.resumer, watch, lease=config.worker_lease,
                            retention=config.retention)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
@@ -115,6 +117,7 @@ class Host:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.pool)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
+            await self._tg.start(self.broker.run)
             await self._tg.start(self.fleet.run)
             self._exit = stack.pop_all()
         self.accounts.run_in(self._tg)

@@ -130,6 +130,11 @@ class OpenCards:
             self._counts[(scope, key)] = self._counts.get((scope, key), 0) + 1
         return None
 
+    def add(self, keys: CardKeys) -> None:
+        """Count an open card whatever the bounds (one admitted before a restart, taken up again)."""
+        for (scope, key), _, _ in self._bounds(keys):
+            self._counts[(scope, key)] = self._counts.get((scope, key), 0) + 1
+
     def release(self, keys: CardKeys) -> None:
         for (scope, key), _, _ in self._bounds(keys):
             left = self._counts.get((scope, key), 0) - 1

@@ -45,7 +45,7 @@ def default_worker_id() -> str:
 @contextmanager
 def install(http: HttpServer, host: Host, adapters: Sequence[Adapter], worker: str) -> Iterator[Metrics]:
     """Serve `/metrics` and add the readiness checks; metrics are collected until the context ends."""
-    from bridge.sessions import SessionState  # the host has loaded it already
+    from bridge.mcp_session import SessionState  # the host has loaded it already
 
     metrics = Metrics(worker)
     metrics.watch(host.broker.open_interactions,

@@ -24,12 +24,21 @@ def needs_approval(rules: Sequence[tuple[str, Literal["always", "never"]]], tool
                    annotations: ToolAnnotations | None) -> bool:
     """The first rule whose glob matches the tool name decides; with none, a tool that declares itself destructive
     (and not read-only) asks. Annotations are the server's claims: rules are how a team overrides them."""
-    for pattern, verdict in rules:
-        if fnmatch.fnmatchcase(tool, pattern):
-            return verdict == "always"
+    by_rule = rule_verdict(rules, tool)
+    if by_rule is not None:
+        return by_rule
     if annotations is None:
         return False
     return annotations.destructive_hint is True and annotations.read_only_hint is not True
+
+
+def rule_verdict(rules: Sequence[tuple[str, Literal["always", "never"]]], tool: str) -> bool | None:
+    """Whether the configured rules alone decide that `tool` needs approval (True/False), or None when none matches
+    and the tool's own annotations decide."""
+    for pattern, verdict in rules:
+        if fnmatch.fnmatchcase(tool, pattern):
+            return verdict == "always"
+    return None
 
 
 QUORUM_KINDS = frozenset({Kind.TOOL, Kind.SAMPLING})
@@ -69,13 +78,20 @@ def tool_needs_approval(config: Config, conversation: ConversationKey, server: S
                         annotations: ToolAnnotations | None) -> bool:
     """The channel's rules (on `tool` or `server.tool`) first, then the server's, then the annotations. A tool with
     approvers of its own, or whose rule needs several approvers, always asks: no channel rule widens those."""
+    by_rule = configured_verdict(config, conversation, server, tool)
+    return by_rule if by_rule is not None else needs_approval((), tool, annotations)
+
+
+def configured_verdict(config: Config, conversation: ConversationKey, server: ServerConfig, tool: str) -> bool | None:
+    """Whether the configuration alone (approver rules, the channel's rules, the server's) decides that `tool` needs
+    approval, or None when none does and the tool's own annotations decide."""
     if approver_rule(server, Kind.TOOL, tool).required > 1 or any(
             fnmatch.fnmatchcase(tool, pattern) for pattern, _ in server.tool_approvers):
         return True
     for pattern, verdict in channel_policy(config, conversation).tool_rules:
         if fnmatch.fnmatchcase(tool, pattern) or fnmatch.fnmatchcase(f"{server.name}.{tool}", pattern):
             return verdict == "always"
-    return needs_approval(server.tool_rules, tool, annotations)
+    return rule_verdict(server.tool_rules, tool)
 
 
 def mask_arguments(arguments: Mapping[str, Any]) -> str:

@@ -42,6 +42,11 @@ class RequestContext:
     """Where a legacy session records the server's URL-elicitation ids (for notifications/elicitation/complete)."""
     config: ServerConfig | None = None
     """The server's config, whose approver rules say who decides each kind of request (and how many)."""
+    park: bool = False
+    """Post the card and raise `bridge.broker.Parked` instead of waiting (a 2026 elicitation whose call can be
+    continued from its stored state once the card is answered)."""
+    note: str = ""
+    """Why this request is asked again, shown on its card (the server lost the call's state, say)."""
 
     def deadline(self, timeout: float) -> float:
         return time.time() + timeout
@@ -49,8 +54,9 @@ class RequestContext:
     def step(self, name: str) -> RequestContext:
         """The context of one step of a multi-card request (sampling's approval and review), durable separately."""
         key = f"{self.input_key}#{name}" if self.input_key is not None else None
+        # Never parked: a later step depends on this one's outcome within the same handler run.
         return RequestContext(self.conversation, self.server, self.requester, self.approvers, self.tool,
-                              self.pending_call, key, self.url_elicitations, self.config)
+                              self.pending_call, key, self.url_elicitations, self.config, note=self.note)
 
     def deciders(self, kind: Kind) -> tuple[frozenset[str], tuple[str, ...], int, str]:
         """Who decides a request of this kind: people, groups, approvals required, and where they are asked.
@@ -85,7 +91,7 @@ class Asker(Protocol):
     """Posts a card and waits for its outcome (the broker)."""
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
-                  input_key: str | None = None) -> Outcome: ...
+                  input_key: str | None = None, park: bool = False) -> Outcome: ...
 
 
 NOBODY_TO_ASK = "No conversation is waiting on this server to ask in"
@@ -117,8 +123,10 @@ class RequestHandler(Generic[P, R]):
         raise NotImplementedError
 
     async def ask(self, ctx: RequestContext, interaction: Interaction) -> Outcome:
-        """Post a card for this request, durable when it is part of a stored 2026 call."""
-        return await self._asker.ask(interaction, pending_call=ctx.pending_call, input_key=ctx.input_key)
+        """Post a card for this request, durable when it is part of a stored 2026 call (and parked when the context
+        says so: then this raises `bridge.broker.Parked` once the card is posted)."""
+        return await self._asker.ask(interaction, pending_call=ctx.pending_call, input_key=ctx.input_key,
+                                     park=ctx.park)
 
 
 def new_id() -> str:
@@ -133,6 +141,8 @@ def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: f
                     grants: tuple[GrantOption, ...] = ()) -> Interaction:
     """The one factory of interactions: id, people, server and deadline always come from the request's context.
     Wider grants are offered only where one approval decides."""
+    if ctx.note:
+        details = (Detail("Asked again", ctx.note), *details)
     people, groups, required, notify = ctx.deciders(kind)
     return Interaction(
         id=new_id(), kind=kind, server=ctx.server, conversation=ctx.conversation, requester=ctx.requester,

@@ -14,10 +14,10 @@ from mcp.types import ElicitCompleteNotification, LoggingMessageNotificationPara
 
 from bridge.broker import Broker
 from bridge.errors import BridgeError
+from bridge.mcp_session import Session
 from bridge.model import Outcome, Status
 from bridge.outbound import Outbound
 from bridge.ratelimit import RateLimiter
-from bridge.sessions import Session
 from bridge.storage import AsyncStore
 from bridge.text import shorten
 

@@ -15,10 +15,10 @@ from mcp.types import SamplingCapability, SamplingToolsCapability
 
 from bridge.bounds import Bounds
 from bridge.elicitation import Elicitation
+from bridge.mcp_session import Callbacks, Session
 from bridge.roots import RootsKeeper
 from bridge.sampling import Sampler
 from bridge.server_notices import ServerNotices
-from bridge.sessions import Callbacks, Session
 from bridge.tool_approval import ToolApproval
 
 

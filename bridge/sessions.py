@@ -11,26 +11,25 @@ the SDK does not pause its clock for that. Deadlines for people are the broker's
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from typing import Any
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, MCPError
-from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, MessageHandlerFnT, SamplingFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import Implementation, SamplingCapability
+from mcp.types import Implementation
 
 from bridge import __version__, catalog, observe
 from bridge.config import Config, ServerConfig
 from bridge.errors import AuthError, ServerStartError, ServerUnavailable
+from bridge.mcp_session import Callbacks, Session, SessionState
 from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
 from bridge.prestart import Prestarts
@@ -39,113 +38,7 @@ from bridge.transports import client_mode, open_transport
 
 logger = logging.getLogger(__name__)
 
-STDERR_TAIL = 2000
 CLIENT_INFO = Implementation(name="mcp-chat-bridge", version=__version__)
-
-
-class SessionState(enum.StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    CLOSED = "closed"
-    GONE = "gone"
-
-
-class CallInfo(Protocol):
-    """A tool call in flight on a session (`bridge.toolcalls.ToolCall`): who caused it and where, so server requests
-    reach the right people."""
-
-    @property
-    def conversation(self) -> ConversationKey: ...
-
-    @property
-    def requester(self) -> Actor | None: ...
-
-    @property
-    def tool(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Callbacks:
-    """The client-side handlers for one session. Passing one declares the capability, so only pass what we serve."""
-
-    elicitation: ElicitationFnT | None = None
-    sampling: SamplingFnT | None = None
-    sampling_capabilities: SamplingCapability | None = None
-    list_roots: ListRootsFnT | None = None
-    logging: LoggingFnT | None = None
-    message_handler: MessageHandlerFnT | None = None
-    log_level: Any = None
-
-
-@dataclass(eq=False)
-class Session:
-    """One live MCP client and what the host needs to know about it."""
-
-    server: ServerConfig
-    conversation: ConversationKey | None
-    """None for a shared session."""
-    person: Actor | None = None  # whose account it uses: `per_user` servers only (one session per person)
-    last_conversation: ConversationKey | None = None  # where a sign-in prompt for its person goes
-    state: SessionState = SessionState.STARTING
-    client: Client | None = None
-    last_used: float = field(default_factory=time.monotonic)
-    calls: dict[str, CallInfo] = field(default_factory=dict)
-    stderr: IO[str] | None = None
-    error: str = ""
-    tools: dict[str, Any] | None = None
-    """The server's tools by name, fetched on first need (for approval rules and the agent)."""
-    call_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    """Held around each call on a legacy session: a 2025-11-25 server's request does not say which open call it
-    belongs to, so with two calls open its card could reach the wrong conversation or the wrong person."""
-    url_elicitations: dict[str, str] = field(default_factory=dict)
-    """Legacy URL elicitation ids (the server's) -> interaction ids, for notifications/elicitation/complete."""
-    borrowed: int = 0
-    """Commands using the client outside a tool call (a prompt waiting on its argument card): not idle."""
-
-    @property
-    def serial(self) -> bool:
-        return not self.modern
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.calls) or self.borrowed > 0
-    _closed: anyio.Event = field(default_factory=anyio.Event)
-    _finished: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def key(self) -> SessionKey:
-        return (self.conversation.id() if self.conversation else SHARED, self.server.name,
-                self.person.key if self.person else "")
-
-    @property
-    def protocol_version(self) -> str:
-        return self.client.protocol_version if self.client is not None else ""
-
-    @property
-    def modern(self) -> bool:
-        return self.protocol_version >= "2026-07-28"
-
-    async def wait_closed(self) -> None:
-        """Wait until this session's task has ended (closed, idle-reaped, or gone)."""
-        await self._finished.wait()
-
-    def stderr_tail(self) -> str:
-        if self.stderr is None:
-            return ""
-        try:
-            self.stderr.flush()
-            self.stderr.seek(0, 2)
-            size = self.stderr.tell()
-            self.stderr.seek(max(0, size - STDERR_TAIL))
-            return self.stderr.read().strip()
-        except (OSError, ValueError):
-            return ""
-
-    def context_for_request(self) -> CallInfo | None:
-        """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one."""
-        if not self.calls:
-            return None
-        return next(iter(self.calls.values()))
 
 
 CallbackFactory = Callable[[Session], Callbacks]
@@ -164,6 +57,9 @@ class SessionPool:
         """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
         self._sessions: dict[SessionKey, Session] = {}
         self._locks: dict[SessionKey, anyio.Lock] = {}
+        self._room_waiters: deque[anyio.Event] = deque()
+        """Who waits for room, first come first served: each session that stops being busy or closes wakes one."""
+        self._starting = 0
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
         self.prestarts: Prestarts | None = None
@@ -218,11 +114,23 @@ class SessionPool:
             session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
         return list(session.tools.values())
 
-    async def get(self, conversation: ConversationKey, server: str, person: Actor | None = None) -> Session:
+    async def tool(self, session: Session, name: str) -> Any:
+        """One of the session's tools by name (an `mcp.types.Tool`, or None), from the list fetched on first need;
+        fetched again once when the name is not in it (a tool added since must not slip past approval rules)."""
+        if session.tools is None or name not in session.tools:
+            assert session.client is not None
+            session.tools = {t.name: t for t in await catalog.all_tools(session.client)}
+        return session.tools.get(name)
+
+    async def get(self, conversation: ConversationKey, server: str, person: Actor | None = None, *,
+                  wait: float = 0.0) -> Session:
         """The ready session for this conversation, server and (for a `per_user` server) person, started if needed.
 
+        When the pool is full of busy sessions, wait up to `wait` seconds for one to become idle or close (a call
+        continued after a decision waits as long as it takes: `max_sessions` bounds running calls).
+
         Raises:
-            ServerUnavailable: no such server, it is disabled, or the pool is full of busy sessions.
+            ServerUnavailable: no such server, it is disabled, or the pool stayed full of busy sessions.
             ServerStartError: it could not be started; the message carries its stderr tail.
             AuthError: a `per_user` server and no known person, or its sign-in did not happen.
         """
@@ -234,25 +142,42 @@ class SessionPool:
         if not server_allowed(self._config, conversation, server):
             raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
         key = session_key(cfg, conversation, person)
-        async with self._locks.setdefault(key, anyio.Lock()):
-            session = self._sessions.get(key)
-            if session is not None and session.state is SessionState.READY:
-                session.last_used = time.monotonic()
-                session.last_conversation = conversation
-                return session
-            await self._make_room()
-            session = Session(cfg, None if cfg.scope == "shared" else conversation,
-                              person if personal(cfg) else None, conversation)
-            assert self._tg is not None
-            try:
-                await self._tg.start(self._run, session)
-            except (ServerStartError, AuthError):
-                raise
-            except Exception as exc:
-                raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
-                                       session.stderr_tail()) from exc
-            self._sessions[key] = session
+        session = self._sessions.get(key)
+        if session is not None and session.state is SessionState.READY:
+            session.last_used = time.monotonic()
+            session.last_conversation = conversation
             return session
+        lock = self._locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                return await self._start(key, cfg, conversation, person, wait)
+        finally:
+            if not lock.locked():  # nobody else holds or was handed it: one lock per conversation would pile up
+                self._locks.pop(key, None)
+
+    async def _start(self, key: SessionKey, cfg: ServerConfig, conversation: ConversationKey,
+                     person: Actor | None, wait: float) -> Session:
+        server = cfg.name
+        session = self._sessions.get(key)
+        if session is not None and session.state is SessionState.READY:
+            session.last_conversation = conversation
+            return session  # started by whoever held the lock before us
+        await self._make_room(wait)
+        session = Session(cfg, None if cfg.scope == "shared" else conversation,
+                          person if personal(cfg) else None, conversation)
+        assert self._tg is not None
+        self._starting += 1  # counted against max_sessions while it starts
+        try:
+            await self._tg.start(self._run, session)
+        except (ServerStartError, AuthError):
+            raise
+        except Exception as exc:
+            raise ServerStartError(server, f"{server} failed to start: {_describe(exc)}",
+                                   session.stderr_tail()) from exc
+        finally:
+            self._starting -= 1
+        self._sessions[key] = session
+        return session
 
     @asynccontextmanager
     async def borrow(self, conversation: ConversationKey, server: str,
@@ -265,7 +190,27 @@ class SessionPool:
             yield session.client
         finally:
             session.borrowed -= 1
-            session.last_used = time.monotonic()
+            self.released(session)
+
+    @contextmanager
+    def hold(self, session: Session) -> Iterator[Session]:
+        """Keep `session` busy (not closed for room or idleness) while the caller prepares to use it."""
+        session.borrowed += 1
+        try:
+            yield session
+        finally:
+            session.borrowed -= 1
+            self.released(session)
+
+    def released(self, session: Session) -> None:
+        """A call or a command stopped using `session`: it is idle from now if nothing else uses it."""
+        session.last_used = time.monotonic()
+        if not session.busy:
+            self._roomier()
+
+    def _roomier(self) -> None:
+        if self._room_waiters:
+            self._room_waiters.popleft().set()
 
     def mark_gone(self, session: Session, reason: str) -> None:
         """Drop a session whose server died; the next use starts a new one."""
@@ -338,19 +283,33 @@ class SessionPool:
             if session.stderr is not None:
                 session.stderr.close()
             session._finished.set()
+            self._roomier()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
         auth = self.auth(session) if self.auth is not None else None
         target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts)
         return target
 
-    async def _make_room(self) -> None:
-        if len(self._sessions) < self._config.max_sessions:
+    async def _make_room(self, wait: float) -> None:
+        with anyio.move_on_after(wait):
+            while len(self._sessions) + self._starting >= self._config.max_sessions:
+                idle = [s for s in self._sessions.values() if not s.busy]
+                if idle:
+                    await self.close(min(idle, key=lambda s: s.last_used))
+                else:
+                    woken = anyio.Event()
+                    self._room_waiters.append(woken)
+                    try:
+                        await woken.wait()
+                    except BaseException:
+                        # Given up (timed out, cancelled): out of the queue, and a wake-up it got goes to the next.
+                        if woken.is_set():
+                            self._roomier()
+                        else:
+                            self._room_waiters.remove(woken)
+                        raise
             return
-        idle = sorted((s for s in self._sessions.values() if not s.busy), key=lambda s: s.last_used)
-        if not idle:
-            raise ServerUnavailable("The bridge is at its session limit and every session is busy; try again shortly.")
-        await self.close(idle[0])
+        raise ServerUnavailable("The bridge is at its session limit and every session is busy; try again shortly.")
 
     async def _reap_idle(self) -> None:
         interval = max(1.0, min(self._config.idle_timeout / 2, 30.0))

@@ -58,12 +58,13 @@ class FakeChatPort:
         """User ids `members` reports for every conversation (None: the platform cannot say)."""
         self.groups: dict[str, frozenset[str]] = {}
         self.fail_posts = False
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None
         self._ids = itertools.count(1)
 
     def _notify_change(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._changed is not None:  # made only while a test waits, so a long bench pays nothing for it
+            self._changed.set()
+            self._changed = None
 
     async def wait_for(self, check: Callable[[], T | None]) -> T:
         """Wait until `check()` returns something other than None (wrap in `anyio.fail_after`)."""
@@ -71,6 +72,8 @@ class FakeChatPort:
             value = check()
             if value is not None:
                 return value
+            if self._changed is None:
+                self._changed = anyio.Event()
             await self._changed.wait()
 
     async def wait_card(self, kind: str | None = None, index: int = 0) -> Interaction:

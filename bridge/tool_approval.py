@@ -1,9 +1,11 @@
 """Tool approval: a risky tool call waits for a person (or several) before it runs.
 
 The fourth handler of the table, asked by the tool-call owner before it sends `tools/call` (rather than by a
-server). `answer` returns None to go ahead, or the tool error the caller (a person, or the agent) reads instead.
-The channel's rules come first, then the server's; a grant given earlier ("Allow in this channel until revoked")
-lets the call through without a card, with an audit row naming it, except where the rule needs several approvers.
+server). `required` is the cheap check made for every call: the configured rules (the channel's, then the server's)
+first, then the tool's annotations from the session's cached tool list. `answer` posts the card and returns None to go
+ahead, or the tool error the caller (a person, or the agent) reads instead. A grant given earlier ("Allow in this
+channel until revoked") lets the call through without a card, with an audit row naming it, except where the rule needs
+several approvers.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextCont
 
 from bridge.config import Config
 from bridge.grants import Grants, offers
-from bridge.model import Detail, Kind, Status
-from bridge.policy import approver_rule, mask_arguments, tool_needs_approval
+from bridge.mcp_session import Session
+from bridge.model import ConversationKey, Detail, Kind, Status
+from bridge.policy import approver_rule, configured_verdict, mask_arguments, needs_approval
 from bridge.presentation import describe_outcome
 from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_id, new_interaction
 from bridge.sessions import SessionPool
@@ -28,19 +31,33 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         self._pool = pool
         self._grants = grants
 
+    def known(self, session: Session, conversation: ConversationKey, tool_name: str) -> bool | None:
+        """Whether calling `tool_name` needs approval, when that is known without asking the server (the rules
+        decide, or the tool is in the session's cached list); None when the tool list must be fetched."""
+        by_rule = configured_verdict(self._config, conversation, session.server, tool_name)
+        if by_rule is not None:
+            return by_rule  # the rules decide: the tool list is not needed
+        tool = session.tools.get(tool_name) if session.tools is not None else None
+        return None if tool is None else needs_approval((), tool_name, tool.annotations)
+
+    async def required(self, session: Session, conversation: ConversationKey, tool_name: str) -> bool:
+        """Whether calling `tool_name` on `session` needs a person's approval first."""
+        known = self.known(session, conversation, tool_name)
+        if known is not None:
+            return known
+        tool = await self._pool.tool(session, tool_name)
+        return needs_approval((), tool_name, tool.annotations if tool else None)
+
     async def answer(self, ctx: RequestContext, params: CallToolRequestParams) -> CallToolResult | ErrorData | None:
         server, tool_name = ctx.server.name, params.name
         cfg = self._config.servers.get(server)
         if cfg is None or cfg.disabled:
             return None  # the pool reports it
-        tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, person=ctx.requester)}
-        if tool_name not in tools:
-            # A tool added since the list was fetched must not slip past the rules because we know nothing of it.
-            tools = {t.name: t for t in await self._pool.list_tools(ctx.conversation, server, person=ctx.requester,
-                                                                        fresh=True)}
-        tool = tools.get(tool_name)
-        if not tool_needs_approval(self._config, ctx.conversation, cfg, tool_name, tool.annotations if tool else None):
-            return None
+        session = await self._pool.get(ctx.conversation, server, ctx.requester)
+        with self._pool.hold(session):
+            if not await self.required(session, ctx.conversation, tool_name):
+                return None
+            tool = await self._pool.tool(session, tool_name)
         quorum = approver_rule(cfg, Kind.TOOL, tool_name).required > 1
         grant = None if quorum else await self._grants.find("tool", server, tool_name, ctx.conversation)
         if grant is not None:

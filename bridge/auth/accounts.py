@@ -25,9 +25,10 @@ from bridge.auth.tokens import VaultStorage
 from bridge.broker import Broker
 from bridge.config import Config
 from bridge.errors import CommandError, ConfigError, TokenStoreError
+from bridge.mcp_session import Session
 from bridge.model import Actor
 from bridge.outbound import Outbound
-from bridge.sessions import Session, SessionPool
+from bridge.sessions import SessionPool
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import anyio
 
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome
-from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction
+from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, Unreadable
 
-__all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction"]
+__all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction", "Unreadable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,9 @@ class Reaped:
     decided: tuple[StoredInteraction, ...] = ()
     """Posted cards they decided shortly before their lease lapsed: they may have died between the claim and
     bringing the card to its final state, so the reaper shows it again."""
+    unreadable: tuple[Unreadable, ...] = ()
+    """Their open interactions and pending calls that cannot be read back: closed (`close_unreadable`), audited and
+    told."""
 
 
 @dataclass(slots=True)
@@ -94,8 +97,9 @@ class AsyncStore(Protocol):
 
     # -- interactions ------------------------------------------------------------------------------------------------
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
-                               input_key: str | None = None) -> None:
-        """Store a new open interaction, owned by this worker, with its deadline."""
+                               input_key: str | None = None, parked: bool = False) -> None:
+        """Store a new open interaction, owned by this worker, with its deadline. `parked`: no task will wait on it
+        (its end is claimed with `claim_parked`)."""
         ...
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None: ...
@@ -105,14 +109,27 @@ class AsyncStore(Protocol):
         written) when it was no longer open: someone else's decision, expiry or cancellation came first."""
         ...
 
+    async def claim_parked(self, interaction: Interaction, outcome: Outcome, detail: str,
+                           pending_call: str) -> tuple[bool, bool]:
+        """`claim` for a card of a stored 2026 call's round: (won, last). `last`: this claim won and answered the
+        round's last open card while the call is still stored; the call then belongs to this worker, which continues
+        it. Exactly one claim of a round is last, across workers. One durable commit, as `claim`."""
+        ...
+
     async def forget_cards(self, platform: str) -> int:
         """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
         platform whose cards do not outlive the process (a terminal). Returns how many."""
         ...
 
+    # Rows that cannot be read back are left out of what these return (`reap_workers` hands them over apart).
     async def interaction(self, interaction_id: str) -> StoredInteraction | None: ...
     async def open_interactions(self) -> list[StoredInteraction]: ...
     async def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]: ...
+
+    async def close_unreadable(self, row: Unreadable, reason: str) -> None:
+        """End a row that cannot be read back: an open interaction as failed with its audit row, a pending call
+        deleted."""
+        ...
 
     async def decided(self, interaction_ids: Collection[str]) -> set[str]:
         """Which of these are no longer open (the polling fallback for `decisions()`)."""
@@ -144,6 +161,7 @@ class AsyncStore(Protocol):
 
     # -- pending 2026 calls ------------------------------------------------------------------------------------------
     async def save_pending_call(self, call: PendingCall) -> None: ...
+    async def pending_call(self, call_id: str) -> PendingCall | None: ...
     async def delete_pending_call(self, call_id: str) -> None: ...
     async def pending_calls(self) -> list[PendingCall]: ...
 

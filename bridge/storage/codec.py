@@ -28,7 +28,7 @@ from bridge.model import (
 )
 from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
-INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id"
+INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id, parked"
 PENDING_COLUMNS = "id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
 AUDIT_COLUMNS = ", ".join(chain.FIELDS)
 
@@ -87,11 +87,11 @@ def load_interaction(text: str) -> Interaction:
 
 def stored_interaction(row: Sequence[Any]) -> StoredInteraction:
     """A row of `INTERACTION_COLUMNS`."""
-    body, status, card, pending_call, input_key, outcome, interaction_id = row
+    body, status, card, pending_call, input_key, outcome, interaction_id, parked = row
     return StoredInteraction(
         interaction=load_interaction(body), status=Status(status),
         card=CardRef(interaction_id, json.loads(card)) if card else None,
-        pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome),
+        pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome), parked=bool(parked),
     )
 
 

@@ -114,6 +114,14 @@ def _v4(real: str) -> tuple[str, ...]:
     )
 
 
+def _v5() -> tuple[str, ...]:
+    return (
+        # Parked cards (no task waits on them): whoever claims the last open card of a parked call's round continues
+        # the call, on any worker.
+        "ALTER TABLE interactions ADD COLUMN parked INTEGER NOT NULL DEFAULT 0",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -126,6 +134,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v3("REAL", "", "BLOB"),
               _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA")),
     Migration(4, "running calls", _v4("REAL"), _v4("DOUBLE PRECISION")),
+    Migration(5, "parked cards", _v5(), _v5()),
 )
 LATEST = MIGRATIONS[-1].version
 

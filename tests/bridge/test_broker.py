@@ -22,6 +22,7 @@ from bridge.presentation import describe_outcome
 from bridge.routing import Routing
 from bridge.storage import SqlStore, open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
+from bridge.waiter import Parked
 
 pytestmark = pytest.mark.anyio
 
@@ -191,16 +192,22 @@ async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restar
         tg.cancel_scope.cancel()
     again = Broker(store, lambda _: chat)  # the same store, a new broker: as after a restart
     results: list[Outcome] = []
+    done = anyio.Event()
 
-    async def resume() -> None:
-        results.append(await again.resume(item, None))
+    async def on_parked(call_id: str, key: str, outcome: Outcome, last: bool) -> None:
+        results.append(outcome)
+        done.set()
 
+    again.on_parked = on_parked
     async with anyio.create_task_group() as tg:
-        tg.start_soon(resume)
+        await tg.start(again.run)
+        await again.repark(item, None, "call-1", "k")
         opened = await again.wait_open(item.id)
         assert opened.approvals == (CAROL,)
         assert again.decide_nowait(DecisionIn(item.id, CAROL, "accept")).verdict is Verdict.REFUSED
         assert again.decide_nowait(DecisionIn(item.id, ALICE, "accept")).verdict is Verdict.CLAIMED
+        await done.wait()
+        tg.cancel_scope.cancel()
     assert results[0].approvals == (CAROL, ALICE)
 
 
@@ -251,4 +258,30 @@ async def test_a_claim_answered_at_once_that_then_loses_is_told_as_late() -> Non
         assert b.decide_nowait(DecisionIn(item.id, ALICE, "accept", {"n": 3})).verdict is Verdict.CLAIMED
     assert item.id not in chat.finished  # the card is the winner's to finish
     assert chat.notices == [(ALICE, "That request was already expired.")]
+    assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]
+
+
+async def test_a_parked_request_holds_no_task_and_expires_on_the_broker_s_one_timer() -> None:
+    b, chat, store = await broker()
+    item = interaction(3600)
+    ended: list[tuple[str, str, Outcome]] = []
+    done = anyio.Event()
+
+    async def on_parked(call_id: str, key: str, outcome: Outcome, last: bool) -> None:
+        ended.append((call_id, key, outcome))
+        done.set()
+
+    b.on_parked = on_parked
+    async with anyio.create_task_group() as tg:
+        await tg.start(b.run)
+        with pytest.raises(Parked):
+            await b.ask(item, pending_call="call-1", input_key="k", park=True)
+        assert b.statistics() == {"open": 1, "parked": 1} and item.id not in chat.finished
+        started = anyio.current_time()
+        await done.wait()
+        assert anyio.current_time() - started > 3590  # virtual seconds: the one timer moved with the clock
+        tg.cancel_scope.cancel()
+    [(call_id, key, outcome)] = ended
+    assert (call_id, key, outcome.status) == ("call-1", "k", Status.EXPIRED)
+    assert chat.finished[item.id].status is Status.EXPIRED  # the card was finished before the call went on
     assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 from mcp.types import CallToolResult, TextContent
 
 from bridge.auth.tokens import VaultStorage
@@ -51,6 +52,17 @@ def text(result: CallToolResult | None) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
     return block.text
+
+
+def start_whoami(tg: TaskGroup, host: Host, person: Actor) -> list[CallToolResult | None]:
+    """The person's `whoami` call in the background; its result is in the list once the call ends."""
+    results: list[CallToolResult | None] = []
+
+    async def call() -> None:
+        results.append(await host.calls.run(CHANNEL, person, "s", "whoami", {}))
+
+    tg.start_soon(call)
+    return results
 
 
 async def connect_card(chat: FakeChatPort, person: Actor) -> Interaction:
@@ -101,12 +113,7 @@ async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_stat
     async with bridge(web) as (host, chat, http):
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
-                result: list[CallToolResult | None] = []
-
-                async def call() -> None:
-                    result.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
-
-                tg.start_soon(call)
+                result = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
                 refused = await host.decide(DecisionIn(card.id, CY, "decline"))
                 state = card.url.split("state=", 1)[1].split("&", 1)[0]
@@ -209,3 +216,27 @@ async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token
     assert [text(r)[-7:] for r in results] == ["for ada"] * 3
     assert cards_after_refresh == 1 and len(chat.cards) == 2
     assert web.provider.counts["refresh"] == 2 and web.provider.counts["authorize"] == 2
+
+
+async def test_a_parked_call_continues_on_its_requester_s_own_session(web: Site) -> None:
+    async with bridge(web) as (host, chat, _):
+        async def connect(person: Actor, user: str) -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host.calls.run, CHANNEL, person, "s", "whoami", {})
+                await sign_in((await connect_card(chat, person)).url, user)
+
+        with anyio.fail_after(30):
+            await connect(ADA, "ada")
+            await connect(BOB, "bob")
+            assert await host.calls.run(CHANNEL, ADA, "s", "whoami_asking", {}, park=True) is None  # parked
+            card = await chat.wait_for(lambda: next((c for c in chat.cards.values() if c.message == "Say a word"),
+                                                    None))
+            assert host.calls.rounds.parked  # nothing waits for the card: no task, no session held for it
+            for session in host.pool.sessions():
+                await host.pool.close(session)  # as the idle reaper would while she thinks
+            await host.decide(DecisionIn(card.id, ADA, "accept", {"word": "hello"}))
+            said = await chat.wait_message("s.whoami_asking:")
+            sessions = [s.key for s in host.pool.sessions()]
+    assert said.endswith("hello for ada")  # continued with her own account, not Bob's, and not refused
+    assert sessions == [(CHANNEL.id(), "s", ADA.key)]
+    assert web.provider.counts["authorize"] == 2  # no new sign-in: her stored token

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult
 
 from bridge.auth.tokens import VaultStorage
 from bridge.model import Actor, Status
-from tests.bridge.test_connect import ADA, CHANNEL, bridge, connect_card, text
+from tests.bridge.test_connect import ADA, CHANNEL, bridge, connect_card, start_whoami, text
 from tests.servers.signin import Site, get, sign_in, site
 
 pytestmark = pytest.mark.anyio
@@ -40,12 +40,7 @@ async def test_a_refusal_at_the_consent_screen_is_told_in_plain_words_to_the_bro
     async with bridge(web) as (host, chat, _):
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
-                results: list[CallToolResult | None] = []
-
-                async def call() -> None:
-                    results.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
-
-                tg.start_soon(call)
+                results = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
                 page = await follow_back(card.url)
             outcome = await chat.wait_finished(card.id)
@@ -63,12 +58,7 @@ async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words_to_the_b
     async with bridge(web) as (host, chat, _):
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
-                results: list[CallToolResult | None] = []
-
-                async def call() -> None:
-                    results.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
-
-                tg.start_soon(call)
+                results = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
                 visit = await sign_in(card.url, "ada")
             outcome = await chat.wait_finished(card.id)

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
+from bridge.storage import open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.servers.flood import flood_server
 from tests.servers.inline import form_server
@@ -177,3 +178,26 @@ async def test_a_long_result_is_shortened_in_chat_and_shown_whole_on_request(pro
     assert len(whole.split("\n… [")[0]) == 200_000
     assert "300000 more characters not kept" in whole
     assert refused
+
+
+async def test_cards_taken_up_after_a_restart_count_against_the_bounds(store_target: str) -> None:
+    config = config_for({"flood": flood_server()}, server_protocol="auto",
+                        limits=replace(Limits(), open_cards_per_conversation=1))
+    host, chat = await host_for(config, await open_store(store_target))
+    async with host:
+        await call(host, "one", who=ALICE)
+        with anyio.fail_after(20):
+            card = await chat.wait_card()
+    await host.store.aclose()
+    again, chat2 = await host_for(config, await open_store(store_target))
+    async with again:
+        with anyio.fail_after(20):
+            await again.wait_open(card.id)  # parked again, and counted
+            await call(again, "one", who=BOB)
+            failure = await chat2.wait_message("was not continued")
+            await again.decide(DecisionIn(card.id, ALICE, "cancel"))  # once it ends, there is room again
+            await chat2.wait_message("flood.one:")
+            await call(again, "one", who=BOB)
+            await chat2.wait_card()
+    await again.store.aclose()
+    assert "this conversation already has 1 open requests" in failure

@@ -140,7 +140,7 @@ def assert_no_token_in(site: Site, *texts: str) -> None:
 async def test_sign_in_at_the_terminal_once_then_the_encrypted_token_is_used(site: Site) -> None:
     listed = await run_cli(["tools", "-c", str(site.config), "s", "--json"], site.env)
     assert listed.code == 0, listed.err
-    assert [t["name"] for t in json.loads(listed.out)] == ["whoami"]
+    assert [t["name"] for t in json.loads(listed.out)] == ["whoami", "whoami_asking"]
     assert len(listed.links) == 1
     link = urlsplit(listed.links[0])
     assert f"s needs you to sign in (OAuth, at {link.hostname})." in listed.err

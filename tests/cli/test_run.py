@@ -16,7 +16,12 @@ import httpx2
 import pytest
 import yaml
 
-from bridge.storage import open_store
+from bridge.forms import Field, FieldKind, Option, approval_form
+from bridge.model import Actor, ConversationKey, Kind, ServerLabel
+from bridge.request_context import RequestContext, new_interaction
+from bridge.storage import AuditRow, open_store
+from bridge.storage.driver import Row
+from tests.storage.legacy_store import Store as LegacyStore
 
 
 def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Popen[str], queue.Queue[str], Path,
@@ -135,3 +140,115 @@ def test_a_second_run_on_the_same_store_is_refused_in_one_line(tmp_path: Path) -
     assert second.returncode == 2
     assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
     assert f"is in use by process {proc.pid}" in second.stderr
+
+
+def finish(proc: subprocess.Popen[str], reader: threading.Thread, sig: int = signal.SIGTERM) -> str:
+    """Stop a `run` process with `sig`; its stderr."""
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    reader.join(timeout=10)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        assert pipe is not None
+        pipe.close()
+    return err
+
+
+def type_line(proc: subprocess.Popen[str], *lines: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write("".join(f"{line}\n" for line in lines))
+    proc.stdin.flush()
+
+
+def test_after_kill_9_the_console_shows_the_2026_card_again_and_its_answer_reaches_the_server(tmp_path: Path) -> None:
+    proc, lines, db, reader = start(tmp_path, "auto")
+    type_line(proc, "!mcp call demo plan_trip")
+    wait_line(lines, "asks you to fill in a form")
+    finish(proc, reader, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+
+    again, lines, _db, reader = start(tmp_path, "auto")
+    try:
+        wait_line(lines, "asks you to fill in a form")  # the resumed card, shown again on the console
+        type_line(again, "Ada", "ada@example.com", "", "2026-12-01", "", "", "", "", "", "2", "", "", "", "accept")
+        done = wait_line(lines, "Trip planned with:")
+    finally:
+        err = finish(again, reader)
+    assert '"name": "Ada"' in done and "Traceback" not in err
+    assert anyio.run(count, db, "pending_calls") == anyio.run(count, db, "interactions WHERE status = 'open'") == 0
+    assert [row.outcome for row in anyio.run(audit_rows, db, None)] == ["accepted"]
+
+
+def test_a_legacy_call_running_when_the_bridge_is_killed_is_reported_as_interrupted(tmp_path: Path) -> None:
+    proc, lines, db, reader = start(tmp_path, "legacy")
+    type_line(proc, '!mcp call demo count_down {"steps": 50, "seconds": 5}')
+    wait_line(lines, "to go")  # running at the server, with no card open
+    finish(proc, reader, signal.SIGKILL)
+
+    again, lines, _db, reader = start(tmp_path, "legacy")
+    try:
+        told = wait_line(lines, "demo.count_down was interrupted")
+    finally:
+        finish(again, reader)
+    assert "run it again" in told
+    assert anyio.run(count, db, "running_calls") == 0
+
+
+def test_a_second_run_touches_nothing_of_the_first_s_open_legacy_card(tmp_path: Path) -> None:
+    proc, lines, db, reader = start(tmp_path, "legacy")
+    try:
+        type_line(proc, "!mcp call demo plan_trip")
+        wait_line(lines, "asks you to fill in a form")
+        second = subprocess.run([sys.executable, "-m", "bridge.cli", "run", "-c", str(tmp_path / "bridge.yaml")],
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+        assert second.returncode == 2 and f"is in use by process {proc.pid}" in second.stderr
+        type_line(proc, "Ada", "ada@example.com", "", "2026-12-01", "", "", "", "", "", "2", "", "", "", "accept")
+        wait_line(lines, "Trip planned with:")  # the first bridge's card was still open, and its answer counted
+    finally:
+        finish(proc, reader)
+    assert [row.outcome for row in anyio.run(audit_rows, db, None)] == ["accepted"]  # never also "cancelled"
+
+
+def test_a_stored_card_this_bridge_cannot_rebuild_is_closed_and_the_start_goes_on(tmp_path: Path) -> None:
+    """What a poison card left by a crash (an older bridge's, or one built from duplicate options) does to `run`."""
+    console = ConversationKey("console", "local", "terminal")
+    me = Actor("console", "me", "me")
+    field = Field("name", FieldKind.CHOICE, "name", required=True, options=(Option("ada", "ada"),))
+    card = new_interaction(RequestContext(console, ServerLabel("demo"), me, frozenset({me.key})), Kind.FORM,
+                           "The prompt greet needs name.", form=approval_form([field]), timeout=600)
+    # Written by the synchronous store of the release before (a file the bridge adopts in place).
+    store = LegacyStore(tmp_path / "bridge.db")
+    store.save_interaction(card)
+    # As stored by a bridge whose form model took what this one refuses.
+    store._db.execute("UPDATE interactions SET body = json_set(body, '$.schema.properties.name', json(?))"
+                      " WHERE id = ?", ('{"type": "array"}', card.id))
+    store.close()
+    proc, lines, db, reader = start(tmp_path, "auto")
+    try:
+        told = wait_line(lines, "could not be restored after the restart")
+        type_line(proc, "!mcp call demo echo {\"message\": \"still here\"}")
+        wait_line(lines, "still here")
+    finally:
+        err = finish(proc, reader)
+    assert proc.returncode == 0 and "Traceback" not in err and card.id in told
+    [row] = anyio.run(audit_rows, db, card.id)
+    assert row.outcome == "failed" and anyio.run(count, db, "interactions WHERE status = 'open'") == 0
+
+
+async def audit_rows(db: Path, interaction_id: str | None) -> list[AuditRow]:
+    store = await open_store(db)
+    try:
+        return await store.audit_rows(interaction_id)
+    finally:
+        await store.aclose()
+
+
+async def count(db: Path, where: str) -> int:
+    """Rows of a table (whoever's: the store's own reads are this worker's only)."""
+    store = await open_store(db)
+    try:
+        rows: list[Row] = await store.driver.fetch(f"SELECT count(*) FROM {where}")
+        return int(rows[0][0])
+    finally:
+        await store.aclose()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("crashy")
 
@@ -15,6 +16,14 @@ def crash() -> str:
     """Die mid-call, leaving a last word on stderr."""
     print("fatal: the flux capacitor overheated", file=sys.stderr, flush=True)
     os._exit(3)
+
+
+@server.tool()
+async def hang(ctx: Context) -> str:
+    """Report that it started, then never finish."""
+    await ctx.report_progress(0, 1, "hanging")
+    await anyio.sleep_forever()
+    return "never"
 
 
 @server.tool()

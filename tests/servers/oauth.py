@@ -28,11 +28,13 @@ from mcp.server.auth.provider import (
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.types import ElicitRequestFormParams, InputRequiredResult
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from bridge.demo_server import ask
 from tests.servers.serving import base_url
 
 SCOPE = "mcp"
@@ -177,5 +179,15 @@ def protected_server(provider: Provider, sock: socket.socket) -> Any:
         """Who the bearer token belongs to."""
         token = get_access_token()
         return f"client {token.client_id} for {token.subject}" if token else "nobody"
+
+    @server.tool()
+    async def whoami_asking(ctx: Context) -> str | InputRequiredResult:
+        """Ask for a word (a 2026 client gets input_required), then say it and whose token brought the answer."""
+        answer = await ask(ctx, "word", ElicitRequestFormParams(message="Say a word", requested_schema={
+            "type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        token = get_access_token()
+        return f"{(answer.content or {}).get('word')} for {token.subject if token else 'nobody'}"
 
     return server.streamable_http_app()

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS audit (
     detail TEXT NOT NULL DEFAULT '',
     hash TEXT
 );
+CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id);
 CREATE TABLE IF NOT EXISTS interactions (
     id TEXT PRIMARY KEY,
     conversation TEXT NOT NULL,
@@ -54,6 +55,14 @@ CREATE TABLE IF NOT EXISTS interactions (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS interactions_open ON interactions (status);
+CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at);
+CREATE TABLE IF NOT EXISTS running_calls (
+    id TEXT PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    started_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS pending_calls (
     id TEXT PRIMARY KEY,
     conversation TEXT NOT NULL,
@@ -238,6 +247,10 @@ class Store:
 
     def delete_pending_call(self, call_id: str) -> None:
         self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
+
+    def record_running_call(self, call_id: str, conversation: ConversationKey, server: str, tool: str) -> None:
+        self._write("INSERT OR REPLACE INTO running_calls (id, conversation, server, tool, started_at)"
+                    " VALUES (?,?,?,?,?)", (call_id, conversation.id(), server, tool, time.time()))
 
     def pending_calls(self) -> list[PendingCall]:
         rows = self._db.execute(

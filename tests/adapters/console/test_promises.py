@@ -97,7 +97,8 @@ async def test_a_piped_script_still_answers_in_order_while_commands_run() -> Non
 
 async def test_show_prints_the_link_of_a_url_request_and_the_fields_of_a_form() -> None:
     out, _ = await console(["!mcp call demo connect_account", after(r"\[id ([0-9a-f]+),", "!mcp show {0}"),
-                            after(r"(Host: auth.example.com\n)", "cancel"),
+                            # `show`'s own lines (the card has them too, indented): answer only once it printed.
+                            after(r"(?m)^(URL: \S+\nHost: auth\.example\.com\n)", "cancel"),
                             "!mcp call demo plan_trip", after(r"\[id ([0-9a-f]+), expires in 10m\]\n│ Where",
                                                               "!mcp show {0}"),
                             after(r"(Fields:)", "!cancel")])

@@ -1,0 +1,194 @@
+"""Parked 2026 waits: a form waiting for a person holds no task, no session and no server process; the decision
+continues the call on a session from the pool. Legacy calls keep their session, as the protocol requires."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+
+from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
+from bridge.config import ServerConfig
+from bridge.host import Host
+from bridge.limits import Limits
+from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = Path(__file__).parent.parent / "servers" / "mrtr_stdio.py"
+
+
+def person(conversation: ConversationKey) -> Actor:
+    return Actor("test", f"U-{conversation.channel}", f"Person {conversation.channel}")
+
+
+def book(conversation: ConversationKey) -> MessageIn:
+    return MessageIn(conversation, person(conversation), f"call bench book {json.dumps({'tag': conversation.id()})}",
+                     explicit_command=True)
+
+
+def results(chat: FakeChatPort) -> dict[str, Any]:
+    """Reported results by the tag the call was made with."""
+    out: dict[str, Any] = {}
+    for message in chat.messages:
+        if message.text.startswith("bench.book:\n"):
+            data = json.loads(message.text.split("\n", 1)[1])
+            out[data["tag"]] = data
+    return out
+
+
+def all_results(chat: FakeChatPort, n: int) -> dict[str, Any] | None:
+    found = results(chat)
+    return found if len(found) == n else None
+
+
+async def decide_all(host: Host, chat: FakeChatPort) -> None:
+    for card in list(chat.cards.values()):
+        tag = tag_of(card)
+        result = await host.decide(DecisionIn(card.id, person(ConversationKey.from_id(tag)), "accept",
+                                              answer_for(tag)))
+        assert result.verdict is Verdict.CLAIMED
+
+
+async def test_a_parked_form_holds_no_task_and_no_session() -> None:
+    conversations = [ConversationKey("test", "W1", f"C{i}", "T1") for i in range(20)]
+    host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="auto"))
+    async with host:
+        with anyio.fail_after(10):
+            await host.resumed.wait()
+        tasks_before = len(anyio.get_running_tasks())
+        with anyio.fail_after(30):
+            for conversation in conversations:
+                await host.run_message(book(conversation))  # returns once the card is posted and the call parked
+        assert len(chat.cards) == 20 and host.broker.statistics()["parked"] == 20
+        assert all(not session.busy for session in host.pool.sessions())
+        for session in host.pool.sessions():
+            await host.pool.close(session)  # idle: nothing needs it while people think
+        assert host.pool.sessions() == []
+        assert len(anyio.get_running_tasks()) == tasks_before
+        assert len(host.calls.rounds.parked) == 20 and await host.store.running_calls() != []
+        with anyio.fail_after(30):
+            await decide_all(host, chat)
+            done = await chat.wait_for(lambda: all_results(chat, 20))
+    assert {tag: data["content"] for tag, data in done.items()} == {c.id(): answer_for(c.id()) for c in conversations}
+    assert host.calls.rounds.parked == {} and await host.store.pending_calls() == []
+    assert await host.store.running_calls() == []
+
+
+async def test_300_parked_forms_with_max_sessions_10_all_complete() -> None:
+    conversations = [ConversationKey("test", "W1", f"C{i:03d}", "T1") for i in range(300)]
+    # 300 requests from one server within a minute: above the default flood bound, which is not what is tested here.
+    limits = replace(Limits(), server_requests_per_minute=1000)
+    host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="auto", max_sessions=10,
+                                     limits=limits))
+    async with host:
+        for conversation in conversations:
+            await host.handle_message(book(conversation))
+        with anyio.fail_after(120):
+            await chat.wait_for(lambda: len(chat.cards) == 300 or None)
+            assert host.broker.statistics()["parked"] == 300
+            assert len(host.pool.sessions()) <= 10
+            await decide_all(host, chat)
+            done = await chat.wait_for(lambda: all_results(chat, 300))
+    assert all(done[c.id()]["content"] == answer_for(c.id()) for c in conversations)
+    assert not [m.text for m in chat.messages if "session limit" in m.text]
+
+
+async def test_a_stdio_server_may_exit_while_the_person_thinks() -> None:
+    server = ServerConfig(name="forms", command=sys.executable, args=(str(SCRIPT),), protocol="auto")
+    host, chat = await host_for(config_for({"forms": server}, idle_timeout=0.3))
+    async with host:
+        await host.handle_message(MessageIn(ROOM, ALICE, 'call forms book {"tag": "x"}', explicit_command=True))
+        with anyio.fail_after(30):
+            card = await chat.wait_card()
+            [session] = host.pool.sessions()
+            process = next(p for p in psutil.Process().children(recursive=True) if str(SCRIPT) in p.cmdline())
+            await session.wait_closed()  # the idle reaper closed it: nothing was holding it
+            await anyio.to_thread.run_sync(process.wait)
+            assert not process.is_running()
+            await host.decide(DecisionIn(card.id, ALICE, "accept", {"guests": 5}))
+            text = await chat.wait_message("forms.book:\n")
+    data = json.loads(text.split("\n", 1)[1])
+    assert data["content"] == {"guests": 5} and data["pid"] != process.pid and len(chat.cards) == 1
+
+
+async def test_a_legacy_call_keeps_its_session_while_its_card_waits() -> None:
+    host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="legacy"))
+    async with host:
+        await host.handle_message(book(ROOM))
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            [session] = host.pool.sessions()
+            assert session.busy and host.broker.statistics()["parked"] == 0
+            await host.decide(DecisionIn(card.id, person(ROOM), "accept", answer_for(ROOM.id())))
+            await chat.wait_for(lambda: results(chat) or None)
+    assert card.form.schema == SMALL_FORM
+
+
+async def test_tool_rules_that_decide_skip_the_tool_list() -> None:
+    config = config_for({"bench": bench_server()}, server_protocol="auto", server_tool_rules=(("book", "never"),))
+    host, chat = await host_for(config)
+    async with host:
+        await host.handle_message(book(ROOM))
+        with anyio.fail_after(10):
+            await chat.wait_card()
+        [session] = host.pool.sessions()
+        assert session.tools is None  # no tools/list was needed to know the call needs no approval
+
+
+def two_forms_server() -> MCPServer:
+    """One round with two questions; a schema outside the subset for the second when `bad` is set."""
+    server = MCPServer("pair")
+
+    def form(name: str, kind: str = "string") -> ElicitRequest:
+        schema = {"type": "object", "properties": {name: {"type": kind}}, "required": [name]}
+        return ElicitRequest(params=ElicitRequestFormParams(message=f"{name}?", requested_schema=schema))
+
+    @server.tool()
+    async def pair(ctx: Context, bad: bool = False) -> str | InputRequiredResult:
+        """Ask two things at once."""
+        answers = ctx.input_responses or {}
+        if {"a", "b"} <= set(answers):
+            return json.dumps({k: v.content for k, v in answers.items() if isinstance(v, ElicitResult)})
+        return InputRequiredResult(input_requests={"a": form("a"), "b": form("b", "object" if bad else "string")},
+                                   request_state="pair")
+
+    return server
+
+
+@pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
+async def test_a_round_with_two_parked_cards_goes_on_after_the_last_answer(order: tuple[str, str]) -> None:
+    host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
+    async with host:
+        await host.run_message(MessageIn(ROOM, ALICE, "call pair pair", explicit_command=True))
+        with anyio.fail_after(10):
+            cards = {c.message.rstrip("?"): c for c in chat.cards.values()}
+            assert set(cards) == {"a", "b"} and host.broker.statistics()["parked"] == 2
+            await host.decide(DecisionIn(cards[order[0]].id, ALICE, "accept", {order[0]: "first"}))
+            await chat.wait_finished(cards[order[0]].id)
+            assert not [m for m in chat.messages if m.text.startswith("pair.pair:")]  # still waiting for the other
+            await host.decide(DecisionIn(cards[order[1]].id, ALICE, "accept", {order[1]: "second"}))
+            text = await chat.wait_message("pair.pair:\n")
+    assert json.loads(text.split("\n", 1)[1]) == {order[0]: {order[0]: "first"}, order[1]: {order[1]: "second"}}
+
+
+async def test_a_refused_question_withdraws_the_parked_card_of_the_same_round() -> None:
+    host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
+    async with host:
+        await host.run_message(MessageIn(ROOM, ALICE, 'call pair pair {"bad": true}', explicit_command=True))
+        with anyio.fail_after(10):
+            card = await chat.wait_card()
+            outcome = await chat.wait_finished(card.id)
+            failure = await chat.wait_message("was not continued")
+    assert outcome.status is Status.CANCELLED and "ended without this answer" in outcome.reason
+    assert "Unsupported requestedSchema" in failure
+    assert host.calls.rounds.parked == {} and await host.store.pending_calls() == []
