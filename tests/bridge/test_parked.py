@@ -12,8 +12,6 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
 from bridge.config import ServerConfig
@@ -21,6 +19,7 @@ from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from tests.servers.inline import two_forms_server
 
 pytestmark = pytest.mark.anyio
 
@@ -143,26 +142,6 @@ async def test_tool_rules_that_decide_skip_the_tool_list() -> None:
             await chat.wait_card()
         [session] = host.pool.sessions()
         assert session.tools is None  # no tools/list was needed to know the call needs no approval
-
-
-def two_forms_server() -> MCPServer:
-    """One round with two questions; a schema outside the subset for the second when `bad` is set."""
-    server = MCPServer("pair")
-
-    def form(name: str, kind: str = "string") -> ElicitRequest:
-        schema = {"type": "object", "properties": {name: {"type": kind}}, "required": [name]}
-        return ElicitRequest(params=ElicitRequestFormParams(message=f"{name}?", requested_schema=schema))
-
-    @server.tool()
-    async def pair(ctx: Context, bad: bool = False) -> str | InputRequiredResult:
-        """Ask two things at once."""
-        answers = ctx.input_responses or {}
-        if {"a", "b"} <= set(answers):
-            return json.dumps({k: v.content for k, v in answers.items() if isinstance(v, ElicitResult)})
-        return InputRequiredResult(input_requests={"a": form("a"), "b": form("b", "object" if bad else "string")},
-                                   request_state="pair")
-
-    return server
 
 
 @pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])

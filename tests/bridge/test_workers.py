@@ -14,12 +14,12 @@ import pytest
 
 from bridge.host import Host
 from bridge.llm import HumanProvider
-from bridge.model import DecisionIn, Interaction, MessageIn, Status, Verdict
-from bridge.storage import open_store
+from bridge.model import CardRef, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
+from bridge.storage import SqlStore, open_store
 from bridge.team_config import ApproverRule
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.servers.features import features_server
-from tests.servers.inline import form_server
+from tests.servers.inline import form_server, two_forms_server
 from tests.storage.support import interaction
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +66,9 @@ async def test_a_click_on_another_worker_counts_once_and_the_holder_answers_its_
             assert (await b.decide(DecisionIn(card.id, BOB, "accept", {"n": 1}))).verdict is Verdict.REFUSED
             claimed = await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": "7"}))
             late = await b.decide(DecisionIn(card.id, ALICE, "decline"))
-            done = await chat_a.wait_message("forms.fill:")
+            # A legacy call is answered by the worker holding its session; a parked 2026 call goes on where the
+            # decision that answered its last card was claimed.
+            done = await (chat_a if protocol == "legacy" else chat_b).wait_message("forms.fill:")
         audit = await a.store.audit_rows(card.id)
     assert claimed.verdict is Verdict.CLAIMED
     assert late.verdict is Verdict.LATE and late.message == "That request was already accepted by Alice."
@@ -171,3 +173,66 @@ async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_
         rows = await a.store.audit_rows(card.id)
     assert seen.ran == ["wipe /srv"] and [x.key for x in final.approvals] == [ALICE.key, BOB.key]
     assert [(r.outcome, r.actor) for r in rows] == [("approved", ALICE.key), ("accepted", BOB.key)]
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+async def test_a_round_answered_on_two_workers_goes_on_once_where_its_last_answer_was_claimed(
+        pg_url: str, first: str) -> None:
+    stores = [await open_store(pg_url, worker_id=name) for name in ("a", "b")]
+    try:
+        async with AsyncExitStack() as stack:
+            hosts = []
+            for store in stores:
+                host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"), store)
+                await stack.enter_async_context(host)
+                hosts.append((host, chat))
+            (a, chat_a), (b, chat_b) = hosts
+            with anyio.fail_after(20):
+                await a.run_message(MessageIn(ROOM, ALICE, "call pair pair", explicit_command=True))
+                cards = {c.message.rstrip("?"): c for c in chat_a.cards.values()}
+                assert a.broker.statistics()["parked"] == 2 and b.broker.statistics()["parked"] == 0
+                # Card "a" is clicked on worker a (which holds both), card "b" on worker b, in either order.
+                on = {"a": a, "b": b}
+                order = [first, "b" if first == "a" else "a"]
+                for key in order:
+                    result = await on[key].decide(DecisionIn(cards[key].id, ALICE, "accept", {key: f"by {key}"}))
+                    assert result.verdict is Verdict.CLAIMED
+                last = {"a": chat_a, "b": chat_b}[order[1]]
+                text = await last.wait_message("pair.pair:\n")
+            reported = [m for chat in (chat_a, chat_b) for m in chat.messages if m.text.startswith("pair.pair:")]
+            rows = {key: await a.store.audit_rows(card.id) for key, card in cards.items()}
+    finally:
+        for store in stores:
+            await store.aclose()
+    assert json.loads(text.split("\n", 1)[1]) == {"a": {"a": "by a"}, "b": {"b": "by b"}}
+    assert len(reported) == 1  # continued once, by one worker
+    assert {key: [r.outcome for r in got] for key, got in rows.items()} == {"a": ["accepted"], "b": ["accepted"]}
+    assert len(chat_a.finish_calls) + len(chat_b.finish_calls) == 2  # each card finished once, by its claimer
+
+
+async def test_a_dead_worker_s_legacy_card_and_running_call_are_ended_and_told_once_by_a_survivor(pg_url: str) -> None:
+    dead = await open_store(pg_url, worker_id="dead")
+    other_room = ConversationKey("test", "W1", "C-other", "T1")
+    card = interaction(expires_at=time.time() + 600, tool="wait_card")
+    await dead.save_interaction(card)  # a legacy card: its server session died with the worker
+    await dead.set_card(card.id, CardRef(card.id, {"ts": "1.1"}))
+    await dead.record_running_call("c0ffee000002", card.conversation, "srv", "wait_card")
+    await dead.record_running_call("c0ffee000003", other_room, "srv", "count_down")  # running, no card
+    await dead.heartbeat(0)  # its lease ends now, as if it had been silent for the whole lease
+    await dead.aclose()
+    async with workers(pg_url, "legacy") as [(a, chat_a), (b, chat_b)]:
+        with anyio.fail_after(20):
+            await a.resumed.wait()
+            await b.resumed.wait()
+        said = [(m.conversation, m.text) for chat in (chat_a, chat_b) for m in chat.messages]
+        rows = await a.store.audit_rows(card.id)
+        assert isinstance(a.store, SqlStore)
+        [(running,)] = await a.store.driver.fetch("SELECT count(*) FROM running_calls")
+    told_card = [t for c, t in said if c == card.conversation]
+    told_other = [t for c, t in said if c == other_room]
+    assert len(told_card) == 1 and "no longer waiting for an answer" in told_card[0]
+    assert told_other == ["srv.count_down was interrupted when the bridge stopped; run it again if it is still needed."]
+    assert [(r.outcome, r.detail) for r in rows] == [("failed", "the bridge stopped while this was open; run the "
+                                                                "command again")]
+    finished = {**chat_a.finished, **chat_b.finished}
+    assert finished[card.id].status is Status.FAILED and running == 0
