@@ -32,6 +32,7 @@ from pathlib import Path
 import anyio
 from mcp.server.mcpserver import MCPServer
 
+from bench.common import quiet_logs
 from bridge.forms import form_from_schema
 from bridge.model import Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import PendingCall, SqlStore, open_store
@@ -178,6 +179,7 @@ def main() -> None:
     parser.add_argument("--old", type=int, default=100_000, help="old finished interaction rows")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
+    quiet_logs()
 
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
         made = Path(tmp) / "made.db"
