@@ -9,6 +9,7 @@ click was not counted (its person was told).
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -119,8 +120,15 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
                             tg.start_soon(limited, i, first[i])
             store = await open_store(pg_url, worker_id="observer")
             try:
-                await settled(store, slack, ids_, cards)
-                await check(store, slack, ids_, cards, threads, eras, owner, dead.name, took)
+                try:
+                    await settled(store, slack, ids_, cards)
+                    await check(store, slack, ids_, cards, threads, eras, owner, dead.name, took)
+                except AssertionError:
+                    for worker in workers:  # what the workers said went wrong, beside the failure
+                        for line in worker.output.json_lines():
+                            if str(line.get("level", "")).lower() in ("warning", "error", "critical"):
+                                print(worker.name, json.dumps(line)[:2000])
+                    raise
             finally:
                 await store.aclose()
         finally:
@@ -175,8 +183,9 @@ async def check(store: AsyncStore, slack: FakeSlack, ids_: list[str], cards: lis
         if eras[i] == "old" and owner[i] == dead:
             continue  # decided by the dead worker before it died: its server may or may not have heard
         expected = f"t{i} {ERA[eras[i]]} {ACTION[outcome]}"
-        with anyio.fail_after(60):
+        with anyio.move_on_after(60) as waited:
             await slack.wait_for_call("chat.postMessage", posted(ts, expected))
+        assert not waited.cancelled_caught, (i, eras[i], owner[i], outcome, took[i], in_thread(ts))
     assert failed_dead > 0  # the kill came while the dead worker still held open legacy cards
 
 
