@@ -67,6 +67,12 @@ class Call(CallInfo, Protocol):
     @property
     def server(self) -> str: ...
 
+    @property
+    def keep_pending(self) -> bool:
+        """Whether the stored call outlives its result until the caller has reported it (a continued call: if the
+        worker dies before the result is out, a survivor continues the call again rather than losing it)."""
+        ...
+
 
 @dataclass(eq=False, slots=True)
 class ParkedCall:
@@ -179,7 +185,10 @@ class Rounds:
                     asked_before = set(reuse)
                     continue
                 if not isinstance(result, InputRequiredResult):
-                    await self._ended(call.id)
+                    if call.keep_pending:
+                        self.parked.pop(call.id, None)
+                    else:
+                        await self._ended(call.id)
                     assert isinstance(result, CallToolResult)
                     return result
                 state = result.request_state

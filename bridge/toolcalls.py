@@ -33,6 +33,7 @@ from bridge.limits import Limits
 from bridge.mcp_session import Session
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.outbound import Outbound
+from bridge.ports import CLEANUP_TIMEOUT
 from bridge.request_context import new_id
 from bridge.results import KeptResults
 from bridge.rounds import ParkedCall, Rounds, guarded
@@ -61,6 +62,8 @@ class ToolCall:
     last_edit: float = 0.0
     stopped_by: Actor | None = None
     parked: bool = False
+    keep_pending: bool = False
+    """A continued 2026 call: its stored row goes once the result is reported (`continue_call`), not before."""
 
 
 class _Told(Exception):
@@ -138,7 +141,8 @@ class ToolCalls:
 
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
-        call = ToolCall(record.id, record.conversation, record.requester, record.server, record.tool)
+        call = ToolCall(record.id, record.conversation, record.requester, record.server, record.tool,
+                        keep_pending=True)
         name = f"{record.server}.{record.tool}"
         try:
             result = await self._supervised(call, lambda: self.rounds.resume(call, record, missing,
@@ -153,7 +157,13 @@ class ToolCalls:
                                                      f"({type(exc).__name__}); it was logged.")
             return
         if result is not None:
-            await self.report(record.conversation, record.server, record.tool, result)
+            # The stored call goes only once its result is out: a worker that dies between the server's answer and
+            # the report leaves it stored, and a survivor continues it (the last round sent again) instead of the
+            # result being lost. Shielded together, so a stop in between neither loses nor repeats it.
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(CLEANUP_TIMEOUT):
+                    await self.report(record.conversation, record.server, record.tool, result)
+                await self._store.delete_pending_call(record.id)
 
     async def _continue_parked(self, record: ParkedCall) -> None:
         await self.continue_call(record, {})
