@@ -21,7 +21,7 @@ COPY bridge ./bridge
 COPY adapters ./adapters
 # A virtual environment is one directory to copy into the runtime stage, with nothing of the build left behind.
 RUN python3 -m venv /opt/venv \
-    && /opt/venv/bin/pip install ".[slack,matrix,llm,otel]" \
+    && /opt/venv/bin/pip install ".[slack,matrix,llm,otel,postgres]" \
     && /opt/venv/bin/mcp-chat-bridge --version
 
 FROM ${PYTHON_IMAGE}

@@ -101,7 +101,7 @@ async def bridge(size: int, prestart: bool = False) -> int:
 
     server = ServerConfig(name="big", command=command, args=tuple(args), protocol="legacy", tool_timeout=3600,
                           prestart=prestart)
-    host, chat = host_for(config_for({"big": server}))
+    host, chat = await host_for(config_for({"big": server}))
     prestarts = Prestarts()
     await prestarts.start([server])
     host.pool.prestarts = prestarts

@@ -45,7 +45,7 @@ from bench.common import (
     p90,
     quiet_logs,
 )
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for
 
 MODES = {"legacy": ("legacy", False), "2026 parked": ("auto", True), "2026 waiting": ("auto", False)}
@@ -81,10 +81,10 @@ async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Pat
     protocol, park = MODES[mode]
     out = Row(mode, store_kind)
     server = bench_server()
-    store = Store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
+    store = await open_store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
     port = AnsweringPort(ALICE, ANSWER)
     limits = bench_limits(warmup + rounds)  # one form per round, all within a minute
-    host, _ = host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
+    host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
     try:
         async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
                 anyio.create_task_group() as tg:
@@ -123,7 +123,7 @@ async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Pat
             out.refused = port.refused
     finally:
         gc.unfreeze()
-        store.close()
+        await store.aclose()
     return out
 
 
@@ -133,9 +133,7 @@ async def main_async(args: argparse.Namespace) -> int:
     stores = ["memory", "file"] if args.store == "both" else [args.store]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        sync = Store(Path(tmp) / "probe.db")
-        level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(sync._db.execute("PRAGMA synchronous").fetchone()[0])
-        sync.close()
+        level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
         for store_kind in stores:
             for mode in modes:
                 rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))

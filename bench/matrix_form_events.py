@@ -306,7 +306,7 @@ async def scenario(base_url: str, everything: Path, runs: int, *, baseline: bool
     from adapters.matrix import create
     from bridge.config import Config, ServerConfig
     from bridge.host import Host
-    from bridge.store import Store
+    from bridge.storage import open_store
 
     for name in ("mcp", "bridge", "adapters", "nio"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -318,7 +318,7 @@ async def scenario(base_url: str, everything: Path, runs: int, *, baseline: bool
         config = Config(servers={"everything": server}, store=str(work / "bridge.db"))
         block = {"homeserver": base_url, "store_path": str(work / "bot"), "e2ee": "optional", "user_id": bot_id,
                  "access_token": token, "device_id": device}
-        store = Store(work / "bridge.db")
+        store = await open_store(work / "bridge.db")
         host = Host(config, store)
         adapter = create(host, block, config)
         host.attach(adapter)
@@ -346,7 +346,7 @@ async def scenario(base_url: str, everything: Path, runs: int, *, baseline: bool
                         out.append(figures(ada, bot_id, card_id, await ada.notifications(), raw.get("content", {})))
                 tg.cancel_scope.cancel()
         finally:
-            store.close()
+            await store.aclose()
         return out
 
 

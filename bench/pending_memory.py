@@ -32,7 +32,7 @@ from bench.common import (
 )
 from bridge.host import Host
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import config_for, host_for
 
 TARGETS = {10_000: 250 * 2**20, 100_000: 2**30}
@@ -61,12 +61,10 @@ async def decide(host: Host, card: Interaction) -> bool:
 async def run(args: argparse.Namespace, n: int, store_path: str) -> int:
     config = config_for({SERVER: bench_server()}, server_protocol="auto", server_scope=args.scope,
                         max_sessions=args.max_sessions, limits=bench_limits(n + 1))  # + warm-up
-    store = Store(store_path)
-    if args.synchronous == "normal":
-        store._db.execute("PRAGMA synchronous=NORMAL")  # the bench measures memory, not each write's fsync
-    level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(store._db.execute("PRAGMA synchronous").fetchone()[0])
+    store = await open_store(store_path)
+    level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
     port = CountingPort(n)
-    host, _ = host_for(config, store, port)
+    host, _ = await host_for(config, store, port)
     conversations = [ConversationKey("test", "W1", f"C{i:06d}", "T1") for i in range(n)]
     try:
         async with host:
@@ -101,7 +99,7 @@ async def run(args: argparse.Namespace, n: int, store_path: str) -> int:
             answer_time = time.perf_counter() - started
             good = sum(answered(port.results.get(c.id()), c.id()) for c in conversations)
     finally:
-        store.close()
+        await store.aclose()
 
     growth = after - before
     target = TARGETS.get(n)
@@ -144,9 +142,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--store", choices=["memory", "file"], default="file",
                         help="the bridge's store: a SQLite file (default, as in production) or ':memory:' (whose "
                              "rows then count in RSS)")
-    parser.add_argument("--synchronous", choices=["normal", "store"], default="normal",
-                        help="the file store's sync level: NORMAL (default: the time to open and answer is not "
-                             "about each write's fsync) or whatever the store sets")
     parser.add_argument("--inflight", type=int, default=1000,
                         help="answer ahead of results by at most this many calls (default 1000)")
     args = parser.parse_args(argv)

@@ -58,7 +58,7 @@ from bridge.errors import AdapterError
 from bridge.forms import Form, form_from_schema
 from bridge.host import Host
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Detail, Interaction, Kind, ServerLabel
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import config_for
 from tests.slackfake import FakeSlack, block_actions, view_submission
 
@@ -289,7 +289,7 @@ def baseline_patches() -> Iterator[None]:
 @asynccontextmanager
 async def bridge(api_url: str, store_kind: str, tmp: Path) -> AsyncIterator[tuple[Host, slack_adapter.SlackAdapter]]:
     config = config_for({}, conversation_scope="thread")
-    store = Store(tmp / f"bench-{time.monotonic_ns()}.db" if store_kind == "file" else ":memory:")
+    store = await open_store(tmp / f"bench-{time.monotonic_ns()}.db" if store_kind == "file" else ":memory:")
     host = Host(config, store)
     settings = {"bot_token": "xoxb-bench", "app_token": "xapp-bench", "api_url": api_url,
                 "allowed_users": [APPROVER, SECOND]}
@@ -303,7 +303,7 @@ async def bridge(api_url: str, store_kind: str, tmp: Path) -> AsyncIterator[tupl
             yield host, adapter
             tg.cancel_scope.cancel()
     finally:
-        store.close()
+        await store.aclose()
 
 
 def card(n: int, kind: str, approvers: frozenset[str]) -> Interaction:

@@ -1,4 +1,5 @@
-"""Synced commits and latency per decision: today's `bridge.store.Store` beside the new SQLite engine.
+"""Synced commits and latency per decision: the old synchronous store (formerly `bridge.store`, kept in
+`tests/storage/legacy_store.py`) beside the SQLite engine.
 
 A decision is the store writes the bridge makes for one card, per era:
 
@@ -15,7 +16,11 @@ the chat platform between them), in one process:
   included;
 * the **decision's commit** (finishing the interaction with its audit row) and the **whole decision**, median and
   p90, and how long the **event loop was blocked** per decision (a 1 ms ticker's lateness, summed);
-* a **burst**: `--burst` decisions at once (2026 era), wall time and synced commits per decision (group commit).
+* a **burst**: `--burst` decisions at once (2026 era), wall time and synced commits per decision (group commit);
+* **the core's path**: a `Host` on a SQLite file store runs `--core` real tool calls against an inline server, each
+  asking one form that a person accepts the moment it is posted (legacy: the call waits; 2026: the call is parked
+  and continued after the decision), and the store's synced commits are counted per decision: the decision's claim
+  should be the only one.
 
 Run: `python -m bench.store_commits [--help]`.
 """
@@ -36,11 +41,12 @@ from typing import Protocol
 import anyio
 import anyio.lowlevel
 
+from bench.common import ANSWER, SERVER, TOOL, AnsweringPort, answered, bench_limits, bench_server, quiet_logs
 from bench.store_restart import item
 from bridge.model import CardRef, Interaction, Outcome, Status
-from bridge.storage import SqlStore, open_store
-from bridge.store import PendingCall, Store
-from bridge.testing import ALICE, ROOM
+from bridge.storage import PendingCall, SqlStore, open_store
+from bridge.testing import ALICE, ROOM, config_for, host_for
+from tests.storage.legacy_store import Store
 
 ENGINES = ("old", "new")
 ERAS = ("legacy", "2026")
@@ -193,6 +199,45 @@ async def burst(engine: str, path: Path, size: int) -> str:
         await store.close()
 
 
+async def core_path(era: str, path: Path, decisions: int) -> str:
+    """Real calls through a `Host` on the file store: synced commits per decision, and the whole call's median."""
+    store = await open_store(path, worker_id="bench")
+    port = AnsweringPort(ALICE, ANSWER)
+    protocol, park = ("legacy", False) if era == "legacy" else ("auto", True)
+    config = config_for({SERVER: bench_server()}, server_protocol=protocol, limits=bench_limits(decisions + 5))
+    host, _ = await host_for(config, store, port)
+    wholes: list[float] = []
+    failures = 0
+    try:
+        async with host, anyio.create_task_group() as tg:
+            port.bind(host, tg)
+
+            async def one() -> bool:
+                result = await host.calls.run(ROOM, ALICE, SERVER, TOOL, {}, park=park)
+                if park:
+                    await port.wait_results(1)
+                    ok = answered(port.results[""])
+                else:
+                    ok = answered(result)
+                port.forget()
+                return ok
+
+            for _ in range(5):  # warm-up
+                await one()
+            before = store.durable_commits
+            for _ in range(decisions):
+                t = time.perf_counter()
+                failures += not await one()
+                wholes.append(time.perf_counter() - t)
+            synced = (store.durable_commits - before) / decisions
+            tg.cancel_scope.cancel()
+    finally:
+        await store.aclose()
+    failed = f"  ! {failures} call(s) without their answer, {port.refused} decision(s) not claimed" \
+        if failures or port.refused else ""
+    return f"{synced:>8.2f} synced commits per decision, whole call median {ms(wholes, .5):.2f} ms{failed}"
+
+
 def syncs_per_decision(engine: str, era: str, folder: Path, decisions: int) -> float:
     """fsync + fdatasync calls per decision, from strace, minus a run with no decisions."""
     counts = []
@@ -218,8 +263,10 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=300)
     parser.add_argument("--burst", type=int, default=50)
     parser.add_argument("--no-strace", action="store_true")
+    parser.add_argument("--core", type=int, default=100, help="real calls through a Host per era (0: skip)")
     parser.add_argument("--child", nargs=4, metavar=("ENGINE", "ERA", "N", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    quiet_logs()
     if args.child:
         engine, era, n, db = args.child
         anyio.run(child, engine, era, int(n), Path(db))
@@ -240,6 +287,9 @@ def main() -> None:
         for engine in ENGINES:
             label = "bridge.store (old)" if engine == "old" else "bridge.storage"
             print(f"burst {label:<24} {anyio.run(burst, engine, folder / f'burst-{engine}.db', args.burst)}")
+        for era in ERAS if args.core else ():
+            label = f"core: Host, {'legacy' if era == 'legacy' else '2026 parked'}"
+            print(f"{label:<30} {anyio.run(core_path, era, folder / f'core-{era}.db', args.core, backend='asyncio')}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Restart with history: what a start reads to resume, with 1 000 pending 2026 calls next to 100 000 old rows.
 
-One SQLite file is built in today's schema (the synchronous `bridge.store.Store` creates it; rows are bulk-inserted in
-its exact format): `--calls` pending calls, each with its open card, and `--old` finished interactions from earlier
-calls, each with its audit row. Then, on copies of that file and in one run:
+One SQLite file is built in the schema of the release before (the old synchronous store, kept as
+`tests/storage/legacy_store.py`, creates it; rows are bulk-inserted in its exact format): `--calls` pending calls,
+each with its open card, and `--old` finished interactions from earlier calls, each with its audit row. Then, on
+copies of that file and in one run:
 
-* **baseline**: `bridge.store.Store` opens it and reads what `Host._resume_pending` and `Caller.resume` read: the
-  pending calls, the open interactions, and for each call its interactions (this round's, and all of them);
-* **whole start**: a `Host` on `bridge.store.Store` (the store the core uses today) starts on a copy and resumes
-  everything (`Resumer.resume_all`: each call's round read back on its own, each open card parked again), until
-  `host.resumed` is set; every call must be parked again;
+* **baseline**: the old store opens it and reads what a restart reads: the pending calls, the open interactions,
+  and for each call its interactions (this round's, and all of them);
+* **whole start**: a `Host` on `bridge.storage` (the store the core uses) opens a copy (migrating it) and resumes
+  everything (`Resumer.resume_all`: the take-over of what no worker holds, each call's round read back on its own,
+  each open card parked again), until `host.resumed` is set; every call must be parked again;
 * **SQLite**: `bridge.storage.open_store` does the same, first on the old file (the open includes migrating it),
   then again as a plain restart;
 * **Postgres** (unless `--no-postgres` or the server binaries are missing): the same rows copied into a fresh
@@ -31,12 +32,13 @@ from pathlib import Path
 import anyio
 from mcp.server.mcpserver import MCPServer
 
+from bench.common import quiet_logs
 from bridge.forms import form_from_schema
 from bridge.model import Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.storage import SqlStore, open_store
+from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.storage.codec import dump_interaction, dump_outcome, pending_values
-from bridge.store import PendingCall, Store
 from bridge.testing import ALICE, ROOM, config_for, host_for
+from tests.storage.legacy_store import Store
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}, "required": ["n"]}
 REQUEST = {"method": "elicitation/create", "params": {"message": "How many?", "requestedSchema": SCHEMA}}
@@ -73,7 +75,7 @@ def rows(calls: int, old: int) -> tuple[list[tuple[object, ...]], list[tuple[obj
 
 
 def build(path: Path, calls: int, old: int) -> None:
-    Store(path).close()  # today's schema, made by today's code
+    Store(path).close()  # the schema of the release before, made by its code
     pending, interactions = rows(calls, old)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
@@ -111,17 +113,17 @@ def load_baseline(path: Path, calls: int) -> tuple[float, float]:
 async def host_start(path: Path, calls: int) -> tuple[float, float]:
     """Open the store, then start a host on it until every stored call is resumed (its card parked again)."""
     t0 = time.perf_counter()
-    store = Store(path)
+    store = await open_store(path, worker_id="bench")
     t1 = time.perf_counter()
     try:
-        host, chat = host_for(config_for({"srv": MCPServer("srv")}), store)
+        host, chat = await host_for(config_for({"srv": MCPServer("srv")}), store)
         async with host:
             await host.resumed.wait()
             t2 = time.perf_counter()
             parked = host.broker.statistics()["parked"]
             told = [m.text for m in chat.messages]
     finally:
-        store.close()
+        await store.aclose()
     if parked != calls or told:
         print(f"error: {parked} of {calls} calls parked again; said: {told[:3]}", file=sys.stderr)
         sys.exit(1)
@@ -177,6 +179,7 @@ def main() -> None:
     parser.add_argument("--old", type=int, default=100_000, help="old finished interaction rows")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
+    quiet_logs()
 
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
         made = Path(tmp) / "made.db"
@@ -190,7 +193,7 @@ def main() -> None:
             shutil.copy(made, copies[name])
         print(f"{'':<34} {'open ms':>9} {'load ms':>10} {'total ms':>10} {'speed-up':>11}")
         base = load_baseline(copies["baseline"], args.calls)
-        line("bridge.store.Store (baseline)", base, sum(base))
+        line("old synchronous store (baseline)", base, sum(base))
         line("whole start: Host resumes all", anyio.run(host_start, copies["host"], args.calls), sum(base))
         line("SQLite, first open (migrates)", anyio.run(load_new, str(copies["new"]), args.calls), sum(base))
         line("SQLite, restart", anyio.run(load_new, str(copies["new"]), args.calls), sum(base))

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import anyio
 from mcp.types import CallToolResult
 
 from bridge.budgets import Budgets
@@ -22,7 +23,7 @@ from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, 
 from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.outbound import Say
 from bridge.policy import channel_policy, server_allowed
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.text import result_text
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class CallRunner(Protocol):
 
 
 class Agent:
-    def __init__(self, llm: LLMProvider, config: Config, store: Store, tools: ToolLister, calls: CallRunner,
+    def __init__(self, llm: LLMProvider, config: Config, store: AsyncStore, tools: ToolLister, calls: CallRunner,
                  say: Say, budgets: Budgets) -> None:
         self._llm = llm
         self._budgets = budgets
@@ -81,31 +82,34 @@ class Agent:
             await self._say(conversation, "The agent is off in this channel; commands still work (type `help`).")
             return
         tools, names = await self._tools(message)
-        history = [load_message(m) for m in self._store.history(conversation)]
+        history = [load_message(m) for m in await self._store.history(conversation)]
         new: list[LLMMessage] = [*opening]
         if message.text.strip():
             new.append(LLMMessage("user", f"{message.actor.label()}: {message.text}"))
         system = self._config.agent_system_prompt or DEFAULT_SYSTEM
         try:
             for _ in range(self._config.agent_max_rounds):
-                over = self._budgets.refusal(conversation, message.actor)
+                over = await self._budgets.refusal(conversation, message.actor)
                 if over is not None:
                     await self._say(conversation, f"The model was not asked: {over}")
                     return
                 response = await self._llm.complete(LLMRequest(messages=[*history, *new], system=system, tools=tools))
-                self._budgets.record(conversation, message.actor, response.usage)
+                await self._budgets.record(conversation, message.actor, response.usage)
                 new.append(LLMMessage("assistant", response.text, tool_calls=response.tool_calls))
                 if not response.tool_calls:
-                    await self._say(conversation, response.text or "(the model gave no answer)")
-                    return
+                    reply = response.text or "(the model gave no answer)"
+                    break
                 results = [await self._run(message, names, call) for call in response.tool_calls]
                 new.append(LLMMessage("user", tool_results=tuple(results)))
-            await self._say(conversation, f"I stopped after {self._config.agent_max_rounds} rounds of tool calls "
-                                         "without a final answer.")
+            else:
+                reply = f"I stopped after {self._config.agent_max_rounds} rounds of tool calls without a final answer."
         except LLMError as exc:
-            await self._say(conversation, f"The model failed: {exc}")
+            reply = f"The model failed: {exc}"
         finally:
-            self._store.append_history(conversation, [dump_message(m) for m in new])
+            # Kept before the reply is shown (and also when the turn is cancelled): what people see is remembered.
+            with anyio.CancelScope(shield=True):
+                await self._store.append_history(conversation, [dump_message(m) for m in new])
+        await self._say(conversation, reply)
 
     async def _tools(self, message: MessageIn) -> tuple[list[ToolSpec], dict[str, tuple[str, str]]]:
         specs: list[ToolSpec] = []

@@ -31,10 +31,12 @@ class AuthConfig:
 
 
 def default_token_store(store: str) -> str | None:
-    """Beside the store: `./mcp-chat-bridge.db` keeps its tokens in `./mcp-chat-bridge.tokens.db` (a Postgres store
-    keeps them in `./mcp-chat-bridge.tokens.db` of the working directory)."""
+    """Beside the store: `./mcp-chat-bridge.db` keeps its tokens in `./mcp-chat-bridge.tokens.db`; a Postgres store
+    keeps them itself (its `oauth_tokens` table), where every worker finds them."""
     if store == ":memory:":
         return None
+    if store.startswith(("postgresql://", "postgres://")):
+        return store
     if "://" in store:
         return "./mcp-chat-bridge.tokens.db"
     path = Path(store)

@@ -27,7 +27,7 @@ from bridge.model import ConversationKey, Interaction, Outcome
 from bridge.outbound import Say
 from bridge.ratelimit import RateLimiter
 from bridge.request_context import CURRENT, Asker, ContextSource
-from bridge.waiters import Parked, ParkedHandler
+from bridge.waiter import Parked, ParkedHandler
 
 NOTICE_WINDOW = 60.0
 
@@ -51,12 +51,12 @@ class Bounds:
 
     def releasing(self, inner: ParkedHandler | None) -> ParkedHandler:
         """The broker's `on_parked`, wrapped so that a parked card stops counting once it has ended."""
-        async def ended(pending_call: str, input_key: str, outcome: Outcome) -> None:
+        async def ended(pending_call: str, input_key: str, outcome: Outcome, last: bool) -> None:
             keys = self.parked.pop((pending_call, input_key), None)
             if keys is not None:
                 self.cards.release(keys)
             if inner is not None:
-                await inner(pending_call, input_key, outcome)
+                await inner(pending_call, input_key, outcome, last)
         return ended
 
     def restored(self, interaction: Interaction, pending_call: str, input_key: str) -> None:

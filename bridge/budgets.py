@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bridge.llm import Usage
 from bridge.model import Actor, ConversationKey
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.team_config import BudgetLimits
 
 DAY = 86400.0
@@ -34,7 +34,7 @@ class Standing:
 
 
 class Budgets:
-    def __init__(self, limits: BudgetLimits, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, limits: BudgetLimits, store: AsyncStore, clock: Callable[[], float] = time.time) -> None:
         self._limits = limits
         self._store = store
         self.clock = clock
@@ -43,30 +43,31 @@ class Budgets:
     def _day(self) -> str:
         return time.strftime("%Y-%m-%d", time.gmtime(self.clock()))
 
-    def standings(self, conversation: ConversationKey, actor: Actor | None) -> list[Standing]:
+    async def standings(self, conversation: ConversationKey, actor: Actor | None) -> list[Standing]:
         day = self._day()
         out = []
         if actor is not None:
             subject = f"user:{actor.key}"
             out.append(Standing(subject, f"{actor.label()}'s daily budget", self._limits.per_user,
-                                self._store.usage(day, subject)))
+                                await self._store.usage(day, subject)))
         subject = f"conversation:{conversation.id()}"
         out.append(Standing(subject, "This conversation's daily budget", self._limits.per_conversation,
-                            self._store.usage(day, subject)))
+                            await self._store.usage(day, subject)))
         return out
 
-    def refusal(self, conversation: ConversationKey, actor: Actor | None) -> str | None:
+    async def refusal(self, conversation: ConversationKey, actor: Actor | None) -> str | None:
         """Why the model may not be used now for this person here, or None."""
-        for standing in self.standings(conversation, actor):
+        for standing in await self.standings(conversation, actor):
             if standing.exhausted:
                 return (f"{standing.label} of {standing.limit:,} tokens is used up "
                         f"({standing.used:,} today); it resets {self.resets()}.")
         return None
 
-    def record(self, conversation: ConversationKey, actor: Actor | None, usage: Usage | None) -> None:
+    async def record(self, conversation: ConversationKey, actor: Actor | None, usage: Usage | None) -> None:
         if usage is None or usage.total <= 0:
             return
-        self._store.add_usage(self._day(), [s.subject for s in self.standings(conversation, actor)], usage.total)
+        subjects = ([f"user:{actor.key}"] if actor is not None else []) + [f"conversation:{conversation.id()}"]
+        await self._store.add_usage(self._day(), subjects, usage.total)
 
     def resets(self) -> str:
         """'at 00:00 UTC, in 3 h 12 min': when today's budgets start again."""
@@ -75,9 +76,9 @@ class Budgets:
         hours, minutes = divmod((left + 59) // 60, 60)
         return f"at 00:00 UTC, in {hours} h {minutes:02d} min" if hours else f"at 00:00 UTC, in {minutes} min"
 
-    def report(self, conversation: ConversationKey, actor: Actor) -> str:
+    async def report(self, conversation: ConversationKey, actor: Actor) -> str:
         lines = []
-        for standing in self.standings(conversation, actor):
+        for standing in await self.standings(conversation, actor):
             limit = f" of {standing.limit:,}" if standing.limit is not None else " (no limit)"
             lines.append(f"• {standing.label}: {standing.used:,}{limit} tokens")
         return "Model use today (UTC):\n" + "\n".join(lines) + f"\nBudgets reset {self.resets()}."

@@ -18,7 +18,6 @@ import logging
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from bridge import DEFAULT_STORE, __version__, redaction
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from bridge.host import Host
     from bridge.ports import Adapter
     from bridge.prestart import Prestarts
-    from bridge.store import Store
+    from bridge.storage import AsyncStore
 
 logger = logging.getLogger("bridge")
 
@@ -247,15 +246,16 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
     return adapter
 
 
-def open_store(path: str) -> Store:
-    import sqlite3
-
-    from bridge.store import Store
+async def open_store(config: Config, worker_id: str | None = None) -> AsyncStore:
+    """The configured store, migrated, this worker registered. A SQLite file is locked to this process first (a
+    second `run` on the same file would close the first's live cards at start-up and resume its 2026 calls a second
+    time; the kernel drops the lock however this process dies); with Postgres several workers are the point."""
+    from bridge.storage import open_store as open_async_store
 
     try:
-        return Store(path)
-    except (sqlite3.Error, OSError) as exc:
-        raise ConfigError([f"store: cannot open {path}: {exc}"]) from None
+        return await open_async_store(config.store, worker_id=worker_id, lease=config.worker_lease)
+    except OSError as exc:  # the folder is missing or not writable
+        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
 
 
 async def _run(config: Config, worker_id: str | None = None, path: str = "FILE") -> int:
@@ -270,81 +270,70 @@ async def _run(config: Config, worker_id: str | None = None, path: str = "FILE")
 
 async def _serve(config: Config, worker_id: str | None, path: str) -> int:
     from bridge.prestart import Prestarts
-    from bridge.storage.lock import ProcessLock
 
-    # One process per SQLite store: a second `run` on the same file would close the first's live cards at start-up
-    # and resume its 2026 calls a second time. The kernel drops the lock however this process dies.
-    try:
-        lock = ProcessLock.acquire(Path(config.store)) if config.store != ":memory:" else None
-    except OSError as exc:  # the folder is missing or not writable: the same words as opening the store itself
-        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
+    store = await open_store(config, worker_id)
+    logger.info("store open (%s), worker %s", "shared" if store.shared else "this process only", store.worker_id)
     prestarts = Prestarts()
     try:
         # Before the MCP SDK is loaded: servers that start as slowly as the bridge start alongside it.
         await prestarts.start(config.servers.values())
-        return await _serve_locked(config, worker_id, prestarts, path)
+        return await _serve_store(config, store, prestarts, path)
     finally:
         await prestarts.aclose()
-        if lock is not None:
-            lock.release()
+        await store.aclose()
 
 
-async def _serve_locked(config: Config, worker_id: str | None, prestarts: Prestarts, path: str) -> int:
+async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, path: str) -> int:
     import anyio
 
     from bridge import tracing
     from bridge.host import Host
 
-    store = open_store(config.store)
     if "console" in config.chat:
         # A terminal's cards end with the process: a 2026 request still open from before a restart is shown again.
-        store.forget_cards("console")
-    try:
-        with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
-            watching.enter_context(tracing.traces(config.telemetry))
-            host = Host(config, store)
-            host.pool.prestarts = prestarts
-            # Shared accounts are signed in by an admin at a terminal (the message that asks names this file);
-            # per-person ones in chat, the redirect coming back to the HTTP server (routed before the host starts:
-            # resumed calls may need a sign-in at once).
-            host.accounts.set_config_path(path)
-            http = None
-            if config.http.listen:
-                # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
-                from bridge.http_server import HttpServer
+        await store.forget_cards("console")
+    with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
+        watching.enter_context(tracing.traces(config.telemetry))
+        host = Host(config, store)
+        host.pool.prestarts = prestarts
+        # Shared accounts are signed in by an admin at a terminal (the message that asks names this file);
+        # per-person ones in chat, the redirect coming back to the HTTP server (routed before the host starts:
+        # resumed calls may need a sign-in at once).
+        host.accounts.set_config_path(path)
+        http = None
+        if config.http.listen:
+            # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
+            from bridge.http_server import HttpServer
 
-                http = HttpServer(config.http.listen, config.http.public_url)
-                host.accounts.serve_redirects(http)
-            async with host, anyio.create_task_group() as tg:
-                adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
-                for adapter in adapters:
-                    host.attach(adapter)
-                tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
-                if http is not None:
-                    from bridge import monitoring
-                    from bridge.webform import web_forms
+            http = HttpServer(config.http.listen, config.http.public_url)
+            host.accounts.serve_redirects(http)
+        async with host, anyio.create_task_group() as tg:
+            adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
+            for adapter in adapters:
+                host.attach(adapter)
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
+            if http is not None:
+                from bridge import monitoring
+                from bridge.webform import web_forms
 
-                    watching.enter_context(monitoring.install(http, host, adapters,
-                                                              worker_id or monitoring.default_worker_id()))
-                    forms = web_forms(config.http, http, host)
-                    if forms is not None:
-                        host.offer_web_forms(forms)
-                    await tg.start(http.serve)
-                if "console" in config.chat and len(adapters) == 1:
-                    print(_banner(config), file=sys.stdout, flush=True)
+                watching.enter_context(monitoring.install(http, host, adapters, store.worker_id))
+                forms = web_forms(config.http, http, host)
+                if forms is not None:
+                    host.offer_web_forms(forms)
+                await tg.start(http.serve)
+            if "console" in config.chat and len(adapters) == 1:
+                print(_banner(config), file=sys.stdout, flush=True)
 
-                async def serve(adapter: Adapter) -> None:
-                    await adapter.serve()
-                    if adapter.platform == "console":
-                        tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
+            async def serve(adapter: Adapter) -> None:
+                await adapter.serve()
+                if adapter.platform == "console":
+                    tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
 
-                # Everything made at start-up lives as long as the process: keep it out of the garbage collector's
-                # full collections, which otherwise stall every ack under load (measured in bench/slack_ack.py).
-                gc.freeze()
-                for adapter in adapters:
-                    tg.start_soon(serve, adapter)
-    finally:
-        store.close()
+            # Everything made at start-up lives as long as the process: keep it out of the garbage collector's
+            # full collections, which otherwise stall every ack under load (measured in bench/slack_ack.py).
+            gc.freeze()
+            for adapter in adapters:
+                tg.start_soon(serve, adapter)
     return EXIT_OK
 
 

@@ -39,7 +39,7 @@ from bridge.request_context import new_interaction
 from bridge.roots import RootsKeeper, check_uri
 from bridge.sessions import SessionPool
 from bridge.showing import interaction_text
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.text import session_error_text, shorten
 from bridge.toolcalls import ToolCalls
 
@@ -52,7 +52,7 @@ class CommandHandlers:
     """The command words, each a `_cmd_<name>` method."""
 
     config: Config
-    store: Store
+    store: AsyncStore
     broker: Broker
     pool: SessionPool
     calls: ToolCalls
@@ -154,7 +154,7 @@ class CommandHandlers:
         mine = [i for i in open_ if i.may_decide(message.actor)]
         if target is None and mine:
             target = mine[-1].id
-        stored = self.store.interaction(target) if target is not None else None
+        stored = await self.store.interaction(target) if target is not None else None
         if target is not None and stored is not None and stored.interaction.conversation == conversation:
             result = await self.broker.cancel(target, message.actor)
             if result.verdict is Verdict.CLAIMED:
@@ -168,7 +168,7 @@ class CommandHandlers:
         await self.calls.stop(call.id, message.actor)
 
     async def _cmd_reset(self, message: MessageIn, command: commands.Command) -> None:
-        self.store.clear_history(message.conversation)
+        await self.store.clear_history(message.conversation)
         await self.say(message.conversation, "Forgot this conversation's history.")
 
     async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
@@ -187,18 +187,18 @@ class CommandHandlers:
         conversation = message.conversation
         if command.args and command.args[0] == "add":
             uri = check_uri(command.args[1])
-            self.store.add_root(conversation, uri, " ".join(command.args[2:]))
+            await self.store.add_root(conversation, uri, " ".join(command.args[2:]))
             await self._roots_changed(conversation)
             await self.say(conversation, f"Added {uri}.")
             return
         if command.args and command.args[0] == "remove":
-            removed = self.store.remove_root(conversation, command.args[1])
+            removed = await self.store.remove_root(conversation, command.args[1])
             if removed:
                 await self._roots_changed(conversation)
             await self.say(conversation, f"Removed {command.args[1]}." if removed
                            else f"{command.args[1]} is not one of this conversation's roots.")
             return
-        roots = self.roots.offered(conversation)
+        roots = await self.roots.offered(conversation)
         lines = [f"• {uri}" + (f" ({name})" if name else "") for uri, name in roots]
         await self.say(conversation, "Roots here:\n" + "\n".join(lines) if lines else
                        "No roots here yet. Add one with `roots add file:///path [name]`.")
@@ -290,12 +290,12 @@ class CommandHandlers:
 
     async def _cmd_grants(self, message: MessageIn, command: commands.Command) -> None:
         now = self.grants.clock()
-        here = self.grants.here(message.conversation)
+        here = await self.grants.here(message.conversation)
         await self.say(message.conversation, "Grants here:\n" + "\n".join(f"• {g.describe(now)}" for g in here)
                        if here else "No grants hold here. An approver can give one with Allow … on an approval.")
 
     async def _cmd_revoke(self, message: MessageIn, command: commands.Command) -> None:
-        grant = next((g for g in self.grants.here(message.conversation) if g.id == command.args[0]), None)
+        grant = next((g for g in await self.grants.here(message.conversation) if g.id == command.args[0]), None)
         if grant is None:
             raise CommandError(f"No grant {command.args[0]!r} holds here; see `grants`.")
         cfg = self.config.servers.get(grant.server)
@@ -304,11 +304,11 @@ class CommandHandlers:
         if message.actor.key not in allowed:
             raise CommandError(f"Only {grant.given_by.label()} (who gave it) or {grant.server}'s approvers can "
                                f"revoke {grant.id}.")
-        self.grants.revoke(grant, message.actor)
+        await self.grants.revoke(grant, message.actor)
         await self.say(message.conversation, f"Revoked {grant.id}: {grant.what()} asks again.")
 
     async def _cmd_usage(self, message: MessageIn, command: commands.Command) -> None:
-        await self.say(message.conversation, self.budgets.report(message.conversation, message.actor))
+        await self.say(message.conversation, await self.budgets.report(message.conversation, message.actor))
 
     # -- a person's own accounts (per_user servers) --------------------------------------------------------------
 

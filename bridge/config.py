@@ -133,9 +133,14 @@ class LLMConfig:
 @dataclass(frozen=True, slots=True)
 class Config:
     servers: Mapping[str, ServerConfig] = field(default_factory=dict)
-    store: str = DEFAULT_STORE
+    store: str = field(default=DEFAULT_STORE, repr=False)
+    """A SQLite file, `:memory:`, or a `postgresql://` URL (which may hold a password: never logged)."""
     secrets_key_env: str | None = None  # the environment variable with the key that encrypts stored OAuth tokens
     token_store: str | None = None  # where encrypted OAuth tokens are kept; None: in memory (with a `:memory:` store)
+    retention: float = 90 * 86400.0
+    """Seconds finished cards are kept before they are pruned."""
+    worker_lease: float = 60.0
+    """Seconds a worker counts as alive on a shared store without a heartbeat."""
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
@@ -299,6 +304,8 @@ def _build(data: dict[str, Any]) -> Config:
         store=data.get("store", DEFAULT_STORE),
         secrets_key_env=data.get("secrets_key_env"),
         token_store=data.get("token_store") or default_token_store(data.get("store", DEFAULT_STORE)),
+        retention=parse_duration(data.get("retention", "90d")),
+        worker_lease=parse_duration((data.get("workers") or {}).get("lease", "60s")),
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from bridge.model import Actor, ConversationKey, GrantOption, Outcome
 from bridge.outbound import Say
 from bridge.request_context import RequestContext, new_id
-from bridge.store import AuditRow, Store
-from bridge.store_codec import dump_actor, load_actor
+from bridge.storage import AsyncStore, AuditRow
+from bridge.storage.codec import dump_actor, load_actor
 from bridge.team_config import GrantScope, duration_text
 
 
@@ -56,26 +56,27 @@ def offers(scopes: tuple[GrantScope, ...]) -> tuple[GrantOption, ...]:
 
 
 class Grants:
-    def __init__(self, store: Store, say: Say, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: AsyncStore, say: Say, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._say = say
         self.clock = clock
         """Wall-clock seconds; tests pass a virtual clock to see grants expire."""
 
-    def here(self, conversation: ConversationKey) -> list[Grant]:
+    async def here(self, conversation: ConversationKey) -> list[Grant]:
         """The grants that hold in this conversation now (its own and its channel's)."""
         places = [place("conversation", conversation), place("channel", conversation)]
-        return [_load(body) for body in self._store.grants(places, self.clock())]
+        return [_load(body) for body in await self._store.grants(places, self.clock())]
 
-    def find(self, kind: str, server: str, tool: str, conversation: ConversationKey) -> Grant | None:
-        return next((g for g in self.here(conversation) if (g.kind, g.server, g.tool) == (kind, server, tool)), None)
+    async def find(self, kind: str, server: str, tool: str, conversation: ConversationKey) -> Grant | None:
+        here = await self.here(conversation)
+        return next((g for g in here if (g.kind, g.server, g.tool) == (kind, server, tool)), None)
 
-    def give(self, kind: str, server: str, tool: str, scope: GrantScope, conversation: ConversationKey,
+    async def give(self, kind: str, server: str, tool: str, scope: GrantScope, conversation: ConversationKey,
              by: Actor) -> Grant:
         now = self.clock()
         grant = Grant(f"g{new_id()[:8]}", kind, server, tool, scope.scope, place(scope.scope, conversation), by, now,
                       None if scope.ttl is None else now + scope.ttl)
-        self._store.save_grant(grant.id, grant.place, grant.expires_at, _dump(grant))
+        await self._store.save_grant(grant.id, grant.place, grant.expires_at, _dump(grant))
         return grant
 
     async def remember(self, ctx: RequestContext, outcome: Outcome, scopes: tuple[GrantScope, ...], kind: str,
@@ -84,18 +85,18 @@ class Grants:
         scope = next((s for s in scopes if s.scope == outcome.grant), None)
         if scope is None or outcome.by is None:
             return None
-        grant = self.give(kind, ctx.server.name, tool, scope, ctx.conversation, outcome.by)
+        grant = await self.give(kind, ctx.server.name, tool, scope, ctx.conversation, outcome.by)
         await self._say(ctx.conversation, f"{outcome.by.label()} allowed {grant.what()} "
                                           f"{scope.label().removeprefix('Allow ')} (grant {grant.id}; "
                                           f"`revoke {grant.id}` ends it).")
         return grant
 
-    def revoke(self, grant: Grant, by: Actor) -> bool:
-        return self._store.revoke_grant(grant.id, by.key)
+    async def revoke(self, grant: Grant, by: Actor) -> bool:
+        return await self._store.revoke_grant(grant.id, by.key)
 
-    def used(self, grant: Grant, call_id: str, conversation: ConversationKey, requester: Actor | None) -> None:
+    async def used(self, grant: Grant, call_id: str, conversation: ConversationKey, requester: Actor | None) -> None:
         """The audit row of one call a grant let through: the grant, who gave it, whose call it was."""
-        self._store.record(AuditRow(
+        await self._store.record(AuditRow(
             self.clock(), call_id, grant.kind, grant.server, conversation.id(), "granted", grant.given_by.key,
             grant.given_by.label(), requester.key if requester else None,
             f"auto-approved by grant {grant.id} ({grant.what()}, {grant.scope}, given by {grant.given_by.label()})"))

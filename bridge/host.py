@@ -10,7 +10,8 @@ tasks of the host's task group.
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Protocol
 
 import anyio
@@ -27,11 +28,12 @@ from bridge.command_handlers import CommandHandlers
 from bridge.config import Config
 from bridge.elicitation import Elicitation
 from bridge.errors import ConfigError
+from bridge.fleet import Fleet
 from bridge.grants import Grants
 from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn
 from bridge.outbound import Outbound
-from bridge.ports import AdapterState, ChatPort, RestorableCard
+from bridge.ports import AdapterState, ChatPort, Leadership, RestorableCard
 from bridge.results import KeptResults
 from bridge.resume import Resumer
 from bridge.roots import RootsKeeper
@@ -40,7 +42,8 @@ from bridge.sampling import Sampler
 from bridge.server_notices import ServerNotices
 from bridge.server_requests import HandlerTable
 from bridge.sessions import SessionPool
-from bridge.store import Store
+from bridge.storage import AsyncStore
+from bridge.storage.watch import DecisionWatch
 from bridge.tool_approval import ToolApproval
 from bridge.toolcalls import ToolCalls
 
@@ -48,9 +51,11 @@ logger = logging.getLogger(__name__)
 
 
 class Host:
-    """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports."""
+    """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports. The store is
+    the caller's to close, unless `owns_store` (then the host closes it when it stops)."""
 
-    def __init__(self, config: Config, store: Store, llm: LLMProvider | None = None) -> None:
+    def __init__(self, config: Config, store: AsyncStore, llm: LLMProvider | None = None, *,
+                 owns_store: bool = False) -> None:
         if llm is None:
             try:
                 llm = make_provider(config.llm.provider, model=config.llm.model, api_key=config.llm.api_key,
@@ -58,9 +63,12 @@ class Host:
             except (LLMError, ValueError) as exc:
                 raise ConfigError([f"llm: {exc}"]) from None
         self.config, self.store, self.llm = config, store, llm
+        self._owns_store = owns_store
         form_schema.set_cache_size(config.limits.form_cache_size)
         self.outbound = Outbound(config.redactor)
-        self.broker = Broker(store, self.outbound.port_for, Routing(config.groups, self.outbound))
+        # On a store other workers share, decisions they claim reach this one's waiting cards through the watch.
+        watch = DecisionWatch(store) if store.shared else None
+        self.broker = Broker(store, self.outbound.port_for, Routing(config.groups, self.outbound), watch)
         self.grants = Grants(store, self.outbound.say)
         self.budgets = Budgets(config.budgets, store)
         self.pool = SessionPool(config)
@@ -83,6 +91,8 @@ class Host:
         self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
         self.resumer.reparked = self.bounds.restored
+        self.fleet = Fleet(store, self.broker, self.resumer, watch, lease=config.worker_lease,
+                           retention=config.retention)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
                                         audience, self.outbound.say, self.grants, self.budgets, self.accounts)
@@ -108,6 +118,7 @@ class Host:
             await stack.enter_async_context(self.pool)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             await self._tg.start(self.broker.run)
+            await self._tg.start(self.fleet.run)
             self._exit = stack.pop_all()
         self.accounts.run_in(self._tg)
         self._tg.start_soon(self.resumer.resume_all, self._tg)
@@ -131,10 +142,13 @@ class Host:
         exit_stack, self._exit = self._exit, None
         try:
             await exit_stack.__aexit__(None, None, None)
+            await self.fleet.stopped()
         finally:
-            self.accounts.close()
             with anyio.CancelScope(shield=True):
+                await self.accounts.aclose()
                 await self.llm.aclose()
+                if self._owns_store:
+                    await self.store.aclose()
 
     # -- Inbound -------------------------------------------------------------------------------------------------
 
@@ -169,10 +183,12 @@ class Host:
     def open_interaction(self, interaction_id: str) -> Interaction | None:
         return self.broker.interaction(interaction_id)
 
-    def known_interaction(self, interaction_id: str) -> Interaction | None:
+    async def known_interaction(self, interaction_id: str) -> Interaction | None:
         live = self.broker.interaction(interaction_id)
-        stored = self.store.interaction(interaction_id) if live is None else None
-        return live or (stored.interaction if stored else None)
+        if live is not None:
+            return live
+        stored = await self.store.interaction(interaction_id)
+        return stored.interaction if stored else None
 
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
         return self.broker.open_interactions(conversation)
@@ -183,14 +199,22 @@ class Host:
     async def wait_open(self, interaction_id: str) -> Interaction:
         return await self.broker.wait_open(interaction_id)
 
-    def restorable_cards(self, platform: str) -> list[RestorableCard]:
-        return self.store.restorable_cards(platform)
+    async def restorable_cards(self, platform: str) -> list[RestorableCard]:
+        """Open cards of stored 2026 calls on one platform, left by the last run, for its adapter to re-attach to."""
+        return [RestorableCard(s.interaction, s.card) for s in await self.store.open_interactions()
+                if s.card is not None and s.pending_call is not None
+                and s.interaction.conversation.platform == platform]
 
     async def stop_call(self, call_id: str, actor: Actor) -> bool:
         return await self.calls.stop(call_id, actor)
 
     def adapter_state(self, namespace: str) -> AdapterState:
-        return self.store.adapter_state(namespace)
+        return _AdapterState(self.store, namespace)
+
+    @asynccontextmanager
+    async def leadership(self, name: str) -> AsyncIterator[Leadership]:
+        async with self.store.leadership(name) as lease:
+            yield lease
 
     def web_link(self, interaction_id: str, actor: Actor) -> str | None:
         interaction = self.broker.interaction(interaction_id)
@@ -206,3 +230,17 @@ class LinkIssuer(Protocol):
     """Hands out one-time web-form links (bridge.webform.WebForms)."""
 
     def link_for(self, interaction: Interaction, actor: Actor) -> str | None: ...
+
+
+class _AdapterState:
+    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
+
+    def __init__(self, store: AsyncStore, namespace: str) -> None:
+        self._store = store
+        self._namespace = namespace
+
+    async def get(self, key: str) -> str | None:
+        return await self._store.adapter_value(self._namespace, key)
+
+    async def set(self, key: str, value: str) -> None:
+        await self._store.set_adapter_value(self._namespace, key, value)

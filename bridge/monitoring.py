@@ -22,12 +22,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bridge import observe
+from bridge.errors import StoreError
 from bridge.http_server import SECURITY_HEADERS, HttpServer, ReadinessCheck
 from bridge.metrics import Metrics
 from bridge.ports import Adapter
 
 if TYPE_CHECKING:
     from bridge.host import Host
+    from bridge.storage import AsyncStore
 
 STORE_TIMEOUT = 2.0
 """Seconds the store probe may wait for the write lock: longer, and the store counts as not writable."""
@@ -57,20 +59,28 @@ def install(http: HttpServer, host: Host, adapters: Sequence[Adapter], worker: s
     http.route("/metrics", scrape)
     for adapter in adapters:
         http.readiness(f"chat.{adapter.platform}", adapter.readiness)
-    http.readiness("store", store_check(host.store.path))
+    http.readiness("store", store_check(host.store))
     with observe.observing(metrics):
         yield metrics
 
 
-def store_check(path: str) -> ReadinessCheck:
-    """A readiness check that commits a small write to the store file on a connection of its own (in a worker
-    thread, so a slow disk never stalls the bridge), and reports why it could not."""
+def store_check(store: AsyncStore) -> ReadinessCheck:
+    """A readiness check that commits a small write to the store and reports why it could not. A SQLite file is
+    written on a connection of its own (in a worker thread, so a slow disk never stalls the bridge): it sees what
+    the store's open connections do not, another process holding the write lock, or the file gone. Postgres gets
+    the write through the store's pool, as decisions do."""
 
     async def check() -> str | None:
-        if path == ":memory:":
-            return None
         with anyio.move_on_after(STORE_TIMEOUT + 1):
-            return await anyio.to_thread.run_sync(_probe, path, abandon_on_cancel=True)
+            if store.file is not None:
+                return await anyio.to_thread.run_sync(_probe, store.file, abandon_on_cancel=True)
+            if not store.shared:
+                return None  # in memory: nothing to lose
+            try:
+                await store.set_adapter_value("bridge.health", f"probe/{store.worker_id}", str(time.time()))
+            except StoreError as exc:
+                return str(exc)
+            return None
         return f"no answer within {STORE_TIMEOUT + 1:g}s"
 
     return check

@@ -41,7 +41,7 @@ from bridge.errors import CommandError, ConfigError
 from bridge.failures import leaves
 from bridge.host import Host
 from bridge.sanitize import clean
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.text import result_text
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
     # Loaded by name like every adapter: the core never imports adapters statically.
     console_module = importlib.import_module("adapters.console")
     redaction.install(config.redactor)
-    store = Store(":memory:")
+    store = await open_store(":memory:")
     try:
         async with TerminalConsent(sys.stderr, clean) as consent:
             clients = OAuthClients(config, consent)
@@ -158,9 +158,9 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
                 async with host:
                     yield Terminal(host, console)
             finally:
-                clients.close()
+                await clients.aclose()
     finally:
-        store.close()
+        await store.aclose()
 
 
 def server_failure(exc: BaseException) -> str | None:

@@ -8,8 +8,11 @@ timeouts: the broker owns every deadline.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
+
+import anyio
 
 from bridge.model import (
     Actor,
@@ -92,9 +95,17 @@ class RestorableCard:
 class AdapterState(Protocol):
     """Small persistent key-value state an adapter owns (Slack's bot threads, say), in its own namespace."""
 
-    def get(self, key: str) -> str | None: ...
+    async def get(self, key: str) -> str | None: ...
 
-    def set(self, key: str, value: str) -> None: ...
+    async def set(self, key: str, value: str) -> None: ...
+
+
+class Leadership(Protocol):
+    """Held leadership of a role across the bridge's workers (`Inbound.leadership`)."""
+
+    name: str
+    lost: anyio.Event
+    """Set if leadership was lost while held (the store stopped vouching for it): stop leading at once."""
 
 
 class Inbound(Protocol):
@@ -115,7 +126,8 @@ class Inbound(Protocol):
 
     def claim(self, decision: DecisionIn) -> DecisionResult:
         """Decide without awaiting and without any notice, for adapters that must answer at once and show the
-        verdict themselves (a Slack modal submission)."""
+        verdict themselves (a Slack modal submission). The claim is in memory; it is made durable right after, and
+        should another worker have decided first, the person is told then, as for a late click."""
         ...
 
     async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
@@ -127,7 +139,7 @@ class Inbound(Protocol):
         """The interaction if it is open and waited on in this process."""
         ...
 
-    def known_interaction(self, interaction_id: str) -> Interaction | None:
+    async def known_interaction(self, interaction_id: str) -> Interaction | None:
         """The interaction, open or finished, if the bridge has ever seen it."""
         ...
 
@@ -143,7 +155,7 @@ class Inbound(Protocol):
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
         ...
 
-    def restorable_cards(self, platform: str) -> list[RestorableCard]:
+    async def restorable_cards(self, platform: str) -> list[RestorableCard]:
         """Open durable cards of this platform left by the last run (to be resumed by the core)."""
         ...
 
@@ -153,6 +165,11 @@ class Inbound(Protocol):
 
     def adapter_state(self, namespace: str) -> AdapterState:
         """Persistent key-value state owned by one adapter."""
+        ...
+
+    def leadership(self, name: str) -> AbstractAsyncContextManager[Leadership]:
+        """Wait until this worker leads the role `name` (one leader across every worker on the store: a Matrix
+        account's sync loop, say), and hold it for the block. With one process it is granted at once."""
         ...
 
     def web_link(self, interaction_id: str, actor: Actor) -> str | None:

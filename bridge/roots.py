@@ -17,7 +17,7 @@ from bridge.errors import CommandError
 from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.model import ConversationKey, Detail, Kind, Status
 from bridge.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
-from bridge.store import Store
+from bridge.storage import AsyncStore
 
 
 def check_uri(uri: str) -> str:
@@ -35,7 +35,7 @@ def remember_key(server: str) -> str:
 class RootsKeeper(RequestHandler[None, ListRootsResult]):
     """The conversation's roots, and the handler of `roots/list` (registered only when the policy is not "deny")."""
 
-    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: Store) -> None:
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: AsyncStore) -> None:
         super().__init__(contexts, asker)
         self._config = config
         self._store = store
@@ -43,9 +43,9 @@ class RootsKeeper(RequestHandler[None, ListRootsResult]):
     async def __call__(self, context: ClientRequestContext, params: None = None) -> ListRootsResult | ErrorData:
         return await super().__call__(context, params)
 
-    def offered(self, conversation: ConversationKey, server: str | None = None) -> list[tuple[str, str]]:
+    async def offered(self, conversation: ConversationKey, server: str | None = None) -> list[tuple[str, str]]:
         """This conversation's roots plus the server's configured defaults, without duplicates."""
-        roots = list(self._store.roots(conversation))
+        roots = list(await self._store.roots(conversation))
         if server is not None:
             cfg = self._config.servers.get(server)
             seen = {uri for uri, _ in roots}
@@ -58,10 +58,10 @@ class RootsKeeper(RequestHandler[None, ListRootsResult]):
         """Answer a server's roots/list. A refusal is an empty list: the server sees no folders, and the call it
         was making can still go on."""
         policy = self._config.servers[ctx.server.name].roots
-        roots = self.offered(ctx.conversation, ctx.server.name)
+        roots = await self.offered(ctx.conversation, ctx.server.name)
         if not roots:
             return ListRootsResult(roots=[])
-        remembered = self._store.setting(ctx.conversation, remember_key(ctx.server.name)) == "all"
+        remembered = await self._store.setting(ctx.conversation, remember_key(ctx.server.name)) == "all"
         if policy.approval == "auto" or remembered:
             return _result(roots, [uri for uri, _ in roots])
         options = tuple(Option(uri, f"{name} ({uri})" if name else uri) for uri, name in roots)
@@ -82,7 +82,7 @@ class RootsKeeper(RequestHandler[None, ListRootsResult]):
         chosen = content.get("roots")
         picked = [str(u) for u in chosen] if isinstance(chosen, list) else []
         if content.get("remember") is True:
-            self._store.set_setting(ctx.conversation, remember_key(ctx.server.name), "all")
+            await self._store.set_setting(ctx.conversation, remember_key(ctx.server.name), "all")
         return _result(roots, picked)
 
 

@@ -50,8 +50,8 @@ from bridge.mcp_session import CallInfo, Session
 from bridge.model import Actor, ConversationKey, Kind, Outcome, Status
 from bridge.request_context import CURRENT
 from bridge.sessions import SessionPool
-from bridge.store import PendingCall, Store, StoredInteraction
-from bridge.waiters import Parked
+from bridge.storage import AsyncStore, PendingCall, StoredInteraction
+from bridge.waiter import Parked
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,12 @@ class Call(CallInfo, Protocol):
 
     @property
     def server(self) -> str: ...
+
+    @property
+    def keep_pending(self) -> bool:
+        """Whether the stored call outlives its result until the caller has reported it (a continued call: if the
+        worker dies before the result is out, a survivor continues the call again rather than losing it)."""
+        ...
 
 
 @dataclass(eq=False, slots=True)
@@ -131,7 +137,7 @@ def gone(pool: SessionPool, session: Session, exc: BaseException) -> ServerGoneE
 
 
 class Rounds:
-    def __init__(self, pool: SessionPool, broker: Broker, store: Store, audience: Audience) -> None:
+    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience) -> None:
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -140,6 +146,9 @@ class Rounds:
         """Calls whose round waits on parked cards (and calls being continued), by call id."""
         self.resume_parked: Callable[[ParkedCall], Awaitable[None]] | None = None
         """Continues a parked call whose inputs are all answered (set by the tool-call owner, which reports)."""
+        self.take_call: Callable[[str], Awaitable[None]] | None = None
+        """Continues, from the store, a call whose last answer was claimed here but which is not held here (set by
+        the resumer)."""
         broker.on_parked = self._answered
 
     # -- driving -------------------------------------------------------------------------------------------------
@@ -172,11 +181,14 @@ class Rounds:
                     if rerun or state is None or not invalid_state(exc):
                         raise
                     rerun, state, responses = True, None, None
-                    reuse = self._answers_given(call.id)
+                    reuse = await self._answers_given(call.id)
                     asked_before = set(reuse)
                     continue
                 if not isinstance(result, InputRequiredResult):
-                    self._end(call.id)
+                    if call.keep_pending:
+                        self.parked.pop(call.id, None)
+                    else:
+                        await self._ended(call.id)
                     assert isinstance(result, CallToolResult)
                     return result
                 state = result.request_state
@@ -186,15 +198,17 @@ class Rounds:
                     await anyio.sleep(0.1)
                     responses = None
                     continue
-                record = self._store_round(call, arguments, state, requests)
-                for key, request in requests.items():
-                    given = reuse.pop(key, None) if reuse else None
-                    if given is not None and given[0] == signature(request):
-                        record.responses[key] = given[1]
-                outstanding = {k: r for k, r in requests.items() if k not in record.responses}
-                if outstanding:
-                    with self._on(session, call):
-                        await self.answer(session, record, outstanding, park=park, again=asked_before)
+                # Held while the round is stored: the session is not closed for room before its requests are asked.
+                with self._pool.hold(session):
+                    record = await self._store_round(call, arguments, state, requests)
+                    for key, request in requests.items():
+                        given = reuse.pop(key, None) if reuse else None
+                        if given is not None and given[0] == signature(request):
+                            record.responses[key] = given[1]
+                    outstanding = {k: r for k, r in requests.items() if k not in record.responses}
+                    if outstanding:
+                        with self._on(session, call):
+                            await self.answer(session, record, outstanding, park=park, again=asked_before)
                 if record.waiting:
                     return None
                 self.parked.pop(call.id, None)
@@ -205,7 +219,7 @@ class Rounds:
             # Stopped, refused, failed or crashed: the call is over, so it must not come back after a restart. Only
             # a shutdown keeps it, to be answered then.
             if not self._broker.closing:
-                self._end(call.id)
+                await self._ended(call.id)
             raise
 
     async def resume(self, call: Call, record: ParkedCall, missing: Mapping[str, InputRequest],
@@ -222,7 +236,7 @@ class Rounds:
                     return None
         except BaseException:
             if not self._broker.closing:
-                self._end(call.id)
+                await self._ended(call.id)
             raise
         self.parked.pop(record.id, None)
         return await self.drive(call, record.arguments, progress, park=True, session=session, record=record)
@@ -269,31 +283,51 @@ class Rounds:
         finally:
             record.driving = False
         if refusal:
-            self._end(record.id)
+            await self._ended(record.id)
             raise InputRefused(refusal[0])
 
     # -- parked calls --------------------------------------------------------------------------------------------
 
-    async def _answered(self, call_id: str, key: str, outcome: Outcome) -> None:
-        """A parked card ended (its card is final): record the answer, and continue the call if it was the last."""
+    async def _answered(self, call_id: str, key: str, outcome: Outcome, last: bool) -> None:
+        """A parked card ended (its claim durable, its card final): record the answer, and continue the call if the
+        store says this was the last open card of its round (then the call is this worker's, whoever held it)."""
         record = self.parked.get(call_id)
-        if record is None or record.waiting.get(key) is None:
-            return  # the call was stopped or ended meanwhile
-        del record.waiting[key]
-        record.responses[key] = to_result(outcome)
-        if record.waiting or record.driving:
+        if record is None:
+            if last and self.take_call is not None:
+                await self.take_call(call_id)  # held by no one here (taken over meanwhile): continued from the store
             return
+        if record.waiting.pop(key, None) is not None:
+            record.responses[key] = to_result(outcome)
+        if record.driving:
+            return  # the task answering the rest of this round continues the call itself
+        if not last:
+            if not record.waiting:
+                # Every card held here is answered, yet one is open in the store: claimed on another worker, which
+                # continues the call once it is answered there. Nothing of it is held here any more.
+                self.parked.pop(call_id, None)
+            return
+        if record.waiting:
+            # Answered on other workers before this one heard: their answers are in the store.
+            await self._answers_from_store(record)
         if self.resume_parked is not None:
             await self.resume_parked(record)
 
-    def stop(self, call_id: str, reason: str) -> ParkedCall | None:
+    async def _answers_from_store(self, record: ParkedCall) -> None:
+        for stored in await self._store.interactions_for_call(record.id):
+            key = stored.input_key
+            if key is not None and record.waiting.get(key) == stored.interaction.id and stored.outcome is not None:
+                self._broker.drop_parked(stored.interaction.id)
+                del record.waiting[key]
+                record.responses[key] = to_result(stored.outcome)
+
+    async def stop(self, call_id: str, reason: str) -> ParkedCall | None:
         """Stop a parked call: its open cards end as cancelled and it is forgotten."""
         record = self.parked.get(call_id)
         if record is not None:
-            self._end(call_id, reason)
+            await self._ended(call_id, reason)
         return record
 
-    def _store_round(self, call: Call, arguments: dict[str, Any], state: str | None,
+    async def _store_round(self, call: Call, arguments: dict[str, Any], state: str | None,
                      requests: Mapping[str, InputRequest]) -> ParkedCall:
         pending = PendingCall(
             id=call.id, conversation=call.conversation, server=call.server, tool=call.tool, arguments=arguments,
@@ -301,22 +335,24 @@ class Rounds:
                                                  for k, r in requests.items()},
             requester=call.requester)
         # Stored before any card is posted: a crash from here on can be resumed.
-        self._store.save_pending_call(pending)
+        await self._store.save_pending_call(pending)
         record = ParkedCall(call.id, call.conversation, call.requester, call.server, call.tool, arguments, state,
                             {}, {})
         self.parked[call.id] = record
         return record
 
-    def _end(self, call_id: str, reason: str = "the call ended without this answer") -> None:
-        self._store.delete_pending_call(call_id)
+    async def _ended(self, call_id: str, reason: str = "the call ended without this answer") -> None:
+        # Deleted before its cards are withdrawn: a withdrawal's claim then never finds the call to continue.
+        with anyio.CancelScope(shield=True):
+            await self._store.delete_pending_call(call_id)
         record = self.parked.pop(call_id, None)
         for interaction_id in record.waiting.values() if record else ():
             self._broker.withdraw(interaction_id, reason)
 
-    def _answers_given(self, call_id: str) -> dict[str, tuple[Signature, InputResponse]]:
+    async def _answers_given(self, call_id: str) -> dict[str, tuple[Signature, InputResponse]]:
         """Every answer a person gave to this call's elicitations, latest per input key, with what it answered."""
         given: dict[str, tuple[Signature, InputResponse]] = {}
-        for stored in self._store.interactions_for_call(call_id):
+        for stored in await self._store.interactions_for_call(call_id):
             sig = stored_signature(stored)
             outcome = stored.outcome
             if stored.input_key is None or sig is None or outcome is None:

@@ -77,7 +77,7 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
                 await self._say(ctx.conversation, f"{ctx.server.text()} asked for the model more than "
                                                            f"{policy.rate_per_minute} times a minute; refused.")
                 return ErrorData(code=USER_REJECTED, message="Sampling rate limit exceeded; try again later")
-        over = self._budgets.refusal(ctx.conversation, ctx.requester)
+        over = await self._budgets.refusal(ctx.conversation, ctx.requester)
         if over is not None:
             await self._say(ctx.conversation, f"{ctx.server.text()} asked for the model; refused: {over}")
             return ErrorData(code=USER_REJECTED, message=f"Token budget exhausted: {over}")
@@ -90,9 +90,9 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
             return ErrorData(code=INVALID_PARAMS, message=str(exc))
 
         quorum = approver_rule(cfg, Kind.SAMPLING).required > 1
-        grant = None if quorum else self._grants.find("sampling", ctx.server.name, "", ctx.conversation)
+        grant = None if quorum else await self._grants.find("sampling", ctx.server.name, "", ctx.conversation)
         if policy.approval == "ask" and grant is not None:
-            self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
+            await self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
         elif policy.approval == "ask":
             interaction = self._approval(ctx, params, request.max_tokens, model, policy.timeout)
             outcome = await self.ask(ctx.step("approve"), interaction)
@@ -116,7 +116,7 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
             await self._say(ctx.conversation, f"The model failed to answer {ctx.server.text()}: {exc}")
             return ErrorData(code=INTERNAL_ERROR, message=f"The host's model failed: {exc}")
         if response is not None:
-            self._budgets.record(ctx.conversation, ctx.requester, response.usage)
+            await self._budgets.record(ctx.conversation, ctx.requester, response.usage)
 
         if response is None or policy.review:
             review = self._review(ctx, response, policy.timeout)

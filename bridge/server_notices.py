@@ -18,7 +18,7 @@ from bridge.mcp_session import Session
 from bridge.model import Outcome, Status
 from bridge.outbound import Outbound
 from bridge.ratelimit import RateLimiter
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.text import shorten
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ LINK_DONE = "the server reports the link flow complete"
 
 
 class ServerNotices:
-    def __init__(self, broker: Broker, store: Store, outbound: Outbound) -> None:
+    def __init__(self, broker: Broker, store: AsyncStore, outbound: Outbound) -> None:
         self._broker = broker
         self._store = store
         self._outbound = outbound
@@ -43,7 +43,7 @@ class ServerNotices:
         """A legacy server says the link flow is done: an open card is accepted by that, a decided one updated."""
         if self._broker.complete(interaction_id, LINK_DONE):
             return
-        stored = self._store.interaction(interaction_id)
+        stored = await self._store.interaction(interaction_id)
         if stored is None or stored.card is None:
             return
         previous = stored.outcome or Outcome(Status.ACCEPTED)

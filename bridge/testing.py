@@ -1,7 +1,8 @@
 """Test helpers, shipped with the package so adapter tests and user tests can build a bridge in a few lines.
 
 `FakeChatPort` records what the core posts and lets a test wait for it without sleeping. `host_for` builds a host
-around in-process MCP servers (the SDK's `MCPServer`).
+around in-process MCP servers (the SDK's `MCPServer`), on a store from `host_store`: `config.store` (`:memory:`), or
+wherever `HOST_STORES.target` points (the project's test suite points it at a Postgres database for its second pass).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bridge.model import (
     Outcome,
     StatusView,
 )
-from bridge.store import Store
+from bridge.storage import AsyncStore, open_store
 
 T = TypeVar("T")
 
@@ -152,9 +153,37 @@ def config_for(servers: Mapping[str, Any], **overrides: Any) -> Config:
     return Config(servers=built, store=":memory:", **config_fields)
 
 
-def host_for(config: Config, store: Store | None = None, port: FakeChatPort | None = None) -> tuple[Host, FakeChatPort]:
-    """A host with a fake chat port attached (not yet started: use `async with host`)."""
+class HostStores:
+    """Where `host_store` opens stores, and the ones it opened (still readable after their host stopped, until
+    `close_all`)."""
+
+    def __init__(self) -> None:
+        self.target: str | None = None
+        """A store for every test host (a `postgresql://` URL, say) instead of each config's `store`."""
+        self.opened: list[AsyncStore] = []
+
+    async def close_all(self) -> None:
+        opened, self.opened = self.opened, []
+        for store in opened:
+            await store.aclose()
+
+
+HOST_STORES = HostStores()
+
+
+async def host_store(config: Config) -> AsyncStore:
+    """A store for a test host: `HOST_STORES.target` if set, else `config.store`. Close with `HOST_STORES.close_all`
+    (or leave a `:memory:` one to the garbage collector)."""
+    store = await open_store(HOST_STORES.target or config.store)
+    HOST_STORES.opened.append(store)
+    return store
+
+
+async def host_for(config: Config, store: AsyncStore | None = None,
+                   port: FakeChatPort | None = None) -> tuple[Host, FakeChatPort]:
+    """A host with a fake chat port attached (not yet started: use `async with host`), on `store` or a
+    `host_store`."""
     chat = port or FakeChatPort()
-    host = Host(config, store or Store(config.store))
+    host = Host(config, store or await host_store(config))
     host.attach(chat)
     return host, chat

@@ -59,9 +59,9 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
                 return None
             tool = await self._pool.tool(session, tool_name)
         quorum = approver_rule(cfg, Kind.TOOL, tool_name).required > 1
-        grant = None if quorum else self._grants.find("tool", server, tool_name, ctx.conversation)
+        grant = None if quorum else await self._grants.find("tool", server, tool_name, ctx.conversation)
         if grant is not None:
-            self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
+            await self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
             return None
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""

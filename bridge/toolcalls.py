@@ -33,11 +33,12 @@ from bridge.limits import Limits
 from bridge.mcp_session import Session
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.outbound import Outbound
+from bridge.ports import CLEANUP_TIMEOUT
 from bridge.request_context import new_id
 from bridge.results import KeptResults
 from bridge.rounds import ParkedCall, Rounds, guarded
 from bridge.sessions import SessionPool
-from bridge.store import Store
+from bridge.storage import AsyncStore
 from bridge.text import session_error_text, shorten
 from bridge.tool_approval import ToolApproval
 
@@ -61,6 +62,8 @@ class ToolCall:
     last_edit: float = 0.0
     stopped_by: Actor | None = None
     parked: bool = False
+    keep_pending: bool = False
+    """A continued 2026 call: its stored row goes once the result is reported (`continue_call`), not before."""
 
 
 class _Told(Exception):
@@ -68,7 +71,7 @@ class _Told(Exception):
 
 
 class ToolCalls:
-    def __init__(self, pool: SessionPool, broker: Broker, store: Store, audience: Audience, outbound: Outbound,
+    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
                  approval: ToolApproval, elicitation: Elicitation) -> None:
         self._pool = pool
         self._broker = broker
@@ -113,8 +116,8 @@ class ToolCalls:
             call.stopped_by = actor
             call.scope.cancel()
             return True
-        self.rounds.stop(call_id, f"the call was stopped by {actor.label()}")
-        self._store.end_running_call(call_id)
+        await self.rounds.stop(call_id, f"the call was stopped by {actor.label()}")
+        await self._store.end_running_call(call_id)
         await self._out.say(call.conversation, f"Stopped {call.server}.{call.tool}.")
         return True
 
@@ -133,12 +136,13 @@ class ToolCalls:
         layer to word.
         """
         call = ToolCall(new_id(), conversation, requester, server, tool)
-        self._store.record_running_call(call.id, conversation, server, tool)
+        await self._store.record_running_call(call.id, conversation, server, tool)
         return await self._supervised(call, lambda: self._start(call, dict(arguments), park, retry_after_links))
 
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
-        call = ToolCall(record.id, record.conversation, record.requester, record.server, record.tool)
+        call = ToolCall(record.id, record.conversation, record.requester, record.server, record.tool,
+                        keep_pending=True)
         name = f"{record.server}.{record.tool}"
         try:
             result = await self._supervised(call, lambda: self.rounds.resume(call, record, missing,
@@ -153,7 +157,13 @@ class ToolCalls:
                                                      f"({type(exc).__name__}); it was logged.")
             return
         if result is not None:
-            await self.report(record.conversation, record.server, record.tool, result)
+            # The stored call goes only once its result is out: a worker that dies between the server's answer and
+            # the report leaves it stored, and a survivor continues it (the last round sent again) instead of the
+            # result being lost. Shielded together, so a stop in between neither loses nor repeats it.
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(CLEANUP_TIMEOUT):
+                    await self.report(record.conversation, record.server, record.tool, result)
+                await self._store.delete_pending_call(record.id)
 
     async def _continue_parked(self, record: ParkedCall) -> None:
         await self.continue_call(record, {})
@@ -202,7 +212,8 @@ class ToolCalls:
         finally:
             self._calls.pop(call.id, None)
             if not keep_record:
-                self._store.end_running_call(call.id)
+                with anyio.CancelScope(shield=True):
+                    await self._store.end_running_call(call.id)
             if call.status is not None and not call.scope.cancel_called:
                 await self._finish_status(call, "waiting for answers on its cards" if call.parked else "done")
 

@@ -3,15 +3,17 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import inspect
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from bridge import redaction
 from bridge.cli import setup_logging
+from bridge.testing import HOST_STORES
 from tests.matrixhs.synapse import Synapse
 from tests.pg.cluster import PostgresCluster, PostgresUnavailable
 
@@ -22,6 +24,70 @@ EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everyth
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+BOTH_ENGINES = ("tests/bridge/", "tests/adapters/console/", "tests/adapters/slack/", "tests/webform/")
+"""Where every async test runs twice: on SQLite and on Postgres (its hosts' stores, `store_target`). The core and
+adapter tests that use the store; the storage tests choose their engines themselves, and the CLI and Matrix tests keep
+SQLite (they run whole processes or a homeserver, which the second pass would only make slower)."""
+ONE_ENGINE = {
+    "tests/bridge/test_broker.py",  # its own in-memory store, on trio's mock clock
+    "tests/bridge/test_workers.py",  # several workers: Postgres only
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    path = Path(str(metafunc.definition.fspath)).relative_to(ROOT).as_posix()
+    if (inspect.iscoroutinefunction(metafunc.function) and path.startswith(BOTH_ENGINES) and path not in ONE_ENGINE
+            and "store_engine" not in metafunc.fixturenames):
+        metafunc.fixturenames.append("store_engine")
+        metafunc.parametrize("store_engine", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture
+def store_engine(request: pytest.FixtureRequest) -> str:
+    """The engine of this test's stores: "sqlite" unless the test is in its Postgres pass."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_target(store_engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a test that restarts the bridge keeps its store: a SQLite file, or (Postgres pass) a fresh database."""
+    if store_engine == "sqlite":
+        yield str(tmp_path / "bridge.db")
+        return
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    url = cluster.create_database()
+    yield url
+    cluster.drop_database(url)
+
+
+@pytest.fixture
+def pg_url(postgres: PostgresCluster) -> Iterator[str]:
+    """A fresh database in the session's Postgres."""
+    url = postgres.create_database()
+    yield url
+    postgres.drop_database(url)
+
+
+@pytest.fixture
+async def host_stores(anyio_backend: object, store_engine: str, request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """The stores of test hosts (`bridge.testing.host_store`): on Postgres in the Postgres pass (one fresh database
+    per test); closed once the test has read them."""
+    if store_engine == "postgres":
+        HOST_STORES.target = request.getfixturevalue("store_target")
+    try:
+        yield
+    finally:
+        HOST_STORES.target = None
+        await HOST_STORES.close_all()
+
+
+@pytest.fixture(autouse=True)
+def close_host_stores(request: pytest.FixtureRequest) -> None:
+    """`host_stores` for every async test (on the test's own event loop; sync tests may run loops of their own)."""
+    if inspect.iscoroutinefunction(getattr(request.node, "obj", None)):
+        request.getfixturevalue("host_stores")
 
 
 @pytest.fixture(scope="session")

@@ -61,7 +61,7 @@ class MatrixAdapter(MatrixPort):
                                own_event=self._own_event,
                                web=WebLinks(inbound, outbox, self.direct, self.notify))
         self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
-        self.intake = Intake(self.client, settings, self.connection, self._handle)
+        self.intake = Intake(self.client, settings, self.connection, self._handle, inbound.adapter_state(PLATFORM))
         self._warned_plain: set[str] = set()
         self._directs: set[str] = set()
         """Direct-message rooms the bot opened to reach approvers: answers there count even outside allowed_rooms."""
@@ -87,8 +87,10 @@ class MatrixAdapter(MatrixPort):
             credentials = await log_in(self.client, self.settings)
             self.intake.listen(credentials.device_id)
             await self.intake.keep_keys()
-            restored = self.restorer.restore()
-            await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored))
+            restored = await self.restorer.restore()
+            # One sync loop per bot account across the bridge's workers; the others still post and edit cards.
+            await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored),
+                                  lead=lambda: self.inbound.leadership(f"matrix-sync:{self.client.user_id}"))
         finally:
             self.connection.gave_up()
             with anyio.CancelScope(shield=True):
@@ -99,10 +101,10 @@ class MatrixAdapter(MatrixPort):
     async def direct(self, user_id: str) -> ConversationKey | None:
         """A direct-message room with one person: the one opened before (kept in the adapter's state), else new."""
         state = self.inbound.adapter_state(PLATFORM)
-        room_id = state.get(f"direct:{user_id}")
+        room_id = await state.get(f"direct:{user_id}")
         if room_id is None or not self.client.joined(room_id):
             room_id = await self.client.create_direct(user_id, encrypted=self.settings.e2ee == "required")
-            state.set(f"direct:{user_id}", room_id)
+            await state.set(f"direct:{user_id}", room_id)
         self._directs.add(room_id)
         return ConversationKey(PLATFORM, self.settings.server_name, room_id)
 

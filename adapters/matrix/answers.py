@@ -84,7 +84,7 @@ class Answers:
             if not event_id:
                 continue
             interaction_id = await self._card_of_earlier_run(room_id, event_id)
-            if interaction_id and self.inbound.known_interaction(interaction_id) is not None and \
+            if interaction_id and await self.inbound.known_interaction(interaction_id) is not None and \
                     self.inbound.open_interaction(interaction_id) is None:
                 await self.inbound.check(interaction_id, actor)  # LATE: the core says how it ended
                 return True

@@ -49,10 +49,10 @@ class Restorer:
         self.asker = asker
         self.forms = forms
 
-    def restore(self) -> list[Card]:
+    async def restore(self) -> list[Card]:
         """Rebuild and index the cards the last run left open; carry each on with `carry_on`."""
         restored: list[Card] = []
-        for stored in self.inbound.restorable_cards(PLATFORM):
+        for stored in await self.inbound.restorable_cards(PLATFORM):
             i = stored.interaction
             data = stored.card.data
             if "root" not in data or "room" not in data:

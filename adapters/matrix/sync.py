@@ -12,6 +12,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,10 @@ from adapters.matrix.login import load_sync_token, log_in_again, save_sync_token
 from adapters.matrix.outbox import Connection
 from adapters.matrix.settings import MatrixSettings
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
+from bridge.ports import AdapterState, Leadership
+
+Lead = Callable[[], AbstractAsyncContextManager[Leadership]]
+"""Leadership of this bot account's sync loop across the bridge's workers (`Inbound.leadership`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +46,10 @@ class _Synced:
 
 class Intake:
     def __init__(self, client: MatrixClient, settings: MatrixSettings, connection: Connection,
-                 handle: Handle) -> None:
+                 handle: Handle, shared: AdapterState | None = None) -> None:
+        """`shared`: state all workers see, where the sync token is kept for whichever worker leads next."""
         self.client = client
+        self._shared = shared
         self.settings = settings
         self.connection = connection
         self.handle = handle
@@ -61,9 +68,10 @@ class Intake:
         self.client.on_events(self._collect)
         self.client.on_room_keys(self._on_room_key)
 
-    async def run(self, *alongside: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def run(self, *alongside: Callable[[], Coroutine[Any, Any, None]], lead: Lead | None = None) -> None:
         """Sync and hand events over until cancelled, with the `alongside` tasks; raises `LoginLost` (not in an
-        ExceptionGroup) when the login is gone for good."""
+        ExceptionGroup) when the login is gone for good. With `lead`, only while this worker leads the account's
+        sync: the others sync once (room state, needed to send) and wait to take over."""
         send, receive = anyio.create_memory_object_stream[RoomEvent | _Synced](math.inf)
         lost: LoginLost | None = None
         async with anyio.create_task_group() as tg, send, receive:
@@ -72,7 +80,7 @@ class Intake:
             for task in alongside:
                 tg.start_soon(task)
             try:
-                await self._sync_loop(load_sync_token(self.settings.store_path, self.device_id))
+                await self._sync_loop(load_sync_token(self.settings.store_path, self.device_id), lead)
             except LoginLost as exc:
                 lost = exc  # raised below, not wrapped in the task group's ExceptionGroup
                 tg.cancel_scope.cancel()
@@ -81,12 +89,33 @@ class Intake:
         if lost is not None:
             raise lost
 
-    async def _sync_loop(self, resume_from: str | None) -> None:
+    async def _sync_loop(self, resume_from: str | None, lead: Lead | None = None) -> None:
         """Sync until cancelled. The first sync fetches room state only (nio keeps no rooms across restarts, and
         it needs them to send), so room history is never replayed as new; then, after a restart, syncing goes on
-        from the stored token, and whatever happened while the bridge was down is handled."""
+        from the stored token, and whatever happened while the bridge was down is handled. Under `lead`, the
+        syncs after the first wait for leadership and stop if it is lost; a new leader goes on from the token the
+        last one saved once it had handled the events before it."""
+        await self._sync_until_done(resume_from, first=True)
+        if lead is None:
+            await self._sync_until_done(None, first=False)
+            return
+        while True:
+            async with lead() as lease:
+                logger.info("leading the Matrix sync of %s", self.client.user_id)
+                if self._shared is not None and (token := await self._shared.get(self._token_key)):
+                    self.client.next_batch = token
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_cancel_when, lease.lost, tg.cancel_scope)
+                    await self._sync_until_done(None, first=False)
+            logger.warning("lost the lead of the Matrix sync of %s; waiting to lead again", self.client.user_id)
+
+    @property
+    def _token_key(self) -> str:
+        return f"sync_token/{self.client.user_id}"
+
+    async def _sync_until_done(self, resume_from: str | None, *, first: bool) -> None:
+        """The first sync (`first`: returns after it), or every later one (never returns)."""
         delay = 1.0
-        first = True
         while True:
             try:
                 await self.client.sync(self.settings.sync_timeout_ms, state_only=first)
@@ -103,14 +132,14 @@ class Intake:
                 delay = min(delay * 2, 60.0)
                 continue
             delay, self.connection.failing = 1.0, ""
-            if first:
-                first = False
-                if resume_from:
-                    self.client.next_batch = resume_from
+            if first and resume_from:
+                self.client.next_batch = resume_from
             self._flush()
             if not self.connection.ready.is_set():
                 self.connection.up()
             await self.keep_keys()
+            if first:
+                return
 
     def _flush(self) -> None:
         """Queue the events of the sync that just ended, then its token, which is saved once the events before it
@@ -172,6 +201,8 @@ class Intake:
         async for item in items:
             if isinstance(item, _Synced):
                 save_sync_token(self.settings.store_path, self.device_id, item.token)
+                if self._shared is not None:
+                    await self._shared.set(self._token_key, item.token)
                 continue
             try:
                 await self.handle(item)
@@ -179,3 +210,8 @@ class Intake:
                 logger.warning("matrix: could not handle %s: %s", item.event_id or "?", exc)
             except Exception:  # top-level handler: one bad event must not stop the bot
                 logger.exception("matrix: failed to handle %s", item.event_id or "?")
+
+
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -69,7 +69,8 @@ class Clicks:
 
     async def _choose(self, user: JSON, interaction_id: str, action_id: str) -> None:
         who = await self._people.of(user)
-        interaction = still_open(self._inbound, interaction_id)
+        # Not open here: another worker may hold it (several workers on one store); the core decides either way.
+        interaction = still_open(self._inbound, interaction_id) or await self._inbound.known_interaction(interaction_id)
         content = translate.inline_content(interaction.form, action_id) if interaction else None
         if interaction is None or content is None:
             await self._inbound.check(interaction_id, who)  # tells them why the click did nothing

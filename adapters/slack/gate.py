@@ -33,7 +33,7 @@ MESSAGE_EVENTS = frozenset({"message", "app_mention"})
 OPEN_TO_ALL = frozenset({ids.OPEN_URL})
 """Buttons anyone may click: they only open a link."""
 
-Wanted = Callable[[Mapping[str, Any], str, str], bool]
+Wanted = Callable[[Mapping[str, Any], str, str], Awaitable[bool]]
 """(event, team, bot user id) → whether the event is a person's new message to the bot (`Intake.wanted`)."""
 Tell = Callable[[str, str, str, str | None], Awaitable[None]]
 """(channel, user, text, thread) → tell one person privately (`SlackPort.tell`)."""
@@ -53,7 +53,7 @@ class AllowList:
         """Bolt global middleware (`app.use`): call `next_` to let the request through, or return the ack."""
         if body.get("type") == "event_callback":
             event = body.get("event") or {}
-            if event.get("type") in MESSAGE_EVENTS and not self._message_allowed(body, event, context):
+            if event.get("type") in MESSAGE_EVENTS and not await self._message_allowed(body, event, context):
                 return BoltResponse(status=200, body="")
         elif is_slash_command(body):
             if not (self._settings.channel_allowed(str(body.get("channel_id", "")))
@@ -74,13 +74,14 @@ class AllowList:
         await next_()
         return None
 
-    def _message_allowed(self, body: Mapping[str, Any], event: Mapping[str, Any], context: AsyncBoltContext) -> bool:
+    async def _message_allowed(self, body: Mapping[str, Any], event: Mapping[str, Any],
+                               context: AsyncBoltContext) -> bool:
         channel, user_id = str(event.get("channel", "")), str(event.get("user", ""))
         channel_ok = self._settings.channel_allowed(channel)
         if channel_ok and self._settings.user_allowed(user_id):
             return True
         team = str(body.get("team_id") or context.team_id or "")
-        if self._wanted(event, team, str(context.bot_user_id or "")):
+        if await self._wanted(event, team, str(context.bot_user_id or "")):
             if not channel_ok:
                 logger.info("ignoring a message in %s (not in allowed_channels)", channel)
             else:

@@ -71,7 +71,7 @@ class Intake:
         self._threads = threads
         self._seen = SeenMessages()
 
-    def wanted(self, event: Mapping[str, Any], team: str, bot: str) -> bool:
+    async def wanted(self, event: Mapping[str, Any], team: str, bot: str) -> bool:
         """Whether a `message` or `app_mention` event is a person's new message to the bot: a mention, a direct
         message or a reply in one of the bot's threads, not seen before. Marks it seen."""
         if not translate.is_person_message(event, bot):
@@ -79,14 +79,14 @@ class Intake:
         if event.get("type") == "message" and event.get("channel_type") != "im":
             if bot and f"<@{bot}" in str(event.get("text", "")):
                 return False  # the app_mention event for the same message handles it
-            if not self._threads.includes(team, str(event.get("channel", "")), str(event.get("thread_ts", ""))):
+            if not await self._threads.includes(team, str(event.get("channel", "")), str(event.get("thread_ts", ""))):
                 return False
         return self._seen.first_time(event)
 
     async def on_message(self, event: JSON, body: JSON, context: AsyncBoltContext) -> None:
         """A `message` or `app_mention` event (bolt has acked it already)."""
         bot, team = str(context.bot_user_id or ""), team_of(body, context)
-        if self.wanted(event, team, bot):
+        if await self.wanted(event, team, bot):
             self._background.spawn(f"message {translate.message_identity(event)}",
                                    functools.partial(self._handle_message, event, team, bot))
 
@@ -95,7 +95,7 @@ class Intake:
         message = translate.message_in(event, team, bot, self._scope, await self._people.actor(user_id),
                                        addressed=True)
         if message.conversation.thread:
-            self._threads.remember(team, channel, message.conversation.thread)
+            await self._threads.remember(team, channel, message.conversation.thread)
         await self._inbound.handle_message(message)
 
     async def on_command(self, ack: AsyncAck, respond: AsyncRespond, command: dict[str, str],
@@ -128,7 +128,7 @@ class Intake:
             return
         key = translate.conversation(self._scope, team, channel, ts, None, user_id, is_dm)
         if key.thread:
-            self._threads.remember(team, channel, key.thread)
+            await self._threads.remember(team, channel, key.thread)
         if hidden:
             whole = " ".join(f"{self._slash_command} {text}".split()).replace("`", "'")
             self._background.spawn(f"command line for {user_id}", functools.partial(

@@ -114,7 +114,7 @@ class Modals:
             self._settled.keep(view_id, None)
             ended, what = self._ended.get(meta.interaction_id) or (None, ENDED)
             if ended is None:  # not in memory: ended before a restart, or never known here
-                ended = self._inbound.known_interaction(meta.interaction_id)
+                ended = await self._inbound.known_interaction(meta.interaction_id)
             if ended is None:
                 await ack()
             else:

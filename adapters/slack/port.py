@@ -181,7 +181,7 @@ class SlackPort:
             response = await self._clients.bot.chat_postMessage(channel=conversation.channel, thread_ts=thread,
                                                                 text=text, blocks=blocks)
         if thread:
-            self._threads.remember(conversation.workspace, conversation.channel, thread)
+            await self._threads.remember(conversation.workspace, conversation.channel, thread)
         return str(response["ts"])
 
     async def tell(self, channel: str, user_id: str, text: str, thread: str | None = None) -> None:

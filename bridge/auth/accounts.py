@@ -119,6 +119,6 @@ class Accounts:
         return f"Disconnected {name}: your sign-in was forgotten" + \
             (" and revoked at the server." if revoked else " (the server offers no revocation).")
 
-    def close(self) -> None:
-        self.clients.close()
+    async def aclose(self) -> None:
+        await self.clients.aclose()
 

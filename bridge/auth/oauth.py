@@ -37,10 +37,11 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
 from bridge.auth.failures import plain_auth_error
-from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, TokenVault, VaultStorage
+from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
 from bridge.auth_config import AuthConfig
 from bridge.config import Config, ServerConfig
 from bridge.errors import AuthError, ConfigError
+from bridge.storage import is_postgres
 
 logger = logging.getLogger(__name__)
 
@@ -242,13 +243,19 @@ class OAuthClients:
                 raise ConfigError([f"servers.{server.name}.auth: per_user needs secrets_key_env and a token store"])
             return self._memory
         if place not in self._vaults:
-            self._vaults[place] = SqliteVault(Path(place.path).expanduser(), Cipher.from_env(place.key_env, self._env))
+            cipher = Cipher.from_env(place.key_env, self._env)
+            # A Postgres store keeps the tokens itself: every worker on it signs in once and refreshes the same ones.
+            self._vaults[place] = StoreVault(place.path, cipher) if is_postgres(place.path) \
+                else SqliteVault(Path(place.path).expanduser(), cipher)
         return self._vaults[place]
 
-    def close(self) -> None:
-        for vault in self._vaults.values():
+    async def aclose(self) -> None:
+        vaults, self._vaults = list(self._vaults.values()), {}
+        for vault in vaults:
             if isinstance(vault, SqliteVault):
                 vault.close()
+            elif isinstance(vault, StoreVault):
+                await vault.aclose()
 
     def for_server(self, server: ServerConfig, person: str | None = None) -> httpx2.Auth | None:
         """The auth to put on the server's HTTP client, or None when the server is configured without OAuth."""

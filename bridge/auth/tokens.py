@@ -232,3 +232,54 @@ class VaultStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         await self.vault.put(self.server, self.identity, CLIENT, client_info.model_dump(mode="json", exclude_none=True))
+
+
+class StoreVault:
+    """Sealed blobs in the `oauth_tokens` table of a Postgres store, so that every bridge worker on it uses (and
+    refreshes) the same tokens. Connects on first use; `aclose()` when done."""
+
+    persistent = True
+
+    def __init__(self, url: str, cipher: Cipher) -> None:
+        self._url = url
+        self._cipher = cipher
+        self._table: SealedTokens | None = None
+        self._opening = anyio.Lock()
+
+    async def _rows(self) -> SealedTokens:
+        async with self._opening:
+            if self._table is None:
+                from bridge.storage.token_rows import open_token_table
+
+                self._table = await open_token_table(self._url)
+            return self._table
+
+    async def aclose(self) -> None:
+        table, self._table = self._table, None
+        if table is not None:
+            await table.aclose()
+
+    async def get(self, server: str, identity: str, kind: str) -> dict[str, Any] | None:
+        blob = await (await self._rows()).sealed_token(server, identity, kind)
+        if blob is None:
+            return None
+        value: dict[str, Any] = json.loads(self._cipher.open(blob, SqliteVault._context(server, identity, kind)))
+        return value
+
+    async def put(self, server: str, identity: str, kind: str, value: Mapping[str, Any]) -> None:
+        blob = self._cipher.seal(json.dumps(dict(value)).encode(), SqliteVault._context(server, identity, kind))
+        await (await self._rows()).keep_sealed_token(server, identity, kind, blob)
+
+    async def forget(self, server: str, identity: str) -> None:
+        await (await self._rows()).forget_tokens(server, identity)
+
+    async def servers(self, identity: str) -> list[str]:
+        return await (await self._rows()).token_servers(identity, TOKENS)
+
+
+class SealedTokens(Protocol):
+    async def sealed_token(self, server: str, identity: str, kind: str) -> bytes | None: ...
+    async def keep_sealed_token(self, server: str, identity: str, kind: str, blob: bytes) -> None: ...
+    async def forget_tokens(self, server: str, identity: str) -> None: ...
+    async def token_servers(self, identity: str, kind: str) -> list[str]: ...
+    async def aclose(self) -> None: ...

@@ -8,11 +8,13 @@ import os
 import socket
 from pathlib import Path
 
-from bridge.storage.api import AsyncStore
+from bridge.storage.api import AsyncStore, Reaped
 from bridge.storage.driver import Driver
+from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, Unreadable
 from bridge.storage.sqlstore import SqlStore
 
-__all__ = ["AsyncStore", "SqlStore", "default_worker_id", "is_postgres", "open_store"]
+__all__ = ["AsyncStore", "AuditRow", "PendingCall", "Reaped", "RunningCall", "SqlStore", "StoredInteraction",
+           "Unreadable", "default_worker_id", "is_postgres", "open_store"]
 
 DEFAULT_LEASE = 60.0
 """Seconds a worker stays alive on record without a heartbeat."""

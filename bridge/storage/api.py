@@ -1,6 +1,6 @@
 """The store's one interface, async, for both engines (SQLite embedded, Postgres for several workers).
 
-Rows keep the shapes of the synchronous `bridge.store` (`AuditRow`, `PendingCall`, `StoredInteraction`). What is new
+Rows are values (`bridge.storage.rows`: `AuditRow`, `PendingCall`, `StoredInteraction`). What is new
 serves restarts and several workers:
 
 - `claim` is the only way an interaction ends: one atomic `UPDATE … WHERE status = 'open'` and its audit row in one
@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import anyio
 
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome
-from bridge.store import AuditRow, PendingCall, StoredInteraction
+from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, Unreadable
 
-__all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction"]
+__all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "StoredInteraction", "Unreadable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,14 @@ class Reaped:
     interactions: tuple[StoredInteraction, ...]
     """Open interactions they owned: legacy ones (no pending call) can only be failed; 2026 ones continue."""
     pending_calls: tuple[PendingCall, ...]
+    running: tuple[RunningCall, ...] = ()
+    """Calls they had running (any era): cut short; their conversations are told, unless a 2026 call continues."""
+    decided: tuple[StoredInteraction, ...] = ()
+    """Posted cards they decided shortly before their lease lapsed: they may have died between the claim and
+    bringing the card to its final state, so the reaper shows it again."""
+    unreadable: tuple[Unreadable, ...] = ()
+    """Their open interactions and pending calls that cannot be read back: closed (`close_unreadable`), audited and
+    told."""
 
 
 @dataclass(slots=True)
@@ -58,20 +66,40 @@ class AsyncStore(Protocol):
     worker_id: str
 
     @property
+    def shared(self) -> bool:
+        """Whether other workers may use this store at the same time (Postgres), rather than this process alone."""
+        ...
+
+    @property
+    def file(self) -> str | None:
+        """The SQLite file the store is (None for Postgres and `:memory:`)."""
+        ...
+
+    @property
     def durable_commits(self) -> int:
         """Commits made durable (synced) since opening: one per claim, none for anything else."""
         ...
 
     async def aclose(self) -> None: ...
 
+    async def ping(self) -> None:
+        """One round trip to the store (readiness); `StoreError` when it cannot be reached."""
+        ...
+
     # -- audit -------------------------------------------------------------------------------------------------------
     async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None: ...
+    async def record(self, row: AuditRow) -> None:
+        """One audit row as given (its `id` and `hash` are ignored): also what is not an interaction's end (one
+        approval of several, a grant used). Linked to the newest row in the hash chain (`bridge.audit`)."""
+        ...
+
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]: ...
 
     # -- interactions ------------------------------------------------------------------------------------------------
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
-                               input_key: str | None = None) -> None:
-        """Store a new open interaction, owned by this worker, with its deadline."""
+                               input_key: str | None = None, parked: bool = False) -> None:
+        """Store a new open interaction, owned by this worker, with its deadline. `parked`: no task will wait on it
+        (its end is claimed with `claim_parked`)."""
         ...
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None: ...
@@ -81,9 +109,27 @@ class AsyncStore(Protocol):
         written) when it was no longer open: someone else's decision, expiry or cancellation came first."""
         ...
 
+    async def claim_parked(self, interaction: Interaction, outcome: Outcome, detail: str,
+                           pending_call: str) -> tuple[bool, bool]:
+        """`claim` for a card of a stored 2026 call's round: (won, last). `last`: this claim won and answered the
+        round's last open card while the call is still stored; the call then belongs to this worker, which continues
+        it. Exactly one claim of a round is last, across workers. One durable commit, as `claim`."""
+        ...
+
+    async def forget_cards(self, platform: str) -> int:
+        """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
+        platform whose cards do not outlive the process (a terminal). Returns how many."""
+        ...
+
+    # Rows that cannot be read back are left out of what these return (`reap_workers` hands them over apart).
     async def interaction(self, interaction_id: str) -> StoredInteraction | None: ...
     async def open_interactions(self) -> list[StoredInteraction]: ...
     async def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]: ...
+
+    async def close_unreadable(self, row: Unreadable, reason: str) -> None:
+        """End a row that cannot be read back: an open interaction as failed with its audit row, a pending call
+        deleted."""
+        ...
 
     async def decided(self, interaction_ids: Collection[str]) -> set[str]:
         """Which of these are no longer open (the polling fallback for `decisions()`)."""
@@ -91,6 +137,15 @@ class AsyncStore(Protocol):
 
     def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """Ids of interactions as any worker claims them, from the moment the context is entered."""
+        ...
+
+    async def forward(self, message: str) -> None:
+        """Hand a short message (a decision on a card another worker holds, as JSON) to every worker listening to
+        `forwarded()`, at once, without storing it: a worker that is not listening never gets it."""
+        ...
+
+    def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """Messages `forward`ed by any worker, from the moment the context is entered."""
         ...
 
     # -- deadlines ---------------------------------------------------------------------------------------------------
@@ -106,6 +161,7 @@ class AsyncStore(Protocol):
 
     # -- pending 2026 calls ------------------------------------------------------------------------------------------
     async def save_pending_call(self, call: PendingCall) -> None: ...
+    async def pending_call(self, call_id: str) -> PendingCall | None: ...
     async def delete_pending_call(self, call_id: str) -> None: ...
     async def pending_calls(self) -> list[PendingCall]: ...
 
@@ -139,3 +195,24 @@ class AsyncStore(Protocol):
     async def history(self, conversation: ConversationKey) -> list[dict[str, Any]]: ...
     async def append_history(self, conversation: ConversationKey, messages: Sequence[Mapping[str, Any]]) -> None: ...
     async def clear_history(self, conversation: ConversationKey) -> None: ...
+
+    # -- team approvals: grants and token usage ----------------------------------------------------------------------
+    async def save_grant(self, grant_id: str, place: str, expires_at: float | None, body: str) -> None: ...
+    async def grants(self, places: Sequence[str], now: float) -> list[str]: ...
+    async def revoke_grant(self, grant_id: str, by: str) -> bool: ...
+    async def add_usage(self, day: str, subjects: Sequence[str], tokens: int) -> None: ...
+    async def usage(self, day: str, subject: str) -> int: ...
+
+    # -- OAuth tokens, sealed before they get here -------------------------------------------------------------------
+    async def sealed_token(self, server: str, identity: str, kind: str) -> bytes | None: ...
+    async def keep_sealed_token(self, server: str, identity: str, kind: str, blob: bytes) -> None: ...
+    async def forget_tokens(self, server: str, identity: str) -> None: ...
+    async def token_servers(self, identity: str, kind: str) -> list[str]: ...
+
+    # -- calls running (any era) -------------------------------------------------------------------------------------
+    async def record_running_call(self, call_id: str, conversation: ConversationKey, server: str,
+                                  tool: str) -> None: ...
+    async def end_running_call(self, call_id: str) -> None: ...
+    async def running_calls(self) -> list[RunningCall]:
+        """This worker's calls on record (the start's own, before `reap_workers` disowns nothing of this run)."""
+        ...

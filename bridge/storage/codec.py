@@ -1,5 +1,10 @@
-"""How rows are written and read: JSON text columns in exactly the format of the synchronous `bridge.store`, so a
-file written by it is read as is (migration 1 is its schema)."""
+"""How the store writes values as JSON text columns and reads them back (pure): people, outcomes, interactions, and
+the rows built from them.
+
+The format is that of the synchronous store that came before (`bridge.store`, kept frozen in
+`tests/storage/legacy_store.py`), so a file it wrote is read as is (migration 1 is its schema). Readers accept rows
+written before a field existed (its default is used), so an older store opens unchanged.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,25 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from bridge import audit as chain
 from bridge.forms import Form, form_from_schema
-from bridge.model import Actor, CardRef, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.store import AuditRow, PendingCall, StoredInteraction
+from bridge.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    Detail,
+    GrantOption,
+    Interaction,
+    Kind,
+    Outcome,
+    ServerLabel,
+    Status,
+)
+from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
-INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id"
+INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id, parked"
 PENDING_COLUMNS = "id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
-AUDIT_COLUMNS = "at, interaction_id, kind, server, conversation, outcome, actor, actor_name, requester, detail"
+AUDIT_COLUMNS = ", ".join(chain.FIELDS)
 
 
 def dump_actor(actor: Actor | None) -> str | None:
@@ -29,14 +46,16 @@ def load_actor(text: str | None) -> Actor | None:
 
 def dump_outcome(outcome: Outcome) -> str:
     return json.dumps({"status": outcome.status.value, "content": dict(outcome.content) if outcome.content else None,
-                       "by": dump_actor(outcome.by), "reason": outcome.reason})
+                       "by": dump_actor(outcome.by), "reason": outcome.reason, "grant": outcome.grant,
+                       "approvals": [dump_actor(a) for a in outcome.approvals]})
 
 
 def load_outcome(text: str | None) -> Outcome | None:
     if not text:
         return None
     data = json.loads(text)
-    return Outcome(Status(data["status"]), data["content"], load_actor(data["by"]), data["reason"])
+    return Outcome(Status(data["status"]), data["content"], load_actor(data["by"]), data["reason"],
+                   tuple(filter(None, map(load_actor, data.get("approvals", ())))), data.get("grant", ""))
 
 
 def dump_interaction(i: Interaction) -> str:
@@ -46,7 +65,8 @@ def dump_interaction(i: Interaction) -> str:
         "message": i.message, "schema": dict(i.form.schema), "expires_at": i.expires_at,
         "details": [[d.label, d.text, d.full_length] for d in i.details], "url": i.url,
         "accept_label": i.accept_label, "decline_label": i.decline_label, "quick_accept": i.quick_accept,
-        "tool": i.tool,
+        "tool": i.tool, "required": i.required, "groups": list(i.groups), "notify": i.notify, "asked": list(i.asked),
+        "grants": [[g.scope, g.label] for g in i.grants], "private": i.private,
     })
 
 
@@ -59,16 +79,19 @@ def load_interaction(text: str) -> Interaction:
         approvers=frozenset(d["approvers"]), message=d["message"], form=form, expires_at=d["expires_at"],
         details=tuple(Detail(*x) for x in d["details"]), url=d["url"], accept_label=d["accept_label"],
         decline_label=d["decline_label"], quick_accept=d["quick_accept"], tool=d["tool"],
+        required=d.get("required", 1), groups=tuple(d.get("groups", ())), notify=d.get("notify", "thread"),
+        asked=tuple(d.get("asked", ())), grants=tuple(GrantOption(*g) for g in d.get("grants", ())),
+        private=bool(d.get("private", False)),
     )
 
 
 def stored_interaction(row: Sequence[Any]) -> StoredInteraction:
     """A row of `INTERACTION_COLUMNS`."""
-    body, status, card, pending_call, input_key, outcome, interaction_id = row
+    body, status, card, pending_call, input_key, outcome, interaction_id, parked = row
     return StoredInteraction(
         interaction=load_interaction(body), status=Status(status),
         card=CardRef(interaction_id, json.loads(card)) if card else None,
-        pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome),
+        pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome), parked=bool(parked),
     )
 
 
@@ -79,6 +102,7 @@ def pending_call(row: Sequence[Any]) -> PendingCall:
 
 
 def audit_row(row: Sequence[Any]) -> AuditRow:
+    """A row of `AUDIT_COLUMNS, id, hash`."""
     return AuditRow(*row)
 
 
@@ -87,6 +111,12 @@ def audit_values(interaction: Interaction, outcome: Outcome, detail: str, at: fl
     return (at, interaction.id, interaction.kind.value, interaction.server.name, interaction.conversation.id(),
             outcome.status.value, outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
             interaction.requester.key if interaction.requester else None, detail or outcome.reason)
+
+
+def row_values(row: AuditRow) -> tuple[Any, ...]:
+    """The values of `AUDIT_COLUMNS` of a row given whole (`AsyncStore.record`)."""
+    return (row.at, row.interaction_id, row.kind, row.server, row.conversation, row.outcome, row.actor,
+            row.actor_name, row.requester, row.detail)
 
 
 def pending_values(call: PendingCall, at: float) -> tuple[Any, ...]:

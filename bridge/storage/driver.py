@@ -8,7 +8,7 @@ awaits.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -21,12 +21,16 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One statement of a transaction. `guarded`: run only if the step before it touched at least one row (an audit
-    row only for a claim that won)."""
+    """One statement of a transaction. `guarded`: run only if the transaction's first step touched at least one row
+    (an audit row only for a claim that won). `params` may be a function of what the steps before it did (an audit
+    row's hash follows the hash read just before it, in the same transaction)."""
 
     sql: str
-    params: Sequence[Any] = ()
+    params: Sequence[Any] | Callable[[list[Done]], Sequence[Any]] = ()
     guarded: bool = False
+
+    def values(self, before: list[Done]) -> tuple[Any, ...]:
+        return tuple(self.params(before) if callable(self.params) else self.params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,11 @@ class Done:
 
 
 SKIPPED = Done([], 0, ran=False)
+
+
+def skipped(step: Step, before: list[Done]) -> bool:
+    """Whether a guarded step is skipped: the first step of its transaction touched nothing."""
+    return step.guarded and (not before or before[0].count <= 0)
 
 
 class Driver(Protocol):

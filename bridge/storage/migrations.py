@@ -12,9 +12,11 @@ is adopted in place with every row.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
+from bridge import audit as chain
 from bridge.errors import StoreError, StoreSchemaError
 from bridge.storage.driver import Dialect, Driver, Step
 
@@ -76,11 +78,47 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
         # one, 1 000 pending calls next to 100 000 old rows meant 1 000 full scans).
         "DROP INDEX IF EXISTS interactions_open",
         "CREATE INDEX interactions_status_created ON interactions (status, created_at)",
-        # IF NOT EXISTS: `bridge.store` has made this one itself since it restores calls row by row.
+        # IF NOT EXISTS: the synchronous store made this one itself once it restored calls row by row.
         "CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at)",
         "CREATE INDEX interactions_deadline ON interactions (expires_at) WHERE status = 'open'",
-        # IF NOT EXISTS too: `bridge.store` makes it as well (a restart reads each parked card's approvals).
+        # IF NOT EXISTS too: the synchronous store made it as well (a restart reads each parked card's approvals).
         "CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id)",
+    )
+
+
+def _v3(real: str, serial_pos: str, blob: str) -> tuple[str, ...]:
+    return (
+        # The audit hash chain (`bridge.audit`); rows from before it are linked by `link_unchained`.
+        "ALTER TABLE audit ADD COLUMN IF NOT EXISTS hash TEXT",
+        # Team approvals: grants ("allow this again") and the LLM token budgets' daily usage.
+        f"""CREATE TABLE IF NOT EXISTS grants (
+            id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at {real}, revoked TEXT,
+            body TEXT NOT NULL{serial_pos})""",
+        "CREATE INDEX IF NOT EXISTS grants_place ON grants (place)",
+        """CREATE TABLE IF NOT EXISTS usage (
+            day TEXT NOT NULL, subject TEXT NOT NULL, tokens BIGINT NOT NULL, PRIMARY KEY (day, subject))""",
+        # Encrypted OAuth tokens, where every worker sees them (`bridge.auth.store_vault`).
+        f"""CREATE TABLE IF NOT EXISTS oauth_tokens (
+            server TEXT NOT NULL, identity TEXT NOT NULL, kind TEXT NOT NULL, blob {blob} NOT NULL,
+            updated {real} NOT NULL, PRIMARY KEY (server, identity, kind))""",
+    )
+
+
+def _v4(real: str) -> tuple[str, ...]:
+    return (
+        # Calls running (any era), so that after a crash their conversations are told; each owned by its worker.
+        f"""CREATE TABLE IF NOT EXISTS running_calls (
+            id TEXT PRIMARY KEY, conversation TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,
+            started_at {real} NOT NULL)""",
+        "ALTER TABLE running_calls ADD COLUMN IF NOT EXISTS worker TEXT",
+    )
+
+
+def _v5() -> tuple[str, ...]:
+    return (
+        # Parked cards (no task waits on them): whoever claims the last open card of a parked call's round continues
+        # the call, on any worker.
+        "ALTER TABLE interactions ADD COLUMN parked INTEGER NOT NULL DEFAULT 0",
     )
 
 
@@ -92,6 +130,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "deadlines, owners, workers, restart indexes",
               _v2("REAL", "json_extract(body, '$.expires_at')"),
               _v2("DOUBLE PRECISION", "(body::json->>'expires_at')::double precision")),
+    Migration(3, "audit hash chain, grants, token usage, OAuth tokens",
+              _v3("REAL", "", "BLOB"),
+              _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA")),
+    Migration(4, "running calls", _v4("REAL"), _v4("DOUBLE PRECISION")),
+    Migration(5, "parked cards", _v5(), _v5()),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -120,7 +163,7 @@ async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS
             continue
         steps = [*_lock(driver), Step("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                                       (step.version, time.time()))]
-        steps += [Step(sql) for sql in step.statements(driver.dialect)]
+        steps += [Step(sql) for sql in await _portable(driver, step.statements(driver.dialect))]
         try:
             await driver.transaction(steps)
         except StoreError as exc:
@@ -130,4 +173,43 @@ async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS
             raise StoreSchemaError(f"schema migration {step.version} ({step.what}) failed: {exc}") from exc
         logger.info("store schema migrated to version %d (%s)", step.version, step.what)
         version = step.version
+    await link_unchained(driver)
     return version
+
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+) (.+)", re.S)
+
+
+async def _portable(driver: Driver, statements: tuple[str, ...]) -> list[str]:
+    """SQLite has no `ADD COLUMN IF NOT EXISTS` (a column the synchronous store already added, say): such a
+    statement is dropped there when the column exists, and run without the clause when it does not."""
+    if driver.dialect == "postgres":
+        return list(statements)
+    out = []
+    for sql in statements:
+        match = _ADD_COLUMN.fullmatch(sql)
+        if match:
+            table, column, kind = match.groups()
+            columns = {r[1] for r in await driver.fetch(f"PRAGMA table_info({table})")}
+            if column in columns:
+                continue
+            sql = f"ALTER TABLE {table} ADD COLUMN {column} {kind}"
+        out.append(sql)
+    return out
+
+
+async def link_unchained(driver: Driver) -> int:
+    """Audit rows written before the hash chain existed get their links, oldest first (once: they are only ever at
+    the start of the log). The number linked."""
+    rows = await driver.fetch(f"SELECT id, {', '.join(chain.FIELDS)} FROM audit WHERE hash IS NULL ORDER BY id")
+    if not rows:
+        return 0
+    before = await driver.fetch("SELECT hash FROM audit WHERE id < ? ORDER BY id DESC LIMIT 1", (rows[0][0],))
+    previous: str | None = before[0][0] if before else None
+    steps = [*_lock(driver)]
+    for row in rows:
+        previous = chain.link(previous, row[1:])
+        steps.append(Step("UPDATE audit SET hash = ? WHERE id = ? AND hash IS NULL", (previous, row[0])))
+    await driver.transaction(steps)
+    logger.info("linked %d audit rows from before the hash chain", len(rows))
+    return len(rows)

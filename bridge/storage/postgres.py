@@ -30,7 +30,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from bridge import observe
 from bridge.errors import StoreError
 from bridge.storage.api import Lease
-from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step
+from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step, skipped
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +121,12 @@ class PostgresDriver:
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._connection() as conn:
-            cur = await conn.execute(_pg(sql), tuple(params))
-            return await cur.fetchall()
+            # Shielded once sent: psycopg closes a connection whose query is cancelled midway, and the pool then has
+            # to open another (a read takes milliseconds; cancelling it saves nothing).
+            with anyio.CancelScope(shield=True):
+                cur = await conn.execute(_pg(sql), tuple(params))
+                rows = await cur.fetchall()
+        return rows
 
     async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
         # Shielded: a write, once sent, finishes and reports, so a cancelled caller never half-knows its outcome.
@@ -130,7 +134,7 @@ class PostgresDriver:
         with anyio.CancelScope(shield=True):
             async with self._connection() as conn:
                 if len(steps) == 1 and not durable:
-                    done = [await _run(conn, steps[0])]  # autocommit: one round trip
+                    done = [await _run(conn, steps[0], [])]  # autocommit: one round trip
                 else:
                     async with conn.transaction():
                         if durable:
@@ -176,8 +180,8 @@ class PostgresDriver:
                 await conn.close()  # ends the session, and with it the lock
 
 
-async def _run(conn: Connection, step: Step) -> Done:
-    cur = await conn.execute(_pg(step.sql), tuple(step.params))
+async def _run(conn: Connection, step: Step, before: list[Done]) -> Done:
+    cur = await conn.execute(_pg(step.sql), step.values(before))
     if cur.description is not None:
         rows = await cur.fetchall()
         return Done(rows, len(rows))
@@ -186,11 +190,8 @@ async def _run(conn: Connection, step: Step) -> Done:
 
 async def _run_steps(conn: Connection, steps: Sequence[Step]) -> list[Done]:
     out: list[Done] = []
-    previous: Done | None = None
     for step in steps:
-        done = SKIPPED if step.guarded and (previous is None or previous.count <= 0) else await _run(conn, step)
-        out.append(done)
-        previous = done
+        out.append(SKIPPED if skipped(step, out) else await _run(conn, step, out))
     return out
 
 

@@ -12,6 +12,9 @@
   durable too. `durable_commits` counts the synced commits that wrote something, for tests and benches.
 - A write, once queued, runs to the end even if the task that asked is cancelled (its wait is shielded), so a caller
   never has to guess whether a half-cancelled write happened.
+- `:memory:` (tests, `call`) has no disk to wait for: its statements take microseconds and run on the event loop, then
+  yield once, so every store call is still a checkpoint. No thread is involved, so a virtual clock (trio's
+  `MockClock` that jumps when every task is blocked) never mistakes a store call for idleness.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from bridge import observe
 from bridge.errors import StoreError
 from bridge.storage.api import Lease
-from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step
+from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step, skipped
 from bridge.storage.lock import ProcessLock
 
 logger = logging.getLogger(__name__)
@@ -69,19 +73,17 @@ def _connections(path: str) -> tuple[sqlite3.Connection, sqlite3.Connection | No
 
 def _run_steps(db: sqlite3.Connection, steps: Sequence[Step]) -> list[Done]:
     out: list[Done] = []
-    previous: Done | None = None
     for step in steps:
-        if step.guarded and (previous is None or previous.count <= 0):
+        if skipped(step, out):
             done = SKIPPED
         else:
-            cur = db.execute(step.sql, tuple(step.params))
+            cur = db.execute(step.sql, step.values(out))
             if cur.description is not None:
                 rows: list[Row] = cur.fetchall()
                 done = Done(rows, len(rows))
             else:
                 done = Done([], cur.rowcount)
         out.append(done)
-        previous = done
     return out
 
 
@@ -118,7 +120,10 @@ class SqliteDriver:
             Path(name).parent.mkdir(parents=True, exist_ok=True)
             lock = ProcessLock.acquire(Path(name))
         try:
-            writer, reader = await anyio.to_thread.run_sync(_connections, name)
+            if name == MEMORY:
+                writer, reader = _connections(name)
+            else:
+                writer, reader = await anyio.to_thread.run_sync(_connections, name)
         except BaseException as exc:
             if lock is not None:
                 lock.release()
@@ -134,8 +139,11 @@ class SqliteDriver:
         with anyio.CancelScope(shield=True):
             while self._committing or self._queued:  # what was asked for before closing is still written
                 await self._take_turn()
-            async with self._read_limiter:
-                await anyio.to_thread.run_sync(self._close_connections)
+            if self.path == MEMORY:
+                self._close_connections()
+            else:
+                async with self._read_limiter:
+                    await anyio.to_thread.run_sync(self._close_connections)
         if self._lock is not None:
             self._lock.release()
 
@@ -180,7 +188,10 @@ class SqliteDriver:
         self._committing = True
         batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
         try:
-            await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
+            if self.path == MEMORY:
+                self._commit(self._writer_db, batch)
+            else:
+                await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
         finally:
             for job in batch:
                 if job.result is None:  # the commit itself was interrupted
@@ -188,6 +199,8 @@ class SqliteDriver:
             self._committing = False
             committed, self._committed = self._committed, anyio.Event()
             committed.set()
+        if self.path == MEMORY:
+            await anyio.lowlevel.checkpoint()
 
     @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:

@@ -8,25 +8,37 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
+from bridge import audit as chain
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
 from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
-from bridge.storage.driver import Driver, Step
+from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
+from bridge.storage.rows import UNREADABLE, Unreadable, read_each
+from bridge.storage.running import RUNNING_COLUMNS, RunningRows, running_call
+from bridge.storage.team import TeamRows
+from bridge.storage.token_rows import TokenRows
 
 DECIDED_CHANNEL = "mcp_bridge_decided"
+FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
+FINISH_WINDOW = 60.0
+"""Seconds before a lapsed worker's last heartbeat from which its decisions may not have reached their cards."""
 
-_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
+AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
+
+T = TypeVar("T")
+
+_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 
 
-class SqlStore:
+class SqlStore(TeamRows, TokenRows, RunningRows):
     """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
 
     def __init__(self, driver: Driver, worker_id: str) -> None:
@@ -41,7 +53,8 @@ class SqlStore:
         await migrate(self._db)
         me = (self.worker_id,)
         steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
-                 Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me)]
+                 Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me),
+                 Step("UPDATE running_calls SET worker = NULL WHERE worker = ?", me)]
         if self._db.exclusive:
             steps.append(Step("UPDATE workers SET lease_until = 0 WHERE id <> ?", me))
         await self._db.transaction(steps)
@@ -53,11 +66,23 @@ class SqlStore:
         return self._db
 
     @property
+    def shared(self) -> bool:
+        return not self._db.exclusive
+
+    @property
+    def file(self) -> str | None:
+        path = getattr(self._db, "path", None)
+        return str(path) if self._db.dialect == "sqlite" and path not in (None, ":memory:") else None
+
+    @property
     def durable_commits(self) -> int:
         return self._db.durable_commits
 
     async def aclose(self) -> None:
         await self._db.aclose()
+
+    async def ping(self) -> None:
+        await self._db.fetch("SELECT 1")
 
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> int:
         return (await self._db.transaction([Step(sql, params)]))[0].count
@@ -65,25 +90,42 @@ class SqlStore:
     # -- audit -------------------------------------------------------------------------------------------------------
 
     async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
-        await self._write(_INSERT_AUDIT, codec.audit_values(interaction, outcome, detail, time.time()))
+        await self._db.transaction(self._append_audit(codec.audit_values(interaction, outcome, detail, time.time())))
+
+    async def record(self, row: AuditRow) -> None:
+        await self._db.transaction(self._append_audit(codec.row_values(row)))
+
+    def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False) -> list[Step]:
+        """An audit row linked to the newest one (`bridge.audit`). Reading the last hash and appending after it must
+        not interleave with another append: SQLite has one writer; on Postgres a lock held to the commit orders
+        them across workers (and ids follow that order)."""
+        steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK,), guarded)] if self._db.dialect == "postgres" \
+            else []
+
+        def linked(before: list[Done]) -> tuple[Any, ...]:
+            last = before[-1].rows
+            return (*values, chain.link(last[0][0] if last else None, values))
+
+        return [*steps, Step("SELECT hash FROM audit ORDER BY id DESC LIMIT 1", (), guarded),
+                Step(_INSERT_AUDIT, linked, guarded)]
 
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
         if interaction_id is None:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS} FROM audit ORDER BY id")
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit ORDER BY id")
         else:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS} FROM audit WHERE interaction_id = ? ORDER BY id",
-                                        (interaction_id,))
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit WHERE interaction_id = ?"
+                                        " ORDER BY id", (interaction_id,))
         return [codec.audit_row(r) for r in rows]
 
     # -- interactions ------------------------------------------------------------------------------------------------
 
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
-                               input_key: str | None = None) -> None:
+                               input_key: str | None = None, parked: bool = False) -> None:
         await self._write(
             "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
-            " expires_at, worker) VALUES (?,?,?,?,?,?,?,?,?)",
+            " expires_at, worker, parked) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (interaction.id, interaction.conversation.id(), Status.OPEN.value, codec.dump_interaction(interaction),
-             pending_call, input_key, time.time(), interaction.expires_at, self.worker_id))
+             pending_call, input_key, time.time(), interaction.expires_at, self.worker_id, int(parked)))
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None:
         await self._write("UPDATE interactions SET card = ? WHERE id = ?",
@@ -93,7 +135,7 @@ class SqlStore:
         steps = [
             Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
                  (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
-            Step(_INSERT_AUDIT, codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
+            *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
         ]
         if self._db.dialect == "postgres":
             # Delivered at commit, to every worker listening (the owner of a legacy call answers its server).
@@ -101,18 +143,64 @@ class SqlStore:
         done = await self._db.transaction(steps, durable=True)
         return done[0].count == 1
 
+    async def claim_parked(self, interaction: Interaction, outcome: Outcome, detail: str,
+                           pending_call: str) -> tuple[bool, bool]:
+        # The call's row is locked after the claim (on Postgres a second claim on the same call waits for this one's
+        # commit, and its check below then sees this answer): of two claims racing on a round's last two cards,
+        # exactly one finds no open card left.
+        rest_open = ("EXISTS (SELECT 1 FROM interactions i WHERE i.pending_call = pending_calls.id AND"
+                     " i.status = 'open' AND i.input_key IS NOT NULL AND i.created_at >= pending_calls.created_at)")
+        steps = [
+            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
+                 (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
+            Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
+            *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
+            # Only a card of the stored round answers it (one of an earlier round is merely retired).
+            Step(f"UPDATE pending_calls SET worker = ? WHERE id = ? AND NOT {rest_open} AND"
+                 " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at RETURNING id",
+                 (self.worker_id, pending_call, interaction.id), guarded=True),
+        ]
+        if self._db.dialect == "postgres":
+            steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
+            done = await self._db.transaction(steps, durable=True)
+            return done[0].count == 1, bool(done[-2].rows)
+        done = await self._db.transaction(steps, durable=True)
+        return done[0].count == 1, bool(done[-1].rows)
+
+    async def forget_cards(self, platform: str) -> int:
+        return await self._write("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
+                                 " AND conversation LIKE ? ESCAPE '\\'", (_like_prefix(platform + "/"),))
+
     async def interaction(self, interaction_id: str) -> StoredInteraction | None:
+        """The interaction, or None if unknown or unreadable (a restart closes unreadable ones)."""
         rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE id = ?", (interaction_id,))
-        return codec.stored_interaction(rows[0]) if rows else None
+        found = _readable(rows, codec.stored_interaction)
+        return found[0] if found else None
 
     async def open_interactions(self) -> list[StoredInteraction]:
         rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE status = 'open' ORDER BY created_at")
-        return [codec.stored_interaction(r) for r in rows]
+        return _readable(rows, codec.stored_interaction)
 
     async def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]:
         rows = await self._db.fetch(f"{_SELECT_INTERACTIONS} WHERE pending_call = ? AND created_at >= ?"
                                     " ORDER BY created_at", (pending_call, since))
-        return [codec.stored_interaction(r) for r in rows]
+        return _readable(rows, codec.stored_interaction)
+
+    async def close_unreadable(self, row: Unreadable, reason: str) -> None:
+        """End a row that cannot be read back: an interaction as failed (with an audit row, unless it was no longer
+        open), a pending call deleted."""
+        if row.table == "pending_calls":
+            await self.delete_pending_call(row.id)
+            return
+        outcome = Outcome(Status.FAILED, reason=reason)
+        values = (time.time(), row.id, UNREADABLE, UNREADABLE, row.conversation, outcome.status.value, None, None,
+                  None, reason)
+
+        # Like a claim: the audit row only if this closed it, in one transaction.
+        await self._db.transaction([
+            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
+                 (outcome.status.value, codec.dump_outcome(outcome), row.id)),
+            *self._append_audit(values, guarded=True)])
 
     async def decided(self, interaction_ids: Collection[str]) -> set[str]:
         if not interaction_ids:
@@ -127,6 +215,13 @@ class SqlStore:
 
     def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self._db.listen(DECIDED_CHANNEL)
+
+    async def forward(self, message: str) -> None:
+        if self._db.dialect == "postgres":
+            await self._db.transaction([Step("SELECT pg_notify(?, ?)", (FORWARD_CHANNEL, message))])
+
+    def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        return self._db.listen(FORWARD_CHANNEL)
 
     # -- deadlines ---------------------------------------------------------------------------------------------------
 
@@ -145,7 +240,7 @@ class SqlStore:
                f" (SELECT id FROM interactions WHERE {due} ORDER BY expires_at LIMIT ?{skip})"
                f" RETURNING {INTERACTION_COLUMNS}")
         done = await self._db.transaction([Step(sql, (self.worker_id, now + lease, now, now, now, now, limit))])
-        return sorted((codec.stored_interaction(r) for r in done[0].rows), key=lambda s: s.interaction.expires_at)
+        return sorted(_readable(done[0].rows, codec.stored_interaction), key=lambda s: s.interaction.expires_at)
 
     # -- pending 2026 calls ------------------------------------------------------------------------------------------
 
@@ -156,12 +251,17 @@ class SqlStore:
             f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker",
             (*codec.pending_values(call, time.time()), self.worker_id))
 
+    async def pending_call(self, call_id: str) -> PendingCall | None:
+        rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls WHERE id = ?", (call_id,))
+        found = _readable(rows, codec.pending_call)
+        return found[0] if found else None
+
     async def delete_pending_call(self, call_id: str) -> None:
         await self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     async def pending_calls(self) -> list[PendingCall]:
         rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls ORDER BY created_at")
-        return [codec.pending_call(r) for r in rows]
+        return _readable(rows, codec.pending_call)
 
     # -- workers -----------------------------------------------------------------------------------------------------
 
@@ -179,16 +279,30 @@ class SqlStore:
         steps = [Step("SELECT pg_advisory_xact_lock(?)", (REAP_LOCK,))] if self._db.dialect == "postgres" else []
         steps += [
             Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
-                 f" RETURNING {INTERACTION_COLUMNS}, created_at", (me, me, now)),
+                 f" RETURNING {INTERACTION_COLUMNS}, conversation, created_at", (me, me, now)),
             Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step(f"UPDATE running_calls SET worker = ? WHERE {orphan} RETURNING {RUNNING_COLUMNS}", (me, me, now)),
+            Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
+                 " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
+                 " AND EXISTS (SELECT 1 FROM audit a WHERE a.interaction_id = i.id"
+                 " AND a.at >= (SELECT w.heartbeat_at FROM workers w WHERE w.id = i.worker) - ?)",
+                 (now, me, FINISH_WINDOW)),
             Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
         ]
-        interactions, calls, workers = (await self._db.transaction(steps))[-3:]
+        interactions, calls, running, decided, workers = (await self._db.transaction(steps))[-5:]
+        # Each row read on its own: one that cannot be read back is handed over apart, to be closed and told.
+        opened, bad = read_each(sorted(interactions.rows, key=lambda r: r[-1]),
+                                lambda r: codec.stored_interaction(r[:-2]),
+                                lambda r: Unreadable("interactions", r[6], r[-2], r[3]))
+        pending, bad_calls = read_each(calls.rows, codec.pending_call,
+                                       lambda r: Unreadable("pending_calls", r[0], r[1], r[0], f"{r[2]}.{r[3]}"))
         return Reaped(
             workers=tuple(sorted(r[0] for r in workers.rows)),
-            interactions=tuple(codec.stored_interaction(r[:-1])
-                               for r in sorted(interactions.rows, key=lambda r: r[-1])),
-            pending_calls=tuple(sorted((codec.pending_call(r) for r in calls.rows), key=lambda c: c.created_at)))
+            interactions=tuple(opened),
+            pending_calls=tuple(sorted(pending, key=lambda c: c.created_at)),
+            decided=tuple(_readable(decided.rows, codec.stored_interaction)),
+            running=tuple(sorted((running_call(r) for r in running.rows), key=lambda c: c.started_at)),
+            unreadable=(*bad, *bad_calls))
 
     def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:
         return self._db.leadership(name, retry)
@@ -249,3 +363,12 @@ class SqlStore:
 
     async def clear_history(self, conversation: ConversationKey) -> None:
         await self._write("DELETE FROM history WHERE conversation = ?", (conversation.id(),))
+
+
+def _readable(rows: list[Any], read: Callable[[Any], T]) -> list[T]:
+    return read_each(rows, read, lambda r: None)[0]
+
+
+def _like_prefix(text: str) -> str:
+    """A LIKE pattern matching everything that starts with `text` (its own %, _ and \\ taken literally)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -3,7 +3,8 @@
 `DecisionWatch` wakes whoever waits on an interaction when any worker claims it: from the store's notifications
 (Postgres LISTEN/NOTIFY), and, because a notification can be missed (the listening connection drops and reconnects),
 from polling the watched ids too: often while not listening, now and then while listening. The worker that owns a
-legacy call waits here, then reads the outcome from the store and answers its server.
+legacy call waits here, then reads the outcome from the store and answers its server. Parked cards (nobody waits on
+them) cost no task: `follow` registers a callback by id, called from the one listener (or poller) of this worker.
 
 `keep_alive` heartbeats this worker's lease until cancelled.
 """
@@ -11,6 +12,7 @@ legacy call waits here, then reads the outcome from the store and answers its se
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -18,6 +20,8 @@ from anyio.abc import TaskStatus
 
 from bridge.errors import StoreError
 from bridge.storage.api import AsyncStore
+
+Heard = Callable[[str], None]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +36,7 @@ class DecisionWatch:
         self._poll_listening = poll_listening
         self._reconnect = reconnect
         self._waiting: dict[str, anyio.Event] = {}
+        self._following: dict[str, Heard] = {}
         self._wake_poller = anyio.Event()
         self.listening = False
 
@@ -58,10 +63,22 @@ class DecisionWatch:
             if self._waiting.get(interaction_id) is event:
                 del self._waiting[interaction_id]
 
+    def follow(self, interaction_id: str, heard: Heard) -> None:
+        """Call `heard(interaction_id)` once it is no longer open in the store (without a task of its own; the poll
+        also looks at it, so a decision made before this call is heard too)."""
+        self._following[interaction_id] = heard
+        self._wake_poller.set()
+
+    def unfollow(self, interaction_id: str) -> None:
+        self._following.pop(interaction_id, None)
+
     def _fire(self, interaction_id: str) -> None:
         event = self._waiting.get(interaction_id)
         if event is not None:
             event.set()
+        heard = self._following.pop(interaction_id, None)
+        if heard is not None:
+            heard(interaction_id)
 
     async def _listen_loop(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False
@@ -90,10 +107,11 @@ class DecisionWatch:
             with anyio.move_on_after(self._poll_listening if self.listening else self._poll):
                 await self._wake_poller.wait()
             self._wake_poller = anyio.Event()
-            if not self._waiting:
+            watched = [*self._waiting, *self._following]
+            if not watched:
                 continue
             try:
-                decided = await self._store.decided(list(self._waiting))
+                decided = await self._store.decided(watched)
             except StoreError as exc:
                 logger.warning("could not poll for decisions: %s", exc)
                 continue

@@ -10,13 +10,14 @@ import sqlite3
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from bridge import audit as chain
 from bridge.cli import main
 from bridge.forms import Form
 from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.store import Store
+from bridge.storage import AuditRow, open_store
 
 ADA = Actor("slack", "U1", "Ada")
 BOB = Actor("matrix", "@bob:example.org", "Bob")
@@ -29,14 +30,30 @@ def interaction(n: int, kind: Kind, server: str, requester: Actor) -> Interactio
 
 
 def fill(path: Path) -> None:
-    store = Store(path)
+    anyio.run(_fill, path)
+
+
+async def _fill(path: Path) -> None:
+    store = await open_store(path)
     try:
-        store.finish_interaction(interaction(1, Kind.FORM, "github", ADA), Outcome(Status.ACCEPTED, {}, ADA))
-        store.finish_interaction(interaction(2, Kind.TOOL, "ops", BOB), Outcome(Status.DECLINED, None, BOB))
-        store.audit(interaction(3, Kind.SAMPLING, "github", BOB), Outcome(Status.EXPIRED, reason="nobody answered"))
-        store.audit(interaction(4, Kind.URL, "ops", ADA), Outcome(Status.ACCEPTED, None, ADA), detail="=cmd|calc")
+        for n, kind, server, who, outcome in [(1, Kind.FORM, "github", ADA, Outcome(Status.ACCEPTED, {}, ADA)),
+                                              (2, Kind.TOOL, "ops", BOB, Outcome(Status.DECLINED, None, BOB))]:
+            await store.save_interaction(interaction(n, kind, server, who))
+            assert await store.claim(interaction(n, kind, server, who), outcome)
+        await store.audit(interaction(3, Kind.SAMPLING, "github", BOB),
+                          Outcome(Status.EXPIRED, reason="nobody answered"))
+        await store.audit(interaction(4, Kind.URL, "ops", ADA), Outcome(Status.ACCEPTED, None, ADA),
+                          detail="=cmd|calc")
     finally:
-        store.close()
+        await store.aclose()
+
+
+async def _rows(path: Path) -> list[AuditRow]:
+    store = await open_store(path)
+    try:
+        return await store.audit_rows()
+    finally:
+        await store.aclose()
 
 
 def verify(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -47,9 +64,7 @@ def verify(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 def test_each_row_links_to_the_one_before(tmp_path: Path) -> None:
     fill(tmp_path / "s.db")
-    store = Store(tmp_path / "s.db")
-    rows = store.audit_rows()
-    store.close()
+    rows = anyio.run(_rows, tmp_path / "s.db")
     assert [r.outcome for r in rows] == ["accepted", "declined", "expired", "accepted"]
     previous = chain.GENESIS
     for row in rows:
@@ -95,7 +110,7 @@ def test_a_store_from_before_the_chain_is_linked_when_opened(tmp_path: Path, cap
                     "(1.5, 'old', 'form', 'x', 'c', 'accepted')")
     assert main(["audit", "--store", str(db), "--verify"]) == 2
     assert "written before the audit chain existed" in capsys.readouterr().err
-    Store(db).close()
+    anyio.run(_rows, db)  # opened once by a bridge
     fill(db)
     code, text = verify(db, capsys)
     assert code == 0 and text.startswith("OK: 5 rows")

@@ -7,6 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
@@ -95,7 +96,7 @@ def test_one_provider_per_account_and_the_right_kind(tmp_path: Path) -> None:
         assert clients.for_server(server, "slack:U2") is not ada
         assert isinstance(clients.vault(server), SqliteVault)
     finally:
-        clients.close()
+        anyio.run(clients.aclose)
     service = config({"identity": "service", "client_id": "svc", "client_secret": "x"})
     plain = OAuthClients(service, NoConsent(), {})
     assert isinstance(plain.for_server(service.servers["s"]), ClientCredentialsOAuthProvider)

@@ -1,7 +1,8 @@
 """The broker alone, on trio with a mock clock, so deadlines of minutes pass in virtual time.
 
 The broker is pure anyio: it runs on trio as well as asyncio. Its timeouts are outcomes, not errors, and its cleanup
-(finishing the card, writing the audit row) happens in a shielded scope even when the waiter is cancelled.
+(finishing the card, writing the audit row) happens in a shielded scope even when the waiter is cancelled. The store
+is SQLite's `:memory:`, which runs on the event loop (no thread), so the mock clock jumps only when the broker waits.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from bridge.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLa
 from bridge.outbound import Outbound
 from bridge.presentation import describe_outcome
 from bridge.routing import Routing
-from bridge.store import Store
+from bridge.storage import SqlStore, open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
-from bridge.waiters import Parked
+from bridge.waiter import Parked
 
 pytestmark = pytest.mark.anyio
 
@@ -41,24 +42,24 @@ def interaction(timeout: float, **fields: Any) -> Interaction:
     return Interaction(**base)
 
 
-def broker() -> tuple[Broker, FakeChatPort, Store]:
-    chat, store = FakeChatPort(), Store(":memory:")
+async def broker() -> tuple[Broker, FakeChatPort, SqlStore]:
+    chat, store = FakeChatPort(), await open_store(":memory:")
     return Broker(store, lambda _: chat), chat, store
 
 
 async def test_an_hour_long_deadline_expires_in_virtual_time_and_finishes_the_card() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     item = interaction(3600)
     started = anyio.current_time()
     outcome = await b.ask(item)
     assert outcome.status is Status.EXPIRED
     assert anyio.current_time() - started > 3590  # virtual seconds: the mock clock jumped, nobody waited
     assert chat.finished[item.id].status is Status.EXPIRED
-    assert [r.outcome for r in store.audit_rows(item.id)] == ["expired"]
+    assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]
 
 
 async def test_a_decision_after_a_long_wait_wins_and_later_ones_are_late() -> None:
-    b, _chat, store = broker()
+    b, _chat, store = await broker()
     item = interaction(3600)
     results: list[Outcome] = []
 
@@ -74,22 +75,22 @@ async def test_a_decision_after_a_long_wait_wins_and_later_ones_are_late() -> No
         assert b.decide_nowait(DecisionIn(item.id, ALICE, "accept", {"n": "3"})).verdict is Verdict.CLAIMED
         assert b.decide_nowait(DecisionIn(item.id, ALICE, "decline")).verdict is Verdict.LATE
     assert results[0].status is Status.ACCEPTED and results[0].content == {"n": 3}
-    assert len(store.audit_rows(item.id)) == 1
+    assert len(await store.audit_rows(item.id)) == 1
 
 
 async def test_a_withdrawn_request_still_finishes_its_card() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     item = interaction(600)
     with anyio.move_on_after(5):
         await b.ask(item)
     # move_on_after cancelled the wait (the request was withdrawn): the card is final all the same.
     assert chat.finished[item.id].status is Status.CANCELLED
     assert chat.finished[item.id].reason == "the request was withdrawn"
-    assert [r.outcome for r in store.audit_rows()] == ["cancelled"]
+    assert [r.outcome for r in await store.audit_rows()] == ["cancelled"]
 
 
 async def test_durable_requests_stay_open_at_shutdown_others_end() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     legacy, durable = interaction(600), interaction(600)
     async with anyio.create_task_group() as tg:
         tg.start_soon(b.ask, legacy)
@@ -100,20 +101,20 @@ async def test_durable_requests_stay_open_at_shutdown_others_end() -> None:
         tg.cancel_scope.cancel()
     assert chat.finished[legacy.id].reason == "the bridge is shutting down"
     assert durable.id not in chat.finished
-    [still_open] = store.open_interactions()
+    [still_open] = await store.open_interactions()
     assert (still_open.interaction.id, still_open.pending_call, still_open.input_key) == (durable.id, "call-1", "k")
 
 
 async def test_a_card_that_cannot_be_posted_fails_cleanly() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     chat.fail_posts = True
     outcome = await b.ask(interaction(600))
     assert outcome.status is Status.FAILED and "could not be posted" in outcome.reason
-    assert [r.outcome for r in store.audit_rows()] == ["failed"]
+    assert [r.outcome for r in await store.audit_rows()] == ["failed"]
 
 
 async def test_quick_accept_sends_the_prefilled_defaults() -> None:
-    b, _chat, _store = broker()
+    b, _chat, _store = await broker()
     form = form_from_schema({"type": "object", "properties": {"n": {"type": "integer", "default": 4}}})
     item = interaction(600, form=form, quick_accept=True, kind=Kind.TOOL)
     results: list[Outcome] = []
@@ -136,7 +137,7 @@ QUORUM: dict[str, Any] = dict(kind=Kind.TOOL, form=form_from_schema({"type": "ob
 
 
 async def test_a_quorum_short_of_approvals_expires_naming_who_approved() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     item = interaction(3600, **QUORUM)
     results: list[Outcome] = []
 
@@ -151,13 +152,13 @@ async def test_a_quorum_short_of_approvals_expires_naming_who_approved() -> None
         await chat.wait_for(lambda: chat.updates or None)
     assert results[0].status is Status.EXPIRED and results[0].approvals == (BOB,)
     assert describe_outcome(results[0]) == "expired (after approvals by Bob)"
-    assert [(r.outcome, r.actor, r.detail) for r in store.audit_rows(item.id)] == [
+    assert [(r.outcome, r.actor, r.detail) for r in await store.audit_rows(item.id)] == [
         ("approved", BOB.key, "approval 1 of 2"), ("expired", None, "nobody answered in time; approvals 1 of 2: Bob")]
     assert [u.approvals for u in chat.updates] == [(BOB,)]
 
 
 async def test_private_copies_are_posted_updated_and_finished_with_the_card() -> None:
-    chat, store = FakeChatPort(), Store(":memory:")
+    chat, store = FakeChatPort(), await open_store(":memory:")
     outbound = Outbound()
     outbound.attach(chat)
     b = Broker(store, lambda _: chat, Routing({}, outbound))
@@ -181,7 +182,7 @@ async def test_private_copies_are_posted_updated_and_finished_with_the_card() ->
 
 
 async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restart() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     item = interaction(600, **QUORUM)
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: b.ask(item, pending_call="call-1", input_key="k"))
@@ -193,7 +194,7 @@ async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restar
     results: list[Outcome] = []
     done = anyio.Event()
 
-    async def on_parked(call_id: str, key: str, outcome: Outcome) -> None:
+    async def on_parked(call_id: str, key: str, outcome: Outcome, last: bool) -> None:
         results.append(outcome)
         done.set()
 
@@ -211,7 +212,7 @@ async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restar
 
 
 async def test_a_card_anyone_may_answer_is_posted_and_one_person_decides() -> None:
-    b, chat, _store = broker()
+    b, chat, _store = await broker()
     item = interaction(600, approvers=frozenset(), requester=None)
     results: list[Outcome] = []
 
@@ -225,13 +226,48 @@ async def test_a_card_anyone_may_answer_is_posted_and_one_person_decides() -> No
     assert results[0].by == CAROL
 
 
+async def test_a_decision_counts_only_once_the_store_says_it_won() -> None:
+    # Another worker decided first: the store holds its outcome, this process has not heard yet.
+    b, chat, store = await broker()
+    item = interaction(600)
+    results: list[Outcome] = []
+
+    async def ask() -> None:
+        results.append(await b.ask(item))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        await b.wait_open(item.id)
+        assert await store.claim(item, Outcome(Status.DECLINED, by=BOB)) is True
+        result = await b.decide(DecisionIn(item.id, ALICE, "accept", {"n": 3}))
+    assert result.verdict is Verdict.LATE and result.message == "That request was already declined by Bob."
+    assert chat.notices == [(ALICE, "That request was already declined by Bob.")]
+    assert results[0].status is Status.DECLINED and results[0].by == BOB
+    assert item.id not in chat.finished  # the card is the winner's to finish
+    assert [(r.outcome, r.actor) for r in await store.audit_rows(item.id)] == [("declined", BOB.key)]
+
+
+async def test_a_claim_answered_at_once_that_then_loses_is_told_as_late() -> None:
+    b, chat, store = await broker()
+    item = interaction(600)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(b.ask, item)
+        await b.wait_open(item.id)
+        assert await store.claim(item, Outcome(Status.EXPIRED, reason="nobody answered in time")) is True
+        # A modal submission: answered within the ack from memory, before the store has been asked.
+        assert b.decide_nowait(DecisionIn(item.id, ALICE, "accept", {"n": 3})).verdict is Verdict.CLAIMED
+    assert item.id not in chat.finished  # the card is the winner's to finish
+    assert chat.notices == [(ALICE, "That request was already expired.")]
+    assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]
+
+
 async def test_a_parked_request_holds_no_task_and_expires_on_the_broker_s_one_timer() -> None:
-    b, chat, store = broker()
+    b, chat, store = await broker()
     item = interaction(3600)
     ended: list[tuple[str, str, Outcome]] = []
     done = anyio.Event()
 
-    async def on_parked(call_id: str, key: str, outcome: Outcome) -> None:
+    async def on_parked(call_id: str, key: str, outcome: Outcome, last: bool) -> None:
         ended.append((call_id, key, outcome))
         done.set()
 
@@ -248,4 +284,4 @@ async def test_a_parked_request_holds_no_task_and_expires_on_the_broker_s_one_ti
     [(call_id, key, outcome)] = ended
     assert (call_id, key, outcome.status) == ("call-1", "k", Status.EXPIRED)
     assert chat.finished[item.id].status is Status.EXPIRED  # the card was finished before the call went on
-    assert [r.outcome for r in store.audit_rows(item.id)] == ["expired"]
+    assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]

@@ -42,7 +42,7 @@ def web(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
 async def bridge(web: Site, sign_in_time: float = 60.0) -> AsyncIterator[tuple[Host, FakeChatPort, HttpServer]]:
     config = Config(servers={"s": web.server(timeout=sign_in_time)}, store=":memory:", conversation_scope="channel",
                     http=HttpConfig(listen="127.0.0.1:0"), **web.settings())
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host, redirects(host) as http:
         yield host, chat, http
 

@@ -20,7 +20,7 @@ from bridge.config import ServerConfig
 from bridge.host import Host
 from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.request_context import RequestContext
-from bridge.store import Store
+from bridge.storage import AsyncStore, open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from bridge.text import shorten
 from tests.servers.inline import form_server
@@ -32,9 +32,9 @@ EXPECTED_ERA = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
 
 @asynccontextmanager
-async def bridge(server: MCPServer, protocol: str, store: Store | None = None,
+async def bridge(server: MCPServer, protocol: str, store: AsyncStore | None = None,
                  **overrides: Any) -> AsyncIterator[tuple[Host, FakeChatPort]]:
-    host, chat = host_for(config_for({"forms": server}, server_protocol=protocol, **overrides), store)
+    host, chat = await host_for(config_for({"forms": server}, server_protocol=protocol, **overrides), store)
     async with host:
         yield host, chat
 
@@ -88,7 +88,7 @@ async def test_decline_and_cancel_reach_the_server(protocol: str, action: str) -
             data = await tool_result(chat, "fill")
     assert data == {"era": EXPECTED_ERA[protocol], "action": action, "content": None}
     assert chat.finished[card.id].status.value == {"decline": "declined", "cancel": "cancelled"}[action]
-    rows = host.store.audit_rows(card.id)
+    rows = await host.store.audit_rows(card.id)
     assert [(r.outcome, r.actor, r.server) for r in rows] == [
         ({"decline": "declined", "cancel": "cancelled"}[action], ALICE.key, "forms")]
 
@@ -104,7 +104,7 @@ async def test_timeout_cancels_at_the_server_and_the_card_shows_expired(protocol
             data = await tool_result(chat, "fill")
     assert outcome.status is Status.EXPIRED
     assert data["action"] == "cancel"
-    assert [r.outcome for r in host.store.audit_rows(card.id)] == ["expired"]
+    assert [r.outcome for r in await host.store.audit_rows(card.id)] == ["expired"]
 
 
 @pytest.mark.parametrize("protocol", ERAS)
@@ -132,7 +132,7 @@ async def test_configured_approvers_may_answer_for_the_requester(protocol: str) 
             assert (await host.decide(DecisionIn(card.id, BOB, "accept", {"ok": True}))).verdict is Verdict.CLAIMED
             data = await tool_result(chat, "fill")
     assert data["content"] == {"ok": True}
-    assert host.store.audit_rows(card.id)[0].actor == BOB.key
+    assert (await host.store.audit_rows(card.id))[0].actor == BOB.key
 
 
 @pytest.mark.parametrize("protocol", ERAS)
@@ -147,7 +147,7 @@ async def test_a_duplicate_decision_is_ignored_with_a_notice(protocol: str) -> N
     assert (first.verdict, second.verdict) == (Verdict.CLAIMED, Verdict.LATE)
     assert chat.notices == [(ALICE, "That request was already declined by Alice.")]
     assert data["action"] == "decline"
-    assert len(host.store.audit_rows(card.id)) == 1
+    assert len(await host.store.audit_rows(card.id)) == 1
 
 
 @pytest.mark.parametrize("protocol", ERAS)
@@ -223,7 +223,7 @@ async def test_a_failed_card_post_fails_the_request_without_crashing(protocol: s
 async def test_a_crashed_server_is_reported_with_its_stderr_and_restarted() -> None:
     crashy = ServerConfig(name="crashy", command=sys.executable,
                           args=(str(Path(__file__).parent.parent / "servers/crashy.py"),))
-    host, chat = host_for(config_for({"crashy": crashy}))
+    host, chat = await host_for(config_for({"crashy": crashy}))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call crashy crash", explicit_command=True))
         with anyio.fail_after(20):
@@ -239,7 +239,7 @@ async def test_a_crashed_server_is_reported_with_its_stderr_and_restarted() -> N
 async def test_a_server_that_fails_to_start_is_reported_with_its_stderr() -> None:
     broken = ServerConfig(name="broken", command=sys.executable,
                           args=(str(Path(__file__).parent.parent / "servers/crashy.py"), "--fail-start"))
-    host, chat = host_for(config_for({"broken": broken}))
+    host, chat = await host_for(config_for({"broken": broken}))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call broken echo", explicit_command=True))
         with anyio.fail_after(20):
@@ -247,23 +247,23 @@ async def test_a_server_that_fails_to_start_is_reported_with_its_stderr() -> Non
     assert "missing API_TOKEN" in report
 
 
-async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(tmp_path: Path) -> None:
+async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(store_target: str) -> None:
     server = form_server()
-    store_path = tmp_path / "bridge.db"
+    store_path = store_target
     schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
-    first = Store(store_path)
+    first = await open_store(store_path)
     async with bridge(server, "auto", store=first) as (host, chat):
         await call(host, "fill", {"schema": schema})
         with anyio.fail_after(10):
             card = await chat.wait_card()
-        pending = host.store.pending_calls()
+        pending = await host.store.pending_calls()
         assert [(p.server, p.tool) for p in pending] == [("forms", "fill")]
     # The bridge stopped: the card was left open for later, not cancelled.
     assert card.id not in chat.finished
-    first.close()
+    await first.aclose()
 
-    second = Store(store_path)
-    host2, chat2 = host_for(config_for({"forms": server}, server_protocol="auto"), second)
+    second = await open_store(store_path)
+    host2, chat2 = await host_for(config_for({"forms": server}, server_protocol="auto"), second)
     async with host2:
         with anyio.fail_after(10):
             await host2.broker.wait_open(card.id)
@@ -273,8 +273,8 @@ async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(tmp_
             data = await tool_result(chat2, "fill")
     assert data == {"era": "2026-07-28", "action": "accept", "content": {"n": 7}}
     assert chat2.finished[card.id].status is Status.ACCEPTED
-    assert second.pending_calls() == []
-    second.close()
+    assert await second.pending_calls() == []
+    await second.aclose()
 
 
 async def test_shutdown_brings_legacy_cards_to_a_final_state() -> None:
@@ -305,7 +305,7 @@ async def test_a_legacy_completion_notice_updates_the_url_card() -> None:
 
 async def test_a_legacy_url_required_error_presents_its_links(everything_js: Path) -> None:
     everything = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
-    host, chat = host_for(config_for({"everything": everything}))
+    host, chat = await host_for(config_for({"everything": everything}))
     async with host:
         await host.handle_message(MessageIn(
             ROOM, ALICE, 'call everything trigger-url-elicitation {"url": "https://example.com/x", "errorPath": true}',
@@ -369,7 +369,7 @@ async def test_a_card_names_the_server_by_its_configured_title_else_the_one_it_r
         assert reported == ServerLabel("forms", shorten("Reported Title " + "x" * 80, 60))  # theirs, capped
         assert host.commands.audience.label("forms", None) == ServerLabel("forms")
     configured = ServerConfig(name="forms", inprocess=server, title="Our Forms", protocol="legacy")
-    host, _ = host_for(config_for({"forms": configured}))
+    host, _ = await host_for(config_for({"forms": configured}))
     async with host:
         session = await host.pool.get(ROOM, "forms")
         assert host.commands.audience.label("forms", session) == ServerLabel("forms", "Our Forms")
@@ -410,55 +410,57 @@ async def test_a_shared_legacy_session_asks_in_the_conversation_of_the_call() ->
     assert (second.conversation, second.requester, second.approvers) == (other, BOB, frozenset({BOB.key}))
 
 
-async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_next_start(tmp_path: Path) -> None:
+async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_next_start(store_target: str) -> None:
     # What a hard crash (kill -9) leaves behind: a posted legacy card, open in the store, with no stored call.
-    path = tmp_path / "bridge.db"
-    crashed = Store(path)
+    path = store_target
+    crashed = await open_store(path)
     card = elicitation.form_interaction(
         RequestContext(ROOM, ServerLabel("forms"), ALICE, frozenset({ALICE.key})),
         ElicitRequestFormParams(message="Which?", requested_schema={"type": "object", "properties": {}}), 600)
-    crashed.save_interaction(card)
-    crashed.set_card(card.id, CardRef(card.id, {"n": "1"}))
-    crashed.close()
-    store = Store(path)
-    host, chat = host_for(config_for({"forms": form_server()}), store)
+    await crashed.save_interaction(card)
+    await crashed.set_card(card.id, CardRef(card.id, {"n": "1"}))
+    await crashed.aclose()
+    store = await open_store(path)
+    host, chat = await host_for(config_for({"forms": form_server()}), store)
     async with host:
         with anyio.fail_after(10):
             await host.resumed.wait()
     outcome = chat.finished[card.id]
-    assert outcome.status is Status.CANCELLED and "restarted" in outcome.reason
-    assert store.open_interactions() == []
-    assert [r.outcome for r in store.audit_rows(card.id)] == ["cancelled"]
-    store.close()
+    assert outcome.status is Status.FAILED and "the bridge stopped while this was open" in outcome.reason
+    assert await store.open_interactions() == []
+    assert [r.outcome for r in await store.audit_rows(card.id)] == ["failed"]
+    # The conversation is told too: the server is no longer waiting, so the command must be run again.
+    assert "The bridge stopped while a request from forms waited here" in await chat.wait_message("bridge stopped")
+    await store.aclose()
 
 
-async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(tmp_path: Path) -> None:
-    store = Store(tmp_path / "bridge.db")
+async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(store_target: str) -> None:
+    store = await open_store(store_target)
     async with bridge(form_server(), "auto", store=store) as (host, chat):
         await call(host, "fill")
         with anyio.fail_after(10):
             card = await chat.wait_card()
             running = host.calls.find(ROOM, None)
-            assert running is not None and store.pending_calls() != []
+            assert running is not None and await store.pending_calls() != []
             await host.stop_call(running.id, ALICE)
             await chat.wait_message("Stopped forms.fill.")
             await chat.wait_finished(card.id)
-        assert store.pending_calls() == []
-    store.close()
+        assert await store.pending_calls() == []
+    await store.aclose()
 
 
-async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
+async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(store_target: str) -> None:
+    path = store_target
     schema = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}})
-    first = Store(path)
+    first = await open_store(path)
     async with bridge(form_server(), "auto", store=first) as (host, chat):
         await call(host, "fill", {"schema": schema})
         with anyio.fail_after(10):
             card = await chat.wait_card()
-    first.close()
+    await first.aclose()
     # The config changed while the bridge was down: that server is gone.
-    second = Store(path)
-    host2, chat2 = host_for(config_for({"other": form_server("other")}), second)
+    second = await open_store(path)
+    host2, chat2 = await host_for(config_for({"other": form_server("other")}), second)
     async with host2:
         with anyio.fail_after(10):
             note = await chat2.wait_message("could not be finished after the restart")
@@ -468,8 +470,8 @@ async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(tmp_path:
             await chat2.wait_message("There is no server named 'forms'")
     assert "no server named 'forms'" in note
     assert outcome.status is Status.CANCELLED
-    assert second.pending_calls() == [] and second.open_interactions() == []
-    second.close()
+    assert await second.pending_calls() == [] and await second.open_interactions() == []
+    await second.aclose()
 
 
 async def test_a_completion_notice_before_done_accepts_the_url_card() -> None:
@@ -486,7 +488,7 @@ async def test_a_completion_notice_before_done_accepts_the_url_card() -> None:
                                                   related_request_id=ctx.request_id)
         return str(result.action)
 
-    host, chat = host_for(config_for({"early": server}, server_protocol="legacy"))
+    host, chat = await host_for(config_for({"early": server}, server_protocol="legacy"))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call early link", explicit_command=True))
         with anyio.fail_after(10):

@@ -16,8 +16,8 @@ from bridge.config import RootsPolicy, SamplingPolicy
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import DecisionIn, Kind, MessageIn, Status
-from bridge.store import Store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for
+from bridge.storage import open_store
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.features import Observed, features_server
 
@@ -47,7 +47,7 @@ async def bridge(protocol: str, provider: LLMProvider | None = None,
     config = config_for({"feat": server}, server_protocol=protocol, **{f"server_{k}": v for k, v in
                                                                       server_fields.items()})
     chat = FakeChatPort()
-    host = Host(config, Store(":memory:"), llm=provider or HumanProvider())
+    host = Host(config, await host_store(config), llm=provider or HumanProvider())
     host.attach(chat)
     async with host:
         yield host, chat, seen
@@ -205,9 +205,10 @@ async def roots_card(host: Host, chat: FakeChatPort, index: int = 0) -> Any:
     (None, f"roots: alpha={A}, -={B}"), ({"roots": [B]}, f"roots: -={B}"), ("decline", "roots: ")])
 async def test_roots_are_shared_all_some_or_none(protocol: str, content: Any, expected: str) -> None:
     async with bridge(protocol) as (host, chat, _):
-        await say(host, f"roots add {A} alpha")
-        await say(host, f"roots add {B}")
         with anyio.fail_after(10):
+            await say(host, f"roots add {A} alpha")  # commands run concurrently: one at a time keeps the order
+            await chat.wait_message(f"Added {A}")
+            await say(host, f"roots add {B}")
             await chat.wait_message(f"Added {B}")
             card = await roots_card(host, chat)
             assert [d.text for d in card.details] == [A, B]
@@ -246,10 +247,10 @@ async def test_changed_roots_are_announced_to_legacy_sessions() -> None:
 
 
 async def test_roots_are_stored_per_conversation() -> None:
-    store = Store(":memory:")
+    store = await open_store(":memory:")
     other = replace(ROOM, thread="T2")
-    store.add_root(ROOM, A, "alpha")
-    assert store.roots(ROOM) == [(A, "alpha")] and store.roots(other) == []
+    await store.add_root(ROOM, A, "alpha")
+    assert await store.roots(ROOM) == [(A, "alpha")] and await store.roots(other) == []
 
 
 # -- tool approvals ------------------------------------------------------------------------------------------------
@@ -303,11 +304,11 @@ async def test_an_agent_turn_calls_two_tools_and_answers(protocol: str, llm: Fak
         assert second[3] == {"role": "tool", "tool_call_id": "c1", "content": "5"}
         tools = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
         assert {"feat__add", "feat__wipe", "feat__ask_model"} <= tools
-        assert len(host.store.history(ROOM)) == 4
+        assert len(await host.store.history(ROOM)) == 4
         await say(host, "reset")
         with anyio.fail_after(10):
             await chat.wait_message("Forgot")
-        assert host.store.history(ROOM) == []
+        assert await host.store.history(ROOM) == []
     assert seen.ran == ["peek /srv"]
 
 
@@ -373,10 +374,10 @@ def test_tool_cards_are_a_kind() -> None:
     assert Kind("tool") is Kind.TOOL and json.dumps(Kind.TOOL.value) == '"tool"'
 
 
-async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(tmp_path: Any) -> None:
+async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(store_target: str) -> None:
     server, _ = features_server()
-    path = tmp_path / "bridge.db"
-    first_store = Store(path)
+    path = store_target
+    first_store = await open_store(path)
     chat = FakeChatPort()
     host = Host(config_for({"feat": server}, server_protocol="auto"), first_store, llm=HumanProvider())
     host.attach(chat)
@@ -384,9 +385,9 @@ async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(tmp
         await say(host, 'call feat ask_model {"prompt": "Still there?"}')
         with anyio.fail_after(10):
             old = await chat.wait_card("sampling")
-    first_store.close()
+    await first_store.aclose()
 
-    store = Store(path)
+    store = await open_store(path)
     chat2 = FakeChatPort()
     host2 = Host(config_for({"feat": server}, server_protocol="auto"), store, llm=HumanProvider())
     host2.attach(chat2)
@@ -400,8 +401,8 @@ async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(tmp
             result = await chat2.wait_message("feat.ask_model:")
     assert retired.status is Status.CANCELLED and retired.reason == "asked again after the bridge restarted"
     assert again.id != old.id and result.endswith("text=Yes.")
-    assert store.pending_calls() == []
-    store.close()
+    assert await store.pending_calls() == []
+    await store.aclose()
 
 
 @pytest.mark.parametrize("protocol", ERAS)

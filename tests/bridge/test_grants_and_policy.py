@@ -16,7 +16,7 @@ from bridge.grants import Grants
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import ConversationKey, DecisionIn, MessageIn
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
@@ -48,7 +48,7 @@ async def bridge(protocol: str = "legacy", provider: LLMProvider | None = None, 
     cfg = config_for({"feat": server, "forms": form_server()}, server_protocol=protocol, **(config or {}),
                      **{f"server_{k}": v for k, v in server_fields.items()})
     chat = FakeChatPort()
-    host = Host(cfg, Store(":memory:"), llm=provider or HumanProvider())
+    host = Host(cfg, await open_store(":memory:"), llm=provider or HumanProvider())
     host.attach(chat)
     async with host:
         yield host, chat, seen
@@ -82,14 +82,14 @@ async def test_a_channel_grant_runs_the_next_call_there_audited_until_revoked(pr
             again = await chat.wait_card("tool", index=1)
     assert seen.ran == ["wipe /a", "wipe /b"] and again.conversation == OTHER_THREAD
     assert f"{grant_id}: feat.wipe in this channel until revoked, given by Alice" in listed
-    [used] = [r for r in host.store.audit_rows() if r.outcome == "granted"]
+    [used] = [r for r in await host.store.audit_rows() if r.outcome == "granted"]
     assert grant_id in used.detail and (used.actor, used.requester) == (ALICE.key, ALICE.key)
     assert used.conversation == OTHER_THREAD.id()
 
 
 async def test_only_the_giver_or_an_approver_revokes_and_other_channels_never_see_a_grant() -> None:
     async with bridge(tool_grants=GRANTS) as (host, chat, _):
-        grant = host.grants.give("tool", "feat", "wipe", GRANTS[1], ROOM, ALICE)
+        grant = await host.grants.give("tool", "feat", "wipe", GRANTS[1], ROOM, ALICE)
         await host.handle_message(MessageIn(ROOM, BOB, f"revoke {grant.id}", explicit_command=True))
         with anyio.fail_after(10):
             refused = await chat.wait_message("can revoke")
@@ -105,14 +105,14 @@ def test_a_conversation_grant_expires_in_virtual_time() -> None:
     # The clock is trio's MockClock: an hour passes without anyone waiting for it.
     async def run() -> None:
         start = time.time()
-        grants = Grants(Store(":memory:"), _no_say, clock=lambda: start + trio.current_time())
-        grant = grants.give("tool", "feat", "wipe", GRANTS[0], ROOM, ALICE)
-        assert grants.find("tool", "feat", "wipe", ROOM) == grant
-        assert grants.find("tool", "feat", "wipe", OTHER_THREAD) is None  # another conversation of the channel
+        grants = Grants(await open_store(":memory:"), _no_say, clock=lambda: start + trio.current_time())
+        grant = await grants.give("tool", "feat", "wipe", GRANTS[0], ROOM, ALICE)
+        assert await grants.find("tool", "feat", "wipe", ROOM) == grant
+        assert await grants.find("tool", "feat", "wipe", OTHER_THREAD) is None  # another conversation of the channel
         await trio.sleep(3599)
-        assert "for 1 min more" in grants.here(ROOM)[0].describe(grants.clock())
+        assert "for 1 min more" in (await grants.here(ROOM))[0].describe(grants.clock())
         await trio.sleep(2)
-        assert grants.find("tool", "feat", "wipe", ROOM) is None and grants.here(ROOM) == []
+        assert await grants.find("tool", "feat", "wipe", ROOM) is None and await grants.here(ROOM) == []
 
     trio.run(run, clock=trio.testing.MockClock(autojump_threshold=0))
 
@@ -136,7 +136,7 @@ async def test_a_sampling_grant_skips_the_approval_but_not_the_review(protocol: 
             await host.decide(DecisionIn(second.id, ALICE, "accept", {"answer": "2"}))
             await chat.wait_message("text=2")
     assert [c.kind.value for c in chat.cards.values()] == ["sampling", "sampling_review", "sampling_review"]
-    assert [r.kind for r in host.store.audit_rows() if r.outcome == "granted"] == ["sampling"]
+    assert [r.kind for r in await host.store.audit_rows() if r.outcome == "granted"] == ["sampling"]
 
 
 # -- channel policy ------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ SCHEMA = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}
 async def test_the_same_elicitation_handler_answers_a_legacy_callback_and_a_2026_input_request() -> None:
     config = config_for({"old": ServerConfig("old", inprocess=form_server("old"), protocol="legacy"),
                          "new": ServerConfig("new", inprocess=form_server("new"), protocol="auto")})
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     handler = host.handlers.elicitation
     seen: list[tuple[int, str, str | None]] = []
     original = handler.answer
@@ -57,7 +57,7 @@ async def test_the_same_elicitation_handler_answers_a_legacy_callback_and_a_2026
 async def test_a_denied_capability_is_not_registered_for_either_era(protocol: str) -> None:
     config = config_for({"forms": form_server()}, server_protocol=protocol,
                         server_sampling=SamplingPolicy(approval="deny"))
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, 'call forms echo {"message": "hi"}', explicit_command=True))
         with anyio.fail_after(10):

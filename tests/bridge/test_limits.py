@@ -7,7 +7,6 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.servers.flood import flood_server
 from tests.servers.inline import form_server
@@ -30,7 +29,7 @@ ERAS = ["legacy", "auto"]
 @asynccontextmanager
 async def bridge(server: MCPServer, protocol: str, **limits: Any) -> AsyncIterator[tuple[Host, FakeChatPort]]:
     config = config_for({"flood": server}, server_protocol=protocol, limits=replace(Limits(), **limits))
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host:
         yield host, chat
 
@@ -98,7 +97,7 @@ async def test_one_conversation_is_bounded_whoever_asks(protocol: str) -> None:
     # Three servers, as a legacy session runs one call at a time: each call has a session of its own.
     servers = {name: flood_server(name) for name in ("flood", "flood2", "flood3")}
     config = config_for(servers, server_protocol=protocol, limits=Limits(open_cards_per_conversation=2))
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host:
         for server, who in (("flood", ALICE), ("flood2", ALICE), ("flood3", BOB)):
             await host.handle_message(MessageIn(ROOM, who, f"call {server} one", explicit_command=True))
@@ -148,7 +147,7 @@ async def test_a_server_asking_too_often_is_refused_at_once(protocol: str) -> No
 ])
 async def test_an_oversized_form_is_refused_with_invalid_params(protocol: str, schema: dict[str, Any],
                                                                why: str) -> None:
-    host, chat = host_for(config_for({"forms": form_server()}, server_protocol=protocol))
+    host, chat = await host_for(config_for({"forms": form_server()}, server_protocol=protocol))
     async with host:
         text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
@@ -181,16 +180,16 @@ async def test_a_long_result_is_shortened_in_chat_and_shown_whole_on_request(pro
     assert refused
 
 
-async def test_cards_taken_up_after_a_restart_count_against_the_bounds(tmp_path: Path) -> None:
+async def test_cards_taken_up_after_a_restart_count_against_the_bounds(store_target: str) -> None:
     config = config_for({"flood": flood_server()}, server_protocol="auto",
                         limits=replace(Limits(), open_cards_per_conversation=1))
-    host, chat = host_for(config, Store(tmp_path / "bridge.db"))
+    host, chat = await host_for(config, await open_store(store_target))
     async with host:
         await call(host, "one", who=ALICE)
         with anyio.fail_after(20):
             card = await chat.wait_card()
-    host.store.close()
-    again, chat2 = host_for(config, Store(tmp_path / "bridge.db"))
+    await host.store.aclose()
+    again, chat2 = await host_for(config, await open_store(store_target))
     async with again:
         with anyio.fail_after(20):
             await again.wait_open(card.id)  # parked again, and counted
@@ -200,5 +199,5 @@ async def test_cards_taken_up_after_a_restart_count_against_the_bounds(tmp_path:
             await chat2.wait_message("flood.one:")
             await call(again, "one", who=BOB)
             await chat2.wait_card()
-    again.store.close()
+    await again.store.aclose()
     assert "this conversation already has 1 open requests" in failure

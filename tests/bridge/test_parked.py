@@ -12,8 +12,6 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
 from bridge.config import ServerConfig
@@ -21,6 +19,7 @@ from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from tests.servers.inline import two_forms_server
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +60,7 @@ async def decide_all(host: Host, chat: FakeChatPort) -> None:
 
 async def test_a_parked_form_holds_no_task_and_no_session() -> None:
     conversations = [ConversationKey("test", "W1", f"C{i}", "T1") for i in range(20)]
-    host, chat = host_for(config_for({"bench": bench_server()}, server_protocol="auto"))
+    host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="auto"))
     async with host:
         with anyio.fail_after(10):
             await host.resumed.wait()
@@ -75,19 +74,20 @@ async def test_a_parked_form_holds_no_task_and_no_session() -> None:
             await host.pool.close(session)  # idle: nothing needs it while people think
         assert host.pool.sessions() == []
         assert len(anyio.get_running_tasks()) == tasks_before
-        assert len(host.calls.rounds.parked) == 20 and host.store.running_calls() != []
+        assert len(host.calls.rounds.parked) == 20 and await host.store.running_calls() != []
         with anyio.fail_after(30):
             await decide_all(host, chat)
             done = await chat.wait_for(lambda: all_results(chat, 20))
     assert {tag: data["content"] for tag, data in done.items()} == {c.id(): answer_for(c.id()) for c in conversations}
-    assert host.calls.rounds.parked == {} and host.store.pending_calls() == [] and host.store.running_calls() == []
+    assert host.calls.rounds.parked == {} and await host.store.pending_calls() == []
+    assert await host.store.running_calls() == []
 
 
 async def test_300_parked_forms_with_max_sessions_10_all_complete() -> None:
     conversations = [ConversationKey("test", "W1", f"C{i:03d}", "T1") for i in range(300)]
     # 300 requests from one server within a minute: above the default flood bound, which is not what is tested here.
     limits = replace(Limits(), server_requests_per_minute=1000)
-    host, chat = host_for(config_for({"bench": bench_server()}, server_protocol="auto", max_sessions=10,
+    host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="auto", max_sessions=10,
                                      limits=limits))
     async with host:
         for conversation in conversations:
@@ -104,7 +104,7 @@ async def test_300_parked_forms_with_max_sessions_10_all_complete() -> None:
 
 async def test_a_stdio_server_may_exit_while_the_person_thinks() -> None:
     server = ServerConfig(name="forms", command=sys.executable, args=(str(SCRIPT),), protocol="auto")
-    host, chat = host_for(config_for({"forms": server}, idle_timeout=0.3))
+    host, chat = await host_for(config_for({"forms": server}, idle_timeout=0.3))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, 'call forms book {"tag": "x"}', explicit_command=True))
         with anyio.fail_after(30):
@@ -121,7 +121,7 @@ async def test_a_stdio_server_may_exit_while_the_person_thinks() -> None:
 
 
 async def test_a_legacy_call_keeps_its_session_while_its_card_waits() -> None:
-    host, chat = host_for(config_for({"bench": bench_server()}, server_protocol="legacy"))
+    host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="legacy"))
     async with host:
         await host.handle_message(book(ROOM))
         with anyio.fail_after(10):
@@ -135,7 +135,7 @@ async def test_a_legacy_call_keeps_its_session_while_its_card_waits() -> None:
 
 async def test_tool_rules_that_decide_skip_the_tool_list() -> None:
     config = config_for({"bench": bench_server()}, server_protocol="auto", server_tool_rules=(("book", "never"),))
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host:
         await host.handle_message(book(ROOM))
         with anyio.fail_after(10):
@@ -144,29 +144,9 @@ async def test_tool_rules_that_decide_skip_the_tool_list() -> None:
         assert session.tools is None  # no tools/list was needed to know the call needs no approval
 
 
-def two_forms_server() -> MCPServer:
-    """One round with two questions; a schema outside the subset for the second when `bad` is set."""
-    server = MCPServer("pair")
-
-    def form(name: str, kind: str = "string") -> ElicitRequest:
-        schema = {"type": "object", "properties": {name: {"type": kind}}, "required": [name]}
-        return ElicitRequest(params=ElicitRequestFormParams(message=f"{name}?", requested_schema=schema))
-
-    @server.tool()
-    async def pair(ctx: Context, bad: bool = False) -> str | InputRequiredResult:
-        """Ask two things at once."""
-        answers = ctx.input_responses or {}
-        if {"a", "b"} <= set(answers):
-            return json.dumps({k: v.content for k, v in answers.items() if isinstance(v, ElicitResult)})
-        return InputRequiredResult(input_requests={"a": form("a"), "b": form("b", "object" if bad else "string")},
-                                   request_state="pair")
-
-    return server
-
-
 @pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
 async def test_a_round_with_two_parked_cards_goes_on_after_the_last_answer(order: tuple[str, str]) -> None:
-    host, chat = host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
+    host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
     async with host:
         await host.run_message(MessageIn(ROOM, ALICE, "call pair pair", explicit_command=True))
         with anyio.fail_after(10):
@@ -181,7 +161,7 @@ async def test_a_round_with_two_parked_cards_goes_on_after_the_last_answer(order
 
 
 async def test_a_refused_question_withdraws_the_parked_card_of_the_same_round() -> None:
-    host, chat = host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
+    host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
     async with host:
         await host.run_message(MessageIn(ROOM, ALICE, 'call pair pair {"bad": true}', explicit_command=True))
         with anyio.fail_after(10):
@@ -190,4 +170,4 @@ async def test_a_refused_question_withdraws_the_parked_card_of_the_same_round() 
             failure = await chat.wait_message("was not continued")
     assert outcome.status is Status.CANCELLED and "ended without this answer" in outcome.reason
     assert "Unsupported requestedSchema" in failure
-    assert host.calls.rounds.parked == {} and host.store.pending_calls() == []
+    assert host.calls.rounds.parked == {} and await host.store.pending_calls() == []

@@ -15,7 +15,7 @@ from bridge.config import SamplingPolicy
 from bridge.host import Host
 from bridge.llm import HumanProvider
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.team_config import ApproverRule, GrantScope, Group
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for
 from tests.servers.features import Observed, features_server
@@ -35,7 +35,7 @@ async def bridge(protocol: str, *, chat: FakeChatPort | None = None, groups: dic
     config = config_for({"feat": server}, server_protocol=protocol, groups=groups or {},
                         **{f"server_{k}": v for k, v in server_fields.items()})
     chat = chat or FakeChatPort()
-    host = Host(config, Store(":memory:"), llm=HumanProvider())
+    host = Host(config, await open_store(":memory:"), llm=HumanProvider())
     host.attach(chat)
     async with host:
         yield host, chat, seen
@@ -70,7 +70,7 @@ async def test_two_of_three_needs_two_distinct_people_and_strangers_are_refused(
             final = await chat.wait_finished(card.id)
     assert seen.ran == ["wipe /srv"]
     assert [a.key for a in final.approvals] == [ALICE.key, BOB.key] and final.by == BOB
-    rows = host.store.audit_rows(card.id)
+    rows = await host.store.audit_rows(card.id)
     assert [(r.outcome, r.actor) for r in rows] == [("approved", ALICE.key), ("accepted", BOB.key)]
     assert rows[1].detail == "approvals 2 of 2: Alice, Bob"
     notices = [text for who, text in chat.notices]
@@ -97,7 +97,7 @@ async def test_one_decline_by_an_approver_ends_it_at_once(protocol: str) -> None
 async def test_a_quorum_tool_is_never_auto_approved_by_a_grant(protocol: str) -> None:
     async with bridge(protocol, tool_approvers=(("wipe", TWO_OF_THREE),), tool_grants=(GrantScope("channel", None),),
                       tool_rules=(("*", "never"),)) as (host, chat, seen):
-        host.grants.give("tool", "feat", "wipe", GrantScope("channel", None), ROOM, ALICE)
+        await host.grants.give("tool", "feat", "wipe", GrantScope("channel", None), ROOM, ALICE)
         await call(host, 'call feat wipe {"target": "/a"}')
         with anyio.fail_after(10):
             card = await chat.wait_card("tool")  # neither the grant nor the `never` rule skips the quorum
@@ -105,7 +105,7 @@ async def test_a_quorum_tool_is_never_auto_approved_by_a_grant(protocol: str) ->
             await decide(host, card, CAROL)
             await chat.wait_message("feat.wipe:")
     assert seen.ran == ["wipe /a"]
-    assert "granted" not in [r.outcome for r in host.store.audit_rows()]
+    assert "granted" not in [r.outcome for r in await host.store.audit_rows()]
 
 
 @pytest.mark.parametrize("protocol", ERAS)

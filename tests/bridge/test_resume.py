@@ -21,7 +21,8 @@ from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
 from bridge.model import DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Verdict
 from bridge.request_context import RequestContext, new_interaction
-from bridge.store import Store
+from bridge.storage import open_store
+from bridge.storage.driver import Step
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 
 pytestmark = pytest.mark.anyio
@@ -50,21 +51,21 @@ def server_pids() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True) if str(SCRIPT) in " ".join(p.cmdline())}
 
 
-async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_server(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
-    first = Store(path)
-    host, chat = host_for(stdio_config(), first)
+async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_server(store_target: str) -> None:
+    path = store_target
+    first = await open_store(path)
+    host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "book", {"tag": "t1"})
         with anyio.fail_after(30):
             card = await chat.wait_card()
         [old_pid] = server_pids()
-    first.close()
+    await first.aclose()
     assert card.id not in chat.finished  # left open for after the restart
     assert old_pid not in server_pids()  # the server process went with the bridge
 
-    second = Store(path)
-    host2, chat2 = host_for(stdio_config(), second)
+    second = await open_store(path)
+    host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(30):
             await host2.wait_open(card.id)
@@ -75,13 +76,13 @@ async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_serv
     assert data["action"] == "accept" and data["content"] == {"guests": 4} and data["tag"] == "t1"
     assert data["pid"] != old_pid
     assert list(chat2.cards) == [] and not any("Invalid or expired" in m.text for m in chat2.messages)
-    assert [r.outcome for r in second.audit_rows(card.id)] == ["accepted"]
-    assert second.pending_calls() == [] and second.running_calls() == []
-    second.close()
+    assert [r.outcome for r in await second.audit_rows(card.id)] == ["accepted"]
+    assert await second.pending_calls() == [] and await second.running_calls() == []
+    await second.aclose()
 
 
 async def test_an_answer_reaches_a_fresh_process_when_the_server_was_killed_while_its_card_waited() -> None:
-    host, chat = host_for(stdio_config())
+    host, chat = await host_for(stdio_config())
     async with host:
         await call(host, "book", {"tag": "t2"})
         with anyio.fail_after(30):
@@ -96,19 +97,19 @@ async def test_an_answer_reaches_a_fresh_process_when_the_server_was_killed_whil
     assert len(chat.cards) == 1
 
 
-async def test_every_round_s_answers_are_reused_when_the_call_runs_again(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
-    first = Store(path)
-    host, chat = host_for(stdio_config(), first)
+async def test_every_round_s_answers_are_reused_when_the_call_runs_again(store_target: str) -> None:
+    path = store_target
+    first = await open_store(path)
+    host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "two_steps")
         with anyio.fail_after(30):
             who = await chat.wait_card()
             await host.decide(DecisionIn(who.id, ALICE, "accept", {"who": "Ada"}))
             when = await chat.wait_card(index=1)
-    first.close()
-    second = Store(path)
-    host2, chat2 = host_for(stdio_config(), second)
+    await first.aclose()
+    second = await open_store(path)
+    host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(30):
             await host2.wait_open(when.id)
@@ -116,20 +117,20 @@ async def test_every_round_s_answers_are_reused_when_the_call_runs_again(tmp_pat
             data = await result_of(chat2, "two_steps")
     assert (data["who"], data["when"]) == ("Ada", "Friday")
     assert chat2.cards == {}  # neither question was asked again
-    second.close()
+    await second.aclose()
 
 
-async def test_a_question_that_changed_is_asked_again_and_the_card_says_why(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
-    first = Store(path)
-    host, chat = host_for(stdio_config(), first)
+async def test_a_question_that_changed_is_asked_again_and_the_card_says_why(store_target: str) -> None:
+    path = store_target
+    first = await open_store(path)
+    host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "changing")
         with anyio.fail_after(30):
             card = await chat.wait_card()
-    first.close()
-    second = Store(path)
-    host2, chat2 = host_for(stdio_config(), second)
+    await first.aclose()
+    second = await open_store(path)
+    host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(30):
             await host2.wait_open(card.id)
@@ -139,7 +140,7 @@ async def test_a_question_that_changed_is_asked_again_and_the_card_says_why(tmp_
             await host2.decide(DecisionIn(again.id, ALICE, "accept", {"pick": "second"}))
             data = await result_of(chat2, "changing")
     assert data["content"] == {"pick": "second"}
-    second.close()
+    await second.aclose()
 
 
 def _poison(conversation_ctx: RequestContext) -> Interaction:
@@ -151,26 +152,29 @@ def _poison(conversation_ctx: RequestContext) -> Interaction:
                            timeout=600)
 
 
-async def test_unreadable_rows_are_closed_and_reported_and_the_start_goes_on(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
-    first = Store(path)
-    host, chat = host_for(stdio_config(), first)
+async def test_unreadable_rows_are_closed_and_reported_and_the_start_goes_on(store_target: str) -> None:
+    path = store_target
+    first = await open_store(path)
+    host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "book", {"tag": "good"})
         with anyio.fail_after(30):
             good = await chat.wait_card()
     poison = _poison(RequestContext(ROOM, ServerLabel("forms"), ALICE, frozenset({ALICE.key})))
-    first.save_interaction(poison)
+    await first.save_interaction(poison)
     # A free array: refused by this bridge's form model ("arrays are only allowed as multi-select enums").
-    first._db.execute("UPDATE interactions SET body = json_set(body, '$.schema.properties.name', json(?))"
-                      " WHERE id = ?", ('{"type": "array"}', poison.id))
-    first._db.execute("INSERT INTO pending_calls (id, conversation, server, tool, arguments, request_state,"
-                      " input_requests, requester, created_at) VALUES ('bad', ?, 'forms', 'book', '{not json',"
-                      " NULL, '{}', NULL, 0)", (ROOM.id(),))
-    first.close()
+    [(body,)] = await first.driver.fetch("SELECT body FROM interactions WHERE id = ?", (poison.id,))
+    data = json.loads(body)
+    data["schema"]["properties"]["name"] = {"type": "array"}
+    await first.driver.transaction([
+        Step("UPDATE interactions SET body = ? WHERE id = ?", (json.dumps(data), poison.id)),
+        Step("INSERT INTO pending_calls (id, conversation, server, tool, arguments, request_state, input_requests,"
+             " requester, created_at) VALUES ('bad', ?, 'forms', 'book', '{not json', NULL, '{}', NULL, 0)",
+             (ROOM.id(),))])
+    await first.aclose()
 
-    second = Store(path)
-    host2, chat2 = host_for(stdio_config(), second)
+    second = await open_store(path)
+    host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(30):
             await host2.resumed.wait()
@@ -179,37 +183,37 @@ async def test_unreadable_rows_are_closed_and_reported_and_the_start_goes_on(tmp
     assert data["content"] == {"guests": 3}
     notes = [m.text for m in chat2.messages if "could not be restored" in m.text]
     assert len(notes) == 2 and any(poison.id in n for n in notes) and any("forms.book" in n for n in notes)
-    [row] = second.audit_rows(poison.id)
+    [row] = await second.audit_rows(poison.id)
     assert row.outcome == "failed" and "arrays are only allowed" in row.detail
-    assert second.open_interactions() == [] and second.pending_calls() == []
-    second.close()
+    assert await second.open_interactions() == [] and await second.pending_calls() == []
+    await second.aclose()
 
 
-async def test_calls_running_with_no_card_are_reported_as_interrupted_after_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "bridge.db"
-    crashed = Store(path)  # what kill -9 leaves: a call recorded as running, nothing else
-    crashed.record_running_call("c0ffee000001", ROOM, "forms", "slow_report")
-    crashed.close()
-    first = Store(path)
+async def test_calls_running_with_no_card_are_reported_as_interrupted_after_a_restart(store_target: str) -> None:
+    path = store_target
+    crashed = await open_store(path)  # what kill -9 leaves: a call recorded as running, nothing else
+    await crashed.record_running_call("c0ffee000001", ROOM, "forms", "slow_report")
+    await crashed.aclose()
+    first = await open_store(path)
     server = ServerConfig(name="crashy", command=sys.executable,
                           args=(str(Path(__file__).parent.parent / "servers/crashy.py"),))
-    host, chat = host_for(config_for({"crashy": server}), first)
+    host, chat = await host_for(config_for({"crashy": server}), first)
     async with host:
         with anyio.fail_after(30):
             told = await chat.wait_message("forms.slow_report was interrupted")
             await host.handle_message(MessageIn(ROOM, ALICE, "call crashy hang", explicit_command=True))
             await chat.wait_for(lambda: chat.statuses or None)  # it is running at the server
-        assert [r.tool for r in first.running_calls()] == ["hang"]
+        assert [r.tool for r in await first.running_calls()] == ["hang"]
     # A graceful stop in the middle of a call keeps its record too.
-    first.close()
-    second = Store(path)
-    host2, chat2 = host_for(config_for({"crashy": server}), second)
+    await first.aclose()
+    second = await open_store(path)
+    host2, chat2 = await host_for(config_for({"crashy": server}), second)
     async with host2:
         with anyio.fail_after(30):
             again = await chat2.wait_message("crashy.hang was interrupted")
     assert "run it again" in told and "run it again" in again
-    assert second.running_calls() == []
-    second.close()
+    assert await second.running_calls() == []
+    await second.aclose()
 
 
 async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form() -> None:
@@ -224,7 +228,7 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
     async def complete(ref: Any, argument: Any, context: Any) -> Completion:
         return Completion(values=["ada", "ada", "grace"])
 
-    host, chat = host_for(config_for({"prompts": server}))
+    host, chat = await host_for(config_for({"prompts": server}))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "prompt prompts greet", explicit_command=True))
         with anyio.fail_after(10):
@@ -256,9 +260,12 @@ def test_the_demo_server_keeps_its_state_key_across_processes() -> None:
 def test_what_a_start_reads_per_stored_call_goes_through_an_index(query: str) -> None:
     """A start reads each stored call's round and each parked card's approvals: with no index, each is a scan of the
     whole history (1 000 pending calls next to 100 000 old rows took 46 s; `bench.store_restart`, whole start)."""
-    store = Store(":memory:")
-    try:
-        plan = " ".join(str(row[-1]) for row in store._db.execute(f"EXPLAIN QUERY PLAN {query}"))
-    finally:
-        store.close()
+    async def plan_of() -> str:
+        store = await open_store(":memory:")
+        try:
+            return " ".join(str(row[-1]) for row in await store.driver.fetch(f"EXPLAIN QUERY PLAN {query}"))
+        finally:
+            await store.aclose()
+
+    plan = anyio.run(plan_of)
     assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, plan

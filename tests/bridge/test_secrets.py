@@ -17,7 +17,7 @@ from bridge import redaction
 from bridge.config import from_mapping
 from bridge.model import DecisionIn, MessageIn
 from bridge.secret_answers import GIVEN, withheld
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for
 from tests.servers.inline import form_server
 
@@ -37,7 +37,7 @@ def leaky_config(store: str = ":memory:") -> Any:
 async def test_a_stderr_tail_and_a_result_holding_the_token_reach_chat_redacted(debug_logs: io.StringIO) -> None:
     config = leaky_config()
     redaction.install(config.redactor)
-    host, chat = host_for(config)
+    host, chat = await host_for(config)
     async with host:
         await host.run_message(MessageIn(ROOM, ALICE, "call leaky whoami", explicit_command=True))
         await host.run_message(MessageIn(ROOM, ALICE, "call leaky crash", explicit_command=True))
@@ -73,8 +73,8 @@ def test_the_redactor_knows_env_values_headers_and_tokens_but_not_short_values()
 async def test_a_secret_looking_answer_reaches_the_server_and_is_stored_as_given(protocol: str,
                                                                                  tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "password": {"type": "string"}}}
-    store = Store(tmp_path / "bridge.db")
-    host, chat = host_for(config_for({"forms": form_server()}, server_protocol=protocol), store)
+    store = await open_store(tmp_path / "bridge.db")
+    host, chat = await host_for(config_for({"forms": form_server()}, server_protocol=protocol), store)
     async with host:
         text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
@@ -83,11 +83,11 @@ async def test_a_secret_looking_answer_reaches_the_server_and_is_stored_as_given
             await host.decide(DecisionIn(card.id, ALICE, "accept", {"name": "Ada", "password": "hunter2-horse"}))
             result = await chat.wait_message("forms.fill:")
     assert json.loads(result.split("\n", 1)[1])["content"] == {"name": "Ada", "password": "hunter2-horse"}
-    stored = store.interaction(card.id)
+    stored = await store.interaction(card.id)
     assert stored is not None and stored.outcome is not None
     assert stored.outcome.content == {"name": "Ada", "password": GIVEN}
     assert withheld(stored.interaction, stored.outcome)
-    store.close()
+    await store.aclose()
     files = _files(tmp_path)
     assert "bridge.db" in files
     assert not [name for name, data in files.items() if b"hunter2-horse" in data]

@@ -43,8 +43,9 @@ async def test_a_client_secret_gets_the_service_token_used_for_everyones_calls(
         site: tuple[str, Accounts], method: Literal["client_secret_basic", "client_secret_post"]) -> None:
     base, accounts = site
     accounts.secrets["svc"] = "s3cr3t-value"
-    host, chat = host_for(config(base, AuthConfig(identity="service", client_id="svc", client_secret="s3cr3t-value",
-                                                  token_endpoint_auth_method=method, issuer=base)))
+    auth = AuthConfig(identity="service", client_id="svc", client_secret="s3cr3t-value",
+                      token_endpoint_auth_method=method, issuer=base)
+    host, chat = await host_for(config(base, auth))
     with anyio.fail_after(30):
         async with host:
             ada = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})
@@ -58,7 +59,7 @@ async def test_a_private_key_jwt_gets_the_service_token(site: tuple[str, Account
     base, accounts = site
     private, public = key_pair()
     accounts.keys["keyed"] = public
-    host, chat = host_for(config(base, AuthConfig(identity="service", client_id="keyed", private_key=private,
+    host, chat = await host_for(config(base, AuthConfig(identity="service", client_id="keyed", private_key=private,
                                                   signing_algorithm="ES256", issuer=base)))
     with anyio.fail_after(30):
         async with host:
@@ -70,8 +71,8 @@ async def test_a_private_key_jwt_gets_the_service_token(site: tuple[str, Account
 async def test_refused_credentials_are_told_in_plain_words(site: tuple[str, Accounts]) -> None:
     base, accounts = site
     accounts.secrets["svc"] = "the-real-one"
-    host, chat = host_for(config(base, AuthConfig(identity="service", client_id="svc", client_secret="a-wrong-one",
-                                                  issuer=base)))
+    auth = AuthConfig(identity="service", client_id="svc", client_secret="a-wrong-one", issuer=base)
+    host, chat = await host_for(config(base, auth))
     with anyio.fail_after(30):
         async with host:
             assert await host.calls.run(CHANNEL, ADA, "s", "whoami", {}) is None

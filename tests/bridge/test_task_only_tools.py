@@ -14,7 +14,7 @@ from bridge.config import Config, ServerConfig
 from bridge.host import Host
 from bridge.llm import LLMRequest, LLMResponse
 from bridge.model import MessageIn
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, FakeChatPort
 from tests.servers.edges import Edges, edge_app
 from tests.servers.serving import serve
@@ -49,7 +49,7 @@ async def test_task_only_tools_are_hidden_from_tools_and_the_agent_with_a_note(u
     model = RecordingModel()
     config = Config(servers={"s": ServerConfig("s", url=url)}, store=":memory:")
     chat = FakeChatPort()
-    host = Host(config, Store(":memory:"), llm=model)
+    host = Host(config, await open_store(":memory:"), llm=model)
     host.attach(chat)
     with anyio.fail_after(30):
         async with host:

@@ -17,8 +17,7 @@ import pytest
 from adapters.console import ConsoleAdapter
 from bridge.config import RootsPolicy, ServerConfig
 from bridge.host import Host
-from bridge.store import Store
-from bridge.testing import config_for
+from bridge.testing import config_for, host_store
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +47,8 @@ Script = Callable[[Screen], AsyncIterator[str]]
 async def drive(everything_js: Path, script: Script, **fields: Any) -> str:
     server = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"), **fields)
     screen = Screen()
-    host = Host(config_for({"everything": server}), Store(":memory:"))
+    config = config_for({"everything": server})
+    host = Host(config, await host_store(config))
     async with host:
         console = ConsoleAdapter(host, script(screen), screen)
         host.attach(console)

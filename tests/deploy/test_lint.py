@@ -87,7 +87,7 @@ def test_compose_follows_the_compose_specification() -> None:
 
 
 def test_compose_bootstraps_synapse_and_starts_the_bridge_after_it() -> None:
-    services = compose()["services"]
+    services = {name: s for name, s in compose()["services"].items() if "profiles" not in s}
     assert set(services) == {"synapse", "synapse-bootstrap", "bridge"}
     assert services["bridge"]["build"] == {"context": "..", "dockerfile": "Dockerfile"}
     assert services["bridge"]["depends_on"]["synapse-bootstrap"] == {"condition": "service_completed_successfully"}
@@ -102,8 +102,28 @@ def test_compose_bootstraps_synapse_and_starts_the_bridge_after_it() -> None:
     assert config.store.startswith("/data/") and str(config.chat["matrix"]["store_path"]).startswith("/data/")
 
 
+def test_the_postgres_profile_runs_two_workers_on_one_database() -> None:
+    services = compose()["services"]
+    profiled = {name for name, s in services.items() if s.get("profiles") == ["postgres"]}
+    assert profiled == {"postgres", "bridge-1", "bridge-2"}
+    assert "pg_isready" in services["postgres"]["healthcheck"]["test"]
+    ids = set()
+    for name in ("bridge-1", "bridge-2"):
+        worker = services[name]
+        assert worker["depends_on"]["postgres"] == {"condition": "service_healthy"}
+        assert worker["command"][:3] == ["run", "-c", "/config/bridge.yaml"]
+        ids.add(worker["command"][worker["command"].index("--worker-id") + 1])
+        assert "./compose-bridge-postgres.yaml:/config/bridge.yaml:ro" in worker["volumes"]
+        assert f"{name}-data:/data" in worker["volumes"]  # a volume of its own: its own Matrix device
+    assert ids == {"bridge-1", "bridge-2"}
+    config = load(DEPLOY / "compose-bridge-postgres.yaml", env={"MATRIX_BOT_PASSWORD": "x", "PGPASSWORD": "pw"})
+    assert config.store == "postgresql://bridge:pw@postgres:5432/bridge" and config.worker_lease == 30
+    assert config.chat["matrix"]["e2ee"] == "off"
+    assert "postgres" in (ROOT / "Dockerfile").read_text().split("pip install", 1)[1].split("\n", 1)[0]
+
+
 def test_podman_compose_resolves_the_file() -> None:
-    env = {**os.environ, "MATRIX_BOT_PASSWORD": "x"}
+    env = {**os.environ, "MATRIX_BOT_PASSWORD": "x", "PGPASSWORD": "pw"}
     done = subprocess.run([tool("podman-compose"), "-f", str(DEPLOY / "compose.yaml"), "config"], capture_output=True,
                           text=True, timeout=120, check=False, env=env, cwd=DEPLOY)
     assert done.returncode == 0, done.stderr

@@ -23,7 +23,7 @@ from bridge.config import ServerConfig
 from bridge.errors import AdapterError
 from bridge.host import Host
 from bridge.http_server import HttpServer
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import config_for
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import slack_settings
@@ -100,7 +100,7 @@ async def bridge(slack: FakeSlack, tmp_path: Path) -> AsyncIterator[Running]:
     broken = ServerConfig(name="broken", command=sys.executable, args=("-c", "import sys; sys.exit(3)"))
     config = replace(config_for({"forms": make_server(), "broken": broken}, server_protocol="legacy"),
                      store=str(tmp_path / "bridge.db"))
-    store = Store(config.store)
+    store = await open_store(config.store)
     host = Host(config, store)
     adapter = create(host, slack_settings(slack), config)
     host.attach(adapter)
@@ -114,7 +114,7 @@ async def bridge(slack: FakeSlack, tmp_path: Path) -> AsyncIterator[Running]:
                     yield Running(host, adapter, http, Path(config.store), seen, tg)
                 tg.cancel_scope.cancel()
     finally:
-        store.close()
+        await store.aclose()
 
 
 async def confirm(slack: FakeSlack) -> driver.Card:

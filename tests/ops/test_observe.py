@@ -59,7 +59,7 @@ def test_live_gauges_show_zeros_for_every_platform_kind_server_and_state() -> No
 
 
 async def test_an_observer_that_fails_is_logged_and_the_decision_goes_on(caplog: pytest.LogCaptureFixture) -> None:
-    host, chat = host_for(config_for({}))
+    host, chat = await host_for(config_for({}))
     metrics = Metrics("w")
     with observe.observing(Broken(), metrics):
         async with host, anyio.create_task_group() as tg:

@@ -53,7 +53,7 @@ def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
 async def test_a_tool_call_and_its_form_are_spans(spans: tuple[InMemorySpanExporter, Tracing],
                                                   protocol: str) -> None:
     exporter, _ = spans
-    host, chat = host_for(config_for({"forms": form_server()}, server_protocol=protocol))
+    host, chat = await host_for(config_for({"forms": form_server()}, server_protocol=protocol))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call forms fill", explicit_command=True))
         with anyio.fail_after(10):

@@ -11,7 +11,13 @@ import json
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult, InputRequiredResult
+from mcp.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    InputRequiredResult,
+)
 
 from bridge.demo_server import EVERY_FIELD, ask
 
@@ -49,4 +55,24 @@ def form_server(name: str = "forms") -> MCPServer:
         return message
 
     server.seen = seen  # type: ignore[attr-defined]
+    return server
+
+
+def two_forms_server() -> MCPServer:
+    """One round with two questions; a schema outside the subset for the second when `bad` is set."""
+    server = MCPServer("pair")
+
+    def form(name: str, kind: str = "string") -> ElicitRequest:
+        schema = {"type": "object", "properties": {name: {"type": kind}}, "required": [name]}
+        return ElicitRequest(params=ElicitRequestFormParams(message=f"{name}?", requested_schema=schema))
+
+    @server.tool()
+    async def pair(ctx: Context, bad: bool = False) -> str | InputRequiredResult:
+        """Ask two things at once."""
+        answers = ctx.input_responses or {}
+        if {"a", "b"} <= set(answers):
+            return json.dumps({k: v.content for k, v in answers.items() if isinstance(v, ElicitResult)})
+        return InputRequiredResult(input_requests={"a": form("a"), "b": form("b", "object" if bad else "string")},
+                                   request_state="pair")
+
     return server

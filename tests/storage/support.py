@@ -10,8 +10,7 @@ from typing import Any
 
 from bridge.forms import form_from_schema
 from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.storage import SqlStore, open_store
-from bridge.store import PendingCall
+from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.testing import ALICE, ROOM
 
 _ids = itertools.count()

@@ -15,8 +15,8 @@ from bridge.storage import SqlStore, open_store
 from bridge.storage.codec import INTERACTION_COLUMNS
 from bridge.storage.driver import Step
 from bridge.storage.migrations import LATEST, MIGRATIONS, Migration, migrate
-from bridge.store import Store
 from bridge.testing import ALICE, ROOM
+from tests.storage.legacy_store import Store
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio
@@ -40,6 +40,7 @@ async def test_a_file_written_by_the_old_store_is_upgraded_in_place_with_every_r
     old.set_setting(ROOM, "roots:srv", "all")
     old.set_adapter_value("slack", "k", "v")
     old.append_history(ROOM, [{"role": "user", "content": "hi"}])
+    old.record_running_call("run-1", ROOM, "srv", "count_down")  # the last release's record of a running call
     old.close()
 
     store = await open_store(path, worker_id="new")
@@ -61,6 +62,7 @@ async def test_a_file_written_by_the_old_store_is_upgraded_in_place_with_every_r
         reaped = await store.reap_workers()
         assert [s.interaction.id for s in reaped.interactions] == [waiting.id]
         assert [c.id for c in reaped.pending_calls] == ["call-1"]
+        assert [(r.id, r.tool) for r in reaped.running] == [("run-1", "count_down")]  # told as interrupted
         assert await store.claim(waiting, accepted()) is True
     finally:
         await store.aclose()

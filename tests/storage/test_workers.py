@@ -10,7 +10,7 @@ import anyio
 import pytest
 from psycopg import AsyncConnection
 
-from bridge.model import Outcome, Status
+from bridge.model import CardRef, Outcome, Status
 from bridge.storage import SqlStore, open_store
 from bridge.storage.driver import Step
 from bridge.storage.postgres import lock_key
@@ -93,6 +93,10 @@ async def test_a_lapsed_workers_open_work_is_reaped_once_by_a_survivor(target: s
     await dead.save_interaction(modern, pending_call="call-1", input_key="k")
     await dead.save_interaction(done)
     await dead.claim(done, accepted())
+    shown = interaction()  # decided just before dying: maybe before its card was brought to its final state
+    await dead.save_interaction(shown)
+    await dead.set_card(shown.id, CardRef(shown.id, {"ts": "1.2"}))
+    await dead.claim(shown, accepted())
     await dead.heartbeat(lease=30, now=now)
     if engine == "sqlite":
         # One process per file: the next process to open it proves the last one gone (its lock was released).
@@ -112,7 +116,8 @@ async def test_a_lapsed_workers_open_work_is_reaped_once_by_a_survivor(target: s
     assert [s.interaction.id for s in reaped.interactions] == [legacy.id, modern.id]
     assert [(s.pending_call, s.input_key) for s in reaped.interactions] == [(None, None), ("call-1", "k")]
     assert [c.id for c in reaped.pending_calls] == ["call-1"]
-    assert (again.workers, again.interactions, again.pending_calls) == ((), (), ())
+    assert [(s.interaction.id, s.outcome) for s in reaped.decided] == [(shown.id, accepted())]  # `done` has no card
+    assert (again.workers, again.interactions, again.pending_calls, again.decided) == ((), (), (), ())
 
 
 async def test_rows_from_before_workers_existed_are_reaped(store: SqlStore) -> None:

@@ -62,7 +62,7 @@ class Site:
 @asynccontextmanager
 async def running(servers: dict[str, Any], *, lifetime: float = 900.0, **overrides: Any) -> AsyncIterator[Site]:
     """`servers` maps names to in-process `MCPServer`s or `ServerConfig`s (stdio), as `config_for` takes them."""
-    host, chat = host_for(config_for(servers, **overrides))
+    host, chat = await host_for(config_for(servers, **overrides))
     server = HttpServer("127.0.0.1:0")
     clock = Clock()
     forms = WebForms(host, server, FormLinks(lifetime=lifetime, clock=clock))

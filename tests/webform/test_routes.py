@@ -62,7 +62,7 @@ async def test_a_posted_form_reaches_the_server_typed_through_the_same_door_as_a
     assert sent.status_code == 200 and "Thanks — sent" in sent.text
     assert result["action"] == "accept" and result["content"] == FULL_CONTENT
     assert (outcome.status, outcome.by) == (Status.ACCEPTED, ALICE)
-    assert [(r.outcome, r.actor) for r in site.host.store.audit_rows(card.id)] == [("accepted", ALICE.key)]
+    assert [(r.outcome, r.actor) for r in await site.host.store.audit_rows(card.id)] == [("accepted", ALICE.key)]
 
 
 async def test_headers_and_server_text_escaped() -> None:
@@ -120,7 +120,7 @@ async def test_a_link_is_spent_by_its_decision_and_refused_after() -> None:
             again_get, again_post = await get(url), await post(site, url, [("f0", "on")])
     for again in (again_get, again_post):
         assert again.status_code == 410 and "This link has already been used" in again.text
-    assert len(site.host.store.audit_rows(card.id)) == 1
+    assert len(await site.host.store.audit_rows(card.id)) == 1
 
 
 async def test_expired_tampered_and_strangers_links_are_refused_and_the_card_stays_open() -> None:
@@ -140,7 +140,7 @@ async def test_expired_tampered_and_strangers_links_are_refused_and_the_card_sta
             expired = await get(url)
             expired_post = await post(site, url, [("f0", "on")])
             still_open = site.host.open_interaction(card.id)
-            audit = site.host.store.audit_rows(card.id)
+            audit = await site.host.store.audit_rows(card.id)
     assert still_open == card and audit == []
     assert site.chat.notices == []  # nothing reached the core's decision door
     assert stranger.status_code == stranger_post.status_code == 403

@@ -14,7 +14,7 @@ import pytest
 from adapters.console import ConsoleAdapter
 from bridge.config import Config
 from bridge.host import Host
-from bridge.store import Store
+from bridge.storage import open_store
 from tests.servers.signin import Site, redirects, sign_in, site
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +59,7 @@ async def test_the_connect_link_goes_to_stderr_and_the_call_completes(web: Site)
             async for line in receive:
                 yield line
 
-    host = Host(config, Store(":memory:"))
+    host = Host(config, await open_store(":memory:"))
     console = ConsoleAdapter(host, typed(), out, err=err)
     host.attach(console)
     with anyio.fail_after(30):

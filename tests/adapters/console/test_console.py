@@ -14,8 +14,7 @@ from adapters.console import ConsoleAdapter
 from bridge.config import ServerConfig
 from bridge.demo_server import server as demo
 from bridge.host import Host
-from bridge.store import Store
-from bridge.testing import config_for
+from bridge.testing import config_for, host_store
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +27,7 @@ async def lines(items: Sequence[str]) -> AsyncIterator[str]:
 async def converse(script: Sequence[str], protocol: str = "auto") -> tuple[str, Host]:
     config = config_for({"demo": ServerConfig(name="demo", inprocess=demo, protocol=protocol)})  # type: ignore[arg-type]
     out = io.StringIO()
-    host = Host(config, Store(":memory:"))
+    host = Host(config, await host_store(config))
     async with host:
         console = ConsoleAdapter(host, lines(script), out)
         host.attach(console)
@@ -52,13 +51,13 @@ async def test_a_piped_form_is_asked_field_by_field_and_sent_typed(protocol: str
     assert result == {"name": "Ada", "email": "ada@example.com", "start": "2026-12-01", "travellers": 2,
                       "budget": 7.5, "window": True, "climate": "cold", "city": "osl", "room": "d",
                       "activities": ["museums", "beach"]}
-    assert [r.outcome for r in host.store.audit_rows()] == ["accepted"]
+    assert [r.outcome for r in await host.store.audit_rows()] == ["accepted"]
 
 
 async def test_end_of_input_cancels_what_is_pending() -> None:
     out, host = await converse(["!mcp call demo plan_trip", "Ada"])
     assert "No trip planned: you chose cancel." in out
-    assert [r.outcome for r in host.store.audit_rows()] == ["cancelled"]
+    assert [r.outcome for r in await host.store.audit_rows()] == ["cancelled"]
 
 
 async def test_escape_words_decline_at_any_question() -> None:

@@ -15,7 +15,7 @@ from adapters.console import ConsoleAdapter
 from bridge.config import RootsPolicy, ServerConfig
 from bridge.demo_server import build
 from bridge.host import Host
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import config_for
 
 pytestmark = pytest.mark.anyio
@@ -31,14 +31,14 @@ async def lines(items: Sequence[str]) -> AsyncIterator[str]:
 async def converse(script: Sequence[str], protocol: str) -> tuple[str, list[tuple[str, str]]]:
     server = ServerConfig(name="demo", inprocess=build(), protocol=protocol, roots=ROOTS)  # type: ignore[arg-type]
     out = io.StringIO()
-    store = Store(":memory:")
+    store = await open_store(":memory:")
     async with Host(config_for({"demo": server}), store) as host:
         console = ConsoleAdapter(host, lines(script), out)
         host.attach(console)
         with anyio.fail_after(30):
             await console.serve()
-    audit = [(row.kind, row.outcome) for row in store.audit_rows()]
-    store.close()
+    audit = [(row.kind, row.outcome) for row in await store.audit_rows()]
+    await store.aclose()
     return out.getvalue(), audit
 
 

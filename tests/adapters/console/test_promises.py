@@ -20,7 +20,7 @@ from adapters.console import ConsoleAdapter
 from bridge.config import ServerConfig
 from bridge.demo_server import server as demo
 from bridge.host import Host
-from bridge.store import Store
+from bridge.storage import open_store
 from bridge.testing import config_for
 from tests.servers.inline import form_server
 
@@ -70,7 +70,7 @@ def after(pattern: str, line: str = "{0}") -> tuple[Callable[[str], str | None],
 async def console(steps: Sequence[Step], **overrides: Any) -> tuple[str, Host]:
     config = config_for({"demo": ServerConfig(name="demo", inprocess=demo)}, **overrides)
     screen = Screen()
-    host = Host(config, Store(":memory:"))
+    host = Host(config, await open_store(":memory:"))
     async with host:
         adapter = ConsoleAdapter(host, typed(screen, steps), screen)
         host.attach(adapter)
@@ -167,7 +167,7 @@ async def test_cards_are_printed_through_the_one_cleaner() -> None:
                                                      "description": "d\u200be\u2066s\u2069c"}}}
     config = config_for({"forms": form_server()})
     screen = Screen()
-    host = Host(config, Store(":memory:"))
+    host = Host(config, await open_store(":memory:"))
     script = [f"!mcp call forms fill {json.dumps({'schema': json.dumps(schema)})}", "Ada", "accept"]
     async with host:
         adapter = ConsoleAdapter(host, typed(screen, script), screen)

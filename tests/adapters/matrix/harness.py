@@ -32,7 +32,7 @@ from adapters.matrix.render import MARK, POLL_RESPONSE
 from bridge.config import Config, ServerConfig
 from bridge.host import Host
 from bridge.model import MessageIn
-from bridge.store import Store
+from bridge.storage import AsyncStore, open_store
 from tests.matrixhs.synapse import RegisteredUser, Synapse
 
 WAIT = 30.0
@@ -207,14 +207,15 @@ def everything() -> ServerConfig:
 class Bridge:
     host: Host
     adapter: MatrixAdapter
-    store: Store
+    store: AsyncStore
 
 
 @asynccontextmanager
-async def bridge(config: Config, block: Mapping[str, Any], db: Path) -> AsyncIterator[Bridge]:
+async def bridge(config: Config, block: Mapping[str, Any], db: Path | str,
+                 worker_id: str | None = None) -> AsyncIterator[Bridge]:
     """A host and the Matrix adapter, running until the block ends (the host stops first, so that its cards are
-    finished while the adapter can still send)."""
-    store = Store(db)
+    finished while the adapter can still send). `db`: a SQLite file or a Postgres URL (then name each worker)."""
+    store = await open_store(db, worker_id=worker_id)
     host = Host(config, store)
     adapter = create(host, block, config)
     host.attach(adapter)
@@ -227,7 +228,7 @@ async def bridge(config: Config, block: Mapping[str, Any], db: Path) -> AsyncIte
                 yield Bridge(host, adapter, store)
             tg.cancel_scope.cancel()
     finally:
-        store.close()
+        await store.aclose()
 
 
 def raw_result(text: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ async def test_the_connect_prompt_comes_in_a_dm_and_the_rooms_call_completes_as_
         seen_in_room = [body(e) for e in ada.seen if in_room(ada, e, room)]
         await bob.wait(lambda i, e: "for ada" in body(e))
         bob_saw = [body(e) for e in bob.seen]
-        remembered = running.store.adapter_value("matrix", f"direct:{ada.user_id}")
+        remembered = await running.store.adapter_value("matrix", f"direct:{ada.user_id}")
     assert visit.status == 200
     assert "Connect s" in body(card) and "It goes to: 127.0.0.1" in body(card)
     assert "in a direct message" in body(told) and body(done).startswith("s.whoami:")

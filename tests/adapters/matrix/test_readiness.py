@@ -15,7 +15,7 @@ from adapters.matrix.settings import MatrixSettings
 from bridge import observe
 from bridge.config import Config
 from bridge.host import Host
-from bridge.store import Store
+from bridge.storage import open_store
 from tests.adapters.matrix.harness import WAIT, matrix_block, register
 from tests.matrixhs.synapse import Synapse
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_not_ready_until_the_first_sync_is_done(synapse: Synapse, tmp_path: Path) -> None:
     config = Config(chat={"matrix": {}})
-    store = Store(":memory:")
+    store = await open_store(":memory:")
     adapter = create(Host(config, store), matrix_block(synapse, register(synapse, "bot"), tmp_path / "bot"), config)
     try:
         assert await adapter.readiness() == "not caught up with the homeserver yet (first sync)"
@@ -35,7 +35,7 @@ async def test_not_ready_until_the_first_sync_is_done(synapse: Synapse, tmp_path
             assert await adapter.readiness() is None
             tg.cancel_scope.cancel()
     finally:
-        store.close()
+        await store.aclose()
 
 
 class Waits(observe.Observer):

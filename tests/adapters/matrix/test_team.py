@@ -102,7 +102,7 @@ async def test_two_of_three_by_reaction_counts_people_once_and_refuses_strangers
         await cy.react(root, ACCEPT)
         await ada.wait(said("wiped /srv"))
         final = await ada.wait(edited(root, "Accepted by"))
-        rows = [(r.outcome, r.actor) for r in running.store.audit_rows() if r.kind == "tool"]
+        rows = [(r.outcome, r.actor) for r in await running.store.audit_rows() if r.kind == "tool"]
     assert seen.ran == ["wipe /srv"]
     assert "Accepted by ada" in str(content(final)["m.new_content"]["body"])
     assert rows == [("approved", key(ada)), ("accepted", key(cy))]
@@ -142,15 +142,16 @@ async def test_a_grant_by_reply_holds_in_the_room_until_it_expires_and_never_for
         await ada.say('!mcp call feat add {"a": 4, "b": 5}')  # a new thread in the same room: no card
         await ada.wait(said("feat.add:\n9", after))
         assert not [e for e in ada.seen[after:] if mark(e).get("part") == "card"]
-        grant = running.host.grants.here(ConversationKey("matrix", "localhost", ada.room_id, "x"))[0]
-        running.host.grants.give("tool", "feat", "wipe", GrantScope("channel", None),
-                                 ConversationKey("matrix", "localhost", ada.room_id), Actor("matrix", ada.user_id))
+        grant = (await running.host.grants.here(ConversationKey("matrix", "localhost", ada.room_id, "x")))[0]
+        await running.host.grants.give("tool", "feat", "wipe", GrantScope("channel", None),
+                                       ConversationKey("matrix", "localhost", ada.room_id),
+                                       Actor("matrix", ada.user_id))
         await ada.say('!mcp call feat wipe {"target": "/srv"}')
         await ada.wait(lambda i, e: i >= after and mark(e).get("part") == "card" and "wipe" in body(e))
         now[0] += 3601
         await ada.say('!mcp call feat add {"a": 1, "b": 1}')
         await ada.wait(lambda i, e: i >= after and mark(e).get("part") == "card" and "feat.add" in body(e))
-        used = [r.outcome for r in running.store.audit_rows() if grant.id in r.detail]
+        used = [r.outcome for r in await running.store.audit_rows() if grant.id in r.detail]
     assert used == ["granted"]
     assert seen.ran == []
 
@@ -175,7 +176,7 @@ async def test_an_approver_outside_the_room_decides_in_a_dm_and_the_rooms_card_c
         await ada.wait(said("wiped /srv"))
         await ada.wait(edited(card.event_id, "Accepted by grace"))
         await grace.wait(edited(copy.event_id, "Accepted by grace"))
-        assert running.store.adapter_value("matrix", f"direct:{grace.user_id}") == dm
+        assert await running.store.adapter_value("matrix", f"direct:{grace.user_id}") == dm
     assert seen.ran == ["wipe /srv"]
 
 

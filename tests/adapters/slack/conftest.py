@@ -20,8 +20,8 @@ import pytest
 from adapters.slack import SlackAdapter, create
 from bridge.config import ServerConfig
 from bridge.host import Host
-from bridge.store import Store
-from bridge.testing import config_for
+from bridge.storage import AsyncStore
+from bridge.testing import config_for, host_store
 from tests.slackfake import FakeSlack
 
 SIGNING_SECRET = "test-signing-secret"
@@ -64,12 +64,12 @@ def slack_settings(slack: FakeSlack, **overrides: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def running_bridge(slack: FakeSlack, servers: Mapping[str, Any], *, scope: str = "thread",
-                         settings: Mapping[str, Any] | None = None, store: Store | None = None,
+                         settings: Mapping[str, Any] | None = None, store: AsyncStore | None = None,
                          **overrides: Any) -> AsyncIterator[Bridge]:
     """A host with the Slack adapter attached and serving; `overrides` go to `config_for` (e.g.
     `server_elicitation_timeout=2`). Pass a `store` to run a second bridge on the first one's (a restart)."""
     config = config_for(servers, conversation_scope=scope, **overrides)
-    host = Host(config, store or Store(config.store))
+    host = Host(config, store or await host_store(config))
     adapter = create(host, dict(settings or slack_settings(slack)), config)
     host.attach(adapter)
     async with host, anyio.create_task_group() as tg:

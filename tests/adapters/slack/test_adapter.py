@@ -158,7 +158,9 @@ async def test_the_app_home_lists_what_waits_for_the_viewer(slack: FakeSlack) ->
                 opened = {"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home",
                           "event_ts": f"{time.time():.6f}"}
                 await slack.send_envelope("events_api", event_callback(opened))
-                published = await slack.wait_for_call("views.publish")
+                # The first publish may start before the card's reference is back from Slack; the card's own
+                # refresh then follows with its link.
+                published = await slack.wait_for_call("views.publish", lambda c: "Open the card" in str(c.args))
                 await driver.click(slack, card, ids.DECLINE)
     view = published.args["view"]
     limits.check_home(view)

@@ -31,7 +31,12 @@ JSON = dict[str, Any]
 
 
 class MemoryState(dict[str, str]):
-    def set(self, key: str, value: str) -> None:
+    """An adapter state in memory (`bridge.ports.AdapterState`)."""
+
+    async def get(self, key: str) -> str | None:  # type: ignore[override]
+        return super().get(key)
+
+    async def set(self, key: str, value: str) -> None:
         self[key] = value
 
 
@@ -69,7 +74,7 @@ async def gated(slack: FakeSlack, users: set[str], channels: frozenset[str] = fr
     seen = SeenMessages()
     gate = Gated(slack)
 
-    def wanted(event: Mapping[str, Any], team: str, bot: str) -> bool:
+    async def wanted(event: Mapping[str, Any], team: str, bot: str) -> bool:
         return translate.is_person_message(event, bot) and seen.first_time(event)
 
     async def tell(channel: str, user: str, text: str, thread: str | None) -> None:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import anyio
 import pytest
 
+from adapters.slack import threads as threads_module
 from adapters.slack.background import Background
 from adapters.slack.client import web_client
 from adapters.slack.directory import Directory
@@ -23,7 +24,12 @@ pytestmark = pytest.mark.anyio
 
 
 class MemoryState(dict[str, str]):
-    def set(self, key: str, value: str) -> None:
+    """An adapter state in memory (`bridge.ports.AdapterState`)."""
+
+    async def get(self, key: str) -> str | None:  # type: ignore[override]
+        return super().get(key)
+
+    async def set(self, key: str, value: str) -> None:
         self[key] = value
 
 
@@ -57,13 +63,13 @@ async def test_a_cached_person_needs_no_lookup(slack: FakeSlack) -> None:
     assert len(slack.calls_to("users.info")) == 1
 
 
-def test_the_bot_s_threads_outlive_the_process_in_the_adapter_s_state() -> None:
+async def test_the_bot_s_threads_outlive_the_process_in_the_adapter_s_state() -> None:
     state = MemoryState()
-    BotThreads(state).remember("T1", "C1", "1.0")
+    await BotThreads(state).remember("T1", "C1", "1.0")
     after_restart = BotThreads(state)
-    assert after_restart.includes("T1", "C1", "1.0")
-    assert not after_restart.includes("T1", "C1", "2.0")
-    assert not after_restart.includes("T1", "C1", "")  # not in a thread at all
+    assert await after_restart.includes("T1", "C1", "1.0")
+    assert not await after_restart.includes("T1", "C1", "2.0")
+    assert not await after_restart.includes("T1", "C1", "")  # not in a thread at all
     assert list(state) == ["bot_thread/T1/C1/1.0"]
 
 
@@ -123,18 +129,28 @@ class CountingState:
         self.values: dict[str, str] = {}
         self.reads = 0
 
-    def get(self, key: str) -> str | None:
+    async def get(self, key: str) -> str | None:
         self.reads += 1
         return self.values.get(key)
 
-    def set(self, key: str, value: str) -> None:
+    async def set(self, key: str, value: str) -> None:
         self.values[key] = value
 
 
-def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bot_joins_it() -> None:
+async def test_a_thread_found_not_to_be_the_bot_s_is_not_read_again_until_the_bot_joins_it() -> None:
     state = CountingState()
     threads = BotThreads(state)
-    assert not any(threads.includes("T1", "C1", "5.0") for _ in range(100))  # a busy thread of other people
+    assert not any([await threads.includes("T1", "C1", "5.0") for _ in range(100)])  # a busy thread of others
     assert state.reads == 1
-    threads.remember("T1", "C1", "5.0")  # the bot answers there
-    assert threads.includes("T1", "C1", "5.0") and state.reads == 1
+    await threads.remember("T1", "C1", "5.0")  # the bot answers there
+    assert await threads.includes("T1", "C1", "5.0") and state.reads == 1
+
+
+async def test_a_thread_another_worker_joined_is_found_once_the_memory_of_it_lapses() -> None:
+    state, clock = CountingState(), [1000.0]
+    threads = BotThreads(state, clock=lambda: clock[0])
+    assert not await threads.includes("T1", "C1", "5.0")
+    await state.set("bot_thread/T1/C1/5.0", "1")  # another worker on the same store answered in the thread
+    assert not await threads.includes("T1", "C1", "5.0") and state.reads == 1
+    clock[0] += threads_module.NOT_OURS_FOR
+    assert await threads.includes("T1", "C1", "5.0") and state.reads == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import anyio
 import pytest
@@ -16,7 +15,7 @@ from adapters.slack import ids, modal
 from adapters.slack import port as slack_port
 from bridge.forms import Field, FieldKind, approval_form
 from bridge.model import Status
-from bridge.store import Store
+from bridge.storage import open_store
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
@@ -48,15 +47,15 @@ async def test_an_edited_or_redelivered_mention_runs_its_command_once(slack: Fak
     assert _texts(slack, "echo: edited") == []
 
 
-async def test_replies_in_the_bot_s_thread_need_no_mention_after_a_restart(slack: FakeSlack, tmp_path: Path) -> None:
+async def test_replies_in_the_bot_s_thread_need_no_mention_after_a_restart(slack: FakeSlack, store_target: str) -> None:
     thread = "1800000000.000100"
-    first = Store(tmp_path / "bridge.db")
+    first = await open_store(store_target)
     async with running_bridge(slack, {"inline": make_server()}, store=first):
         with anyio.fail_after(10):
             await driver.mention(slack, 'call inline echo {"message": "before"}', thread)
             await slack.wait_for_call("chat.postMessage", lambda c: "echo: before" in str(c.args.get("text")))
-    first.close()
-    second = Store(tmp_path / "bridge.db")
+    await first.aclose()
+    second = await open_store(store_target)
     try:
         async with running_bridge(slack, {"inline": make_server()}, store=second):
             with anyio.fail_after(10):
@@ -67,7 +66,7 @@ async def test_replies_in_the_bot_s_thread_need_no_mention_after_a_restart(slack
                 answer = await slack.wait_for_call(
                     "chat.postMessage", lambda c: "echo: after the restart" in str(c.args.get("text")))
     finally:
-        second.close()
+        await second.aclose()
     assert answer.args["thread_ts"] == thread
 
 

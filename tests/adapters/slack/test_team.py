@@ -76,7 +76,7 @@ async def test_two_of_three_by_button_counts_people_once_and_refuses_strangers(s
             final = await updated(slack, card, "Accepted by")
     assert "1 so far (<@U1>)" in progress and "May approve: <@U2> and <@U3>" in progress
     assert done.endswith("echo: deploy") and "Accepted by <@U1> and <@U3>" in final
-    rows = bridge.host.store.audit_rows(card.interaction_id)
+    rows = await bridge.host.store.audit_rows(card.interaction_id)
     assert [(r.outcome, r.actor) for r in rows] == [("approved", "slack:U1"), ("accepted", "slack:U3")]
 
 
@@ -112,7 +112,7 @@ async def test_a_grant_by_button_runs_the_next_call_in_the_channel_until_it_expi
             await driver.mention(slack, ECHO, "1800000000.000500")
             again = await driver.wait_card(slack, "1800000000.000500")
     assert again.interaction_id != card.interaction_id
-    [used] = [r for r in bridge.host.store.audit_rows() if r.outcome == "granted"]
+    [used] = [r for r in await bridge.host.store.audit_rows() if r.outcome == "granted"]
     assert used.actor == "slack:U2" and "auto-approved by grant g" in used.detail
     assert not [c for c in slack.calls_to("chat.postMessage") if c.args.get("thread_ts") == "1800000000.000400"
                 and c.args.get("blocks") and "actions" in json.dumps(c.args["blocks"])]
@@ -122,7 +122,7 @@ async def test_a_quorum_tool_is_never_auto_approved_by_a_grant(slack: FakeSlack)
     async with running_bridge(team(slack), {"inline": make_server()}, server_tool_approvers=(("echo", TWO_OF_THREE),),
                               server_tool_grants=(GrantScope("channel", None),)) as bridge:
         # A grant for the channel, as if given before the rule needed two people.
-        bridge.host.grants.give("tool", "inline", "echo", GrantScope("channel", None),
+        await bridge.host.grants.give("tool", "inline", "echo", GrantScope("channel", None),
                                 ConversationKey("slack", "T111", "C1", "x"), Actor("slack", "U1", "Ada"))
         with anyio.fail_after(15):
             await driver.mention(slack, ECHO, "1800000000.000600")

@@ -1,4 +1,8 @@
-"""The store: one SQLite file (WAL mode) with the audit log, interactions, pending 2026 calls and per-conversation data.
+"""The synchronous store `bridge.store` as it last shipped before `bridge.storage` took its place, frozen: it writes
+files in the old format for the upgrade tests, and is the benches' baseline. Not used by the bridge.
+
+Its original notes: one SQLite file (WAL mode) with the audit log, interactions, pending 2026 calls and
+per-conversation data.
 
 Calls are synchronous on purpose: each is a single small statement on a local file in WAL mode, synced on commit
 (about a millisecond), cheap next to a chat round trip, and it keeps every write ordered with the event that caused
@@ -14,61 +18,92 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bridge import audit as chain
 from bridge import observe
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
-from bridge.ports import AdapterState, RestorableCard
-from bridge.store_codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
-from bridge.store_rows import UNREADABLE, RunningCall, Unreadable, read_each
-from bridge.store_schema import SCHEMA
+from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.storage.codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
+from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
-
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    at: float
-    interaction_id: str
-    kind: str
-    server: str
-    conversation: str
-    outcome: str
-    actor: str | None
-    actor_name: str | None
-    requester: str | None
-    detail: str
-    id: int = 0
-    hash: str = ""
-    """This row's link in the hash chain (`bridge.audit`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A 2026-era tool call waiting for people: enough to retry it after a restart."""
-
-    id: str
-    conversation: ConversationKey
-    server: str
-    tool: str
-    arguments: Mapping[str, Any]
-    request_state: str | None
-    input_requests: Mapping[str, Any]
-    """The server's `inputRequests`, as JSON (method and params), keyed as the server keyed them."""
-    requester: Actor | None
-    created_at: float = 0.0
-    """When this round was stored: interactions of this round were created at or after it."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredInteraction:
-    interaction: Interaction
-    status: Status
-    card: CardRef | None
-    pending_call: str | None
-    input_key: str | None
-    outcome: Outcome | None
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    interaction_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    server TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    actor TEXT,
+    actor_name TEXT,
+    requester TEXT,
+    detail TEXT NOT NULL DEFAULT '',
+    hash TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_interaction ON audit (interaction_id);
+CREATE TABLE IF NOT EXISTS interactions (
+    id TEXT PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    card TEXT,
+    pending_call TEXT,
+    input_key TEXT,
+    outcome TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS interactions_open ON interactions (status);
+CREATE INDEX IF NOT EXISTS interactions_call ON interactions (pending_call, created_at);
+CREATE TABLE IF NOT EXISTS running_calls (
+    id TEXT PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    started_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pending_calls (
+    id TEXT PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    request_state TEXT,
+    input_requests TEXT NOT NULL,
+    requester TEXT,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS roots (
+    conversation TEXT NOT NULL,
+    uri TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (conversation, uri)
+);
+CREATE TABLE IF NOT EXISTS settings (
+    conversation TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (conversation, key)
+);
+CREATE TABLE IF NOT EXISTS adapter_state (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE TABLE IF NOT EXISTS grants (
+    id TEXT PRIMARY KEY, place TEXT NOT NULL, expires_at REAL, revoked TEXT, body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS usage (
+    day TEXT NOT NULL, subject TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (day, subject)
+);
+CREATE TABLE IF NOT EXISTS history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+"""
 
 
 class Store:
@@ -83,7 +118,7 @@ class Store:
         # FULL: a decision acknowledged in chat must survive a power cut too, not only a process crash.
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(SCHEMA)
+        self._db.executescript(_SCHEMA)
         self._chain_old_audit_rows()
 
     def close(self) -> None:
@@ -186,33 +221,19 @@ class Store:
         row = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE id = ?",
             (interaction_id,)).fetchone()
-        found = read_each([row] if row else [], _stored, lambda r: None)[0]
-        return found[0] if found else None
+        return _stored(row) if row else None
 
     def open_interactions(self) -> list[StoredInteraction]:
-        return self.restore_interactions()[0]
-
-    def restore_interactions(self) -> tuple[list[StoredInteraction], list[Unreadable]]:
-        """Open interactions, each read on its own: the ones that cannot be read (or rebuilt) come back apart."""
         rows = self._db.execute(
-            "SELECT body, status, card, pending_call, input_key, outcome, id, conversation FROM interactions"
-            " WHERE status = 'open' ORDER BY created_at").fetchall()
-        return read_each(rows, lambda r: _stored(r[:7]), lambda r: Unreadable("interactions", r[6], r[7], r[3]))
-
-    def close_unreadable(self, row: Unreadable, reason: str) -> None:
-        """Close an interaction that cannot be read: it ends as failed, with an audit row."""
-        outcome = Outcome(Status.FAILED, reason=reason)
-        with self._tx() as db:
-            db.execute("UPDATE interactions SET status = ?, outcome = ? WHERE id = ?",
-                       (outcome.status.value, dump_outcome(outcome), row.id))
-            self.record(AuditRow(time.time(), row.id, UNREADABLE, UNREADABLE, row.conversation, outcome.status.value,
-                                 None, None, None, reason))
+            "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE status = 'open'"
+            " ORDER BY created_at").fetchall()
+        return [_stored(row) for row in rows]
 
     def interactions_for_call(self, pending_call: str, since: float = 0.0) -> list[StoredInteraction]:
         rows = self._db.execute(
             "SELECT body, status, card, pending_call, input_key, outcome, id FROM interactions WHERE pending_call = ?"
             " AND created_at >= ? ORDER BY created_at", (pending_call, since)).fetchall()
-        return read_each(rows, _stored, lambda r: None)[0]
+        return [_stored(row) for row in rows]
 
     # -- pending 2026 calls --------------------------------------------------------------------------------------
 
@@ -227,31 +248,16 @@ class Store:
     def delete_pending_call(self, call_id: str) -> None:
         self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
-    def pending_calls(self) -> list[PendingCall]:
-        return self.restore_pending_calls()[0]
-
-    def restore_pending_calls(self) -> tuple[list[PendingCall], list[Unreadable]]:
-        rows = self._db.execute(
-            "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
-            " FROM pending_calls ORDER BY created_at").fetchall()
-        return read_each(rows, lambda r: PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3],
-                                                     json.loads(r[4]), r[5], json.loads(r[6]), load_actor(r[7]),
-                                                     r[8]),
-                         lambda r: Unreadable("pending_calls", r[0], r[1], r[0], f"{r[2]}.{r[3]}"))
-
-    # -- calls running (any era), to tell their conversations after a crash ------------------------------------
-
     def record_running_call(self, call_id: str, conversation: ConversationKey, server: str, tool: str) -> None:
         self._write("INSERT OR REPLACE INTO running_calls (id, conversation, server, tool, started_at)"
                     " VALUES (?,?,?,?,?)", (call_id, conversation.id(), server, tool, time.time()))
 
-    def end_running_call(self, call_id: str) -> None:
-        self._write("DELETE FROM running_calls WHERE id = ?", (call_id,))
-
-    def running_calls(self) -> list[RunningCall]:
-        rows = self._db.execute("SELECT id, conversation, server, tool, started_at FROM running_calls"
-                                " ORDER BY started_at").fetchall()
-        return [RunningCall(*row) for row in rows]
+    def pending_calls(self) -> list[PendingCall]:
+        rows = self._db.execute(
+            "SELECT id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
+            " FROM pending_calls ORDER BY created_at").fetchall()
+        return [PendingCall(r[0], ConversationKey.from_id(r[1]), r[2], r[3], json.loads(r[4]), r[5],
+                            json.loads(r[6]), load_actor(r[7]), r[8]) for r in rows]
 
     # -- per-conversation data -----------------------------------------------------------------------------------
 
@@ -278,15 +284,6 @@ class Store:
                          (conversation.id(), key, value))
 
     # -- adapter-owned state ---------------------------------------------------------------------------------------
-
-    def restorable_cards(self, platform: str) -> list[RestorableCard]:
-        """Open cards of stored 2026 calls on one platform, left by the last run, for its adapter to re-attach to."""
-        return [RestorableCard(s.interaction, s.card) for s in self.open_interactions()
-                if s.card is not None and s.pending_call is not None
-                and s.interaction.conversation.platform == platform]
-
-    def adapter_state(self, namespace: str) -> AdapterState:
-        return _AdapterState(self, namespace)
 
     def adapter_value(self, namespace: str, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM adapter_state WHERE namespace = ? AND key = ?",
@@ -344,20 +341,6 @@ def _stored(row: Any) -> StoredInteraction:
         card=CardRef(interaction_id, json.loads(card)) if card else None,
         pending_call=pending_call, input_key=input_key, outcome=load_outcome(outcome),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _AdapterState:
-    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
-
-    store: Store
-    namespace: str
-
-    def get(self, key: str) -> str | None:
-        return self.store.adapter_value(self.namespace, key)
-
-    def set(self, key: str, value: str) -> None:
-        self.store.set_adapter_value(self.namespace, key, value)
 
 
 def _like_prefix(text: str) -> str:

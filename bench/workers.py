@@ -1,0 +1,139 @@
+"""Decisions per second and decision latency with several bridge workers: 1, 2 and 3 workers on one Postgres, and
+one process on SQLite, in the same run.
+
+Each configuration runs real `mcp-chat-bridge run` processes (Slack in HTTP mode against the fake Slack of
+`tests/slackfake`, running in this process) and the shared HTTP MCP server of `tests/servers/fleet_server.py`, the
+harness of the multi-worker test (`tests/cli/fleet.py`). `--cards` calls are started (half legacy, half 2026, spread
+over the workers, each asked by a different person, as on a team), and once every card is posted, one click per card is
+sent through the round-robin balancer with `--concurrency` clicks in flight. A decision's latency runs from sending its
+click to the card's final state arriving at Slack (`chat.update`: the bridge shows a decision only once it is stored),
+so it covers the ack, the claim (one synced commit), a forwarded hop for a legacy card clicked on another worker, and
+finishing the card. Decisions per second: cards over the time from the first click to the last final card. Setting the
+cards up is not timed. Postgres runs with fsync on, as SQLite syncs. Every card must end decided; otherwise it exits 1.
+
+Run: `python -m bench.workers` (`--cards 200 --concurrency 32`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+
+from adapters.slack import ids
+from tests.cli.fleet import Balancer, Worker, mcp_server, start_worker
+from tests.cli.test_workers import finished, posted
+from tests.pg.cluster import PostgresCluster
+from tests.slackfake import Call, FakeSlack, block_actions, event_app_mention
+
+
+class Finals:
+    """When each card's final state reaches the fake Slack, seen as it is recorded (waiting through
+    `FakeSlack.wait_for_call` would rescan every call for every waiter: the bench's own cost, not the bridge's)."""
+
+    def __init__(self, slack: FakeSlack) -> None:
+        self.events: dict[str, anyio.Event] = {}
+        record = slack._record  # the fake's one hook on every call
+
+        async def recorded(call: Call) -> None:
+            await record(call)
+            if call.method == "chat.update" and finished(str(call.args.get("ts")))(call):
+                self.event(str(call.args["ts"])).set()
+
+        slack._record = recorded  # type: ignore[method-assign]
+
+    def event(self, ts: str) -> anyio.Event:
+        return self.events.setdefault(ts, anyio.Event())
+
+
+async def run_one(label: str, store: str, workers_n: int, cards_n: int, concurrency: int,
+                  folder: Path) -> tuple[str, float, list[float]]:
+    async with FakeSlack() as slack, mcp_server() as mcp_url, httpx2.AsyncClient(timeout=60) as http:
+        slack.users.update({f"U{i}": f"Person {i}" for i in range(cards_n)})
+        finals = Finals(slack)
+        workers: list[Worker] = []
+        try:
+            for n in range(workers_n):
+                workers.append(await start_worker(folder, f"{label}-w{n}", store, mcp_url, slack.api_url,
+                                                  lease="60s"))
+            lb = Balancer(workers, http)
+            threads = [f"1700000001.{i:06d}" for i in range(cards_n)]
+            limit = anyio.CapacityLimiter(16)
+
+            async def mention(i: int) -> None:
+                async with limit:
+                    era = "old" if i % 2 == 0 else "new"
+                    text = f'<@UBOT> call {era} pick {{"tag": "b{i}"}}'
+                    await lb.send_to(workers[i % workers_n], "events_api",
+                                     event_app_mention(f"U{i}", "C1", text, threads[i]))
+                    await slack.wait_for_call("chat.postMessage", posted(threads[i], card=True))
+
+            with anyio.fail_after(600):
+                async with anyio.create_task_group() as tg:
+                    for i in range(cards_n):
+                        tg.start_soon(mention, i)
+            cards = [await slack.wait_for_call("chat.postMessage", posted(ts, card=True)) for ts in threads]
+            latencies: list[float] = []
+            clicks = anyio.CapacityLimiter(concurrency)
+
+            async def click(i: int) -> None:
+                async with clicks:
+                    actions = next(b for b in cards[i].args["blocks"] if b["type"] == "actions")
+                    interaction_id = actions["elements"][0]["value"]
+                    ts = cards[i].response["ts"]
+                    started = time.perf_counter()
+                    await lb.send("interactive", block_actions(f"U{i}", "C1", ts, ids.ACCEPT, interaction_id,
+                                                               block_id=f"{interaction_id}.act"))
+                    await finals.event(ts).wait()
+                    latencies.append(time.perf_counter() - started)
+
+            began = time.perf_counter()
+            with anyio.fail_after(600):
+                async with anyio.create_task_group() as tg:
+                    for i in range(cards_n):
+                        tg.start_soon(click, i)
+            elapsed = time.perf_counter() - began
+        finally:
+            for worker in workers:
+                await worker.stop()
+    return label, cards_n / elapsed, latencies
+
+
+def line(label: str, rate: float, latencies: list[float]) -> str:
+    q = statistics.quantiles(sorted(latencies), n=100)
+    return (f"{label:<26} {rate:>10.1f} {statistics.median(latencies) * 1000:>9.0f} {q[89] * 1000:>9.0f} "
+            f"{q[98] * 1000:>9.0f}")
+
+
+async def main(args: argparse.Namespace) -> int:
+    results = []
+    with PostgresCluster(fsync=True) as cluster, tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        results.append(await run_one("SQLite, 1 process", str(folder / "bench.db"), 1, args.cards,
+                                     args.concurrency, folder))
+        for n in (1, 2, 3):
+            url = cluster.create_database()
+            results.append(await run_one(f"Postgres, {n} worker{'s' if n > 1 else ''}", url, n, args.cards,
+                                         args.concurrency, folder))
+            cluster.drop_database(url)
+    print(f"workers: {args.cards} cards (half legacy, half 2026), one click each, {args.concurrency} in flight")
+    print(f"{'store, workers':<26} {'decisions/s':>10} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9}")
+    for label, rate, latencies in results:
+        if len(latencies) != args.cards:
+            print(f"{label}: only {len(latencies)} of {args.cards} decisions completed", file=sys.stderr)
+            return 1
+        print(line(label, rate, latencies))
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.workers")
+    parser.add_argument("--cards", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=32)
+    sys.exit(anyio.run(main, parser.parse_args()))

@@ -1,0 +1,113 @@
+"""The rows the store hands out: values, no I/O (`AuditRow`, `PendingCall`, `StoredInteraction`, `RunningCall`), and
+`Unreadable` for a row that cannot be read back.
+
+A row can be unreadable because an older version wrote it, because its JSON is damaged, or because what it describes
+is no longer supported (a card whose form a newer bridge refuses to build). `read_each` reads rows one by one, so one
+bad row never stops the rest: the restart (or a worker's take-over) closes, audits and reports each unreadable one in
+its conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from bridge.errors import BridgeError
+from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    at: float
+    interaction_id: str
+    kind: str
+    server: str
+    conversation: str
+    outcome: str
+    actor: str | None
+    actor_name: str | None
+    requester: str | None
+    detail: str
+    id: int = 0
+    hash: str = ""
+    """This row's link in the hash chain (`bridge.audit`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A 2026-era tool call waiting for people: enough to retry it after a restart, on any worker."""
+
+    id: str
+    conversation: ConversationKey
+    server: str
+    tool: str
+    arguments: Mapping[str, Any]
+    request_state: str | None
+    input_requests: Mapping[str, Any]
+    """The server's `inputRequests`, as JSON (method and params), keyed as the server keyed them."""
+    requester: Actor | None
+    created_at: float = 0.0
+    """When this round was stored: interactions of this round were created at or after it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredInteraction:
+    interaction: Interaction
+    status: Status
+    card: CardRef | None
+    pending_call: str | None
+    input_key: str | None
+    outcome: Outcome | None
+    parked: bool = False
+    """Posted with nobody waiting on it (a parked 2026 card): the claim of the round's last answer continues the
+    call (`AsyncStore.claim_parked`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """A tool call that was running when it was recorded."""
+
+    id: str
+    conversation: str
+    """The conversation's id as stored (`ConversationKey.id()`)."""
+    server: str
+    tool: str
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A stored row that could not be read back."""
+
+    table: str
+    id: str
+    conversation: str
+    """The conversation's id as stored (`ConversationKey.id()`), possibly not parseable either."""
+    pending_call: str | None = None
+    what: str = ""
+    """What the row was, as far as can be told (a server and tool name)."""
+    reason: str = ""
+
+
+def read_each(rows: Iterable[Any], read: Callable[[Any], T],
+              describe: Callable[[Any], Unreadable | None]) -> tuple[list[T], list[Unreadable]]:
+    """The rows `read` can read, and an `Unreadable` (from `describe`, None to drop it) for each of the others."""
+    good: list[T] = []
+    bad: list[Unreadable] = []
+    for row in rows:
+        try:
+            good.append(read(row))
+        except (ValueError, KeyError, TypeError, IndexError, BridgeError) as exc:
+            broken = describe(row)
+            logger.warning("a stored row could not be read: %s", exc)
+            if broken is not None:
+                bad.append(Unreadable(broken.table, broken.id, broken.conversation, broken.pending_call, broken.what,
+                                      f"{type(exc).__name__}: {exc}"[:300]))
+    return good, bad

@@ -1,0 +1,105 @@
+"""Claims on parked cards (a 2026 call's round, nobody waiting): the claim that answers the round's last open card is
+the one that continues the call, exactly once across workers; and rows that cannot be read back are handed over
+apart, closed and audited."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from bridge.model import Outcome, Status
+from bridge.storage import SqlStore, Unreadable
+from bridge.storage.driver import Step
+from bridge.testing import ROOM
+from tests.storage.support import accepted, interaction, pending, worker
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_only_the_claim_of_the_round_s_last_open_card_continues_the_call(store: SqlStore) -> None:
+    earlier = interaction()
+    await store.save_pending_call(pending("call-1"))
+    await store.save_interaction(earlier, pending_call="call-1", input_key="a", parked=True)
+    await store.save_pending_call(pending("call-1"))  # the next round: stored before its cards
+    a, b = interaction(), interaction()
+    await store.save_interaction(a, pending_call="call-1", input_key="a", parked=True)
+    await store.save_interaction(b, pending_call="call-1", input_key="b", parked=True)
+    # A card of an earlier round is only retired: it answers nothing of this round.
+    assert await store.claim_parked(earlier, Outcome(Status.CANCELLED), "", "call-1") == (True, False)
+    assert await store.claim_parked(a, accepted(), "", "call-1") == (True, False)  # b is still open
+    synced = store.durable_commits
+    assert await store.claim_parked(b, accepted(n=4), "", "call-1") == (True, True)
+    assert store.durable_commits == synced + 1  # the decision's one synced commit, which also tells it was last
+    assert await store.claim_parked(b, accepted(n=5), "", "call-1") == (False, False)  # decided already
+    stored = await store.interaction(b.id)
+    assert stored is not None and stored.parked and stored.outcome == accepted(n=4)
+    assert [r.outcome for r in await store.audit_rows(b.id)] == ["accepted"]
+
+
+async def test_a_call_that_ended_is_never_continued_by_a_claim(store: SqlStore) -> None:
+    await store.save_pending_call(pending("call-1"))
+    card = interaction()
+    await store.save_interaction(card, pending_call="call-1", input_key="a", parked=True)
+    await store.delete_pending_call("call-1")  # stopped: its cards are withdrawn after this
+    assert await store.claim_parked(card, Outcome(Status.CANCELLED), "", "call-1") == (True, False)
+
+
+async def test_the_claim_that_continues_a_call_makes_it_its_worker_s(pg_target: str, pg_store: SqlStore) -> None:
+    await pg_store.save_pending_call(pending("call-1"))
+    card = interaction()
+    await pg_store.save_interaction(card, pending_call="call-1", input_key="a", parked=True)
+    async with worker(pg_target) as other:
+        assert await other.claim_parked(card, accepted(), "", "call-1") == (True, True)
+        [(owner,)] = await other.driver.fetch("SELECT worker FROM pending_calls WHERE id = 'call-1'")
+    assert owner == "w2"
+
+
+async def test_two_workers_answering_a_round_s_last_two_cards_at_once_continue_it_once(
+        pg_target: str, pg_store: SqlStore) -> None:
+    rounds = 40
+    lasts: list[list[str]] = [[] for _ in range(rounds)]
+    cards = []
+    for n in range(rounds):
+        await pg_store.save_pending_call(pending(f"call-{n}"))
+        pair = (interaction(), interaction())
+        for key, card in zip("ab", pair, strict=True):
+            await pg_store.save_interaction(card, pending_call=f"call-{n}", input_key=key, parked=True)
+        cards.append(pair)
+    async with worker(pg_target) as other:
+
+        async def claim(store: SqlStore, n: int, which: int) -> None:
+            won, last = await store.claim_parked(cards[n][which], accepted(), "", f"call-{n}")
+            assert won
+            if last:
+                lasts[n].append(store.worker_id)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for n in range(rounds):
+                    tg.start_soon(claim, pg_store, n, 0)
+                    tg.start_soon(claim, other, n, 1)
+    assert all(len(w) == 1 for w in lasts), lasts
+
+
+async def test_unreadable_rows_are_handed_over_apart_and_closed_once_with_an_audit_row(store: SqlStore) -> None:
+    good, bad = interaction(), interaction()
+    await store.save_interaction(good)
+    await store.save_interaction(bad)
+    await store.save_pending_call(pending("call-1"))
+    await store.driver.transaction([
+        Step("UPDATE interactions SET body = '{not json' WHERE id = ?", (bad.id,)),
+        Step("UPDATE pending_calls SET arguments = '{not json' WHERE id = 'call-1'"),
+        Step("UPDATE interactions SET worker = NULL"), Step("UPDATE pending_calls SET worker = NULL")])
+    assert [s.interaction.id for s in await store.open_interactions()] == [good.id]
+    assert await store.interaction(bad.id) is None and await store.pending_calls() == []
+    reaped = await store.reap_workers()
+    assert [s.interaction.id for s in reaped.interactions] == [good.id] and reaped.pending_calls == ()
+    assert {(u.table, u.id, u.conversation) for u in reaped.unreadable} == {
+        ("interactions", bad.id, ROOM.id()), ("pending_calls", "call-1", ROOM.id())}
+    for unreadable in reaped.unreadable:
+        await store.close_unreadable(unreadable, "could not be restored")
+        await store.close_unreadable(unreadable, "could not be restored")  # once only
+    [row] = await store.audit_rows(bad.id)
+    assert (row.outcome, row.kind, row.detail) == ("failed", "unreadable", "could not be restored")
+    assert await store.driver.fetch("SELECT id FROM pending_calls") == []
+    assert isinstance(reaped.unreadable[0], Unreadable)
