@@ -21,6 +21,7 @@ from bridge import commands, form_schema
 from bridge.agent import Agent
 from bridge.audience import Audience
 from bridge.auth.accounts import Accounts
+from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.bounds import Bounds
 from bridge.broker import Broker
 from bridge.budgets import Budgets
@@ -72,7 +73,8 @@ class Host:
         self.grants = Grants(store, self.outbound.say)
         self.budgets = Budgets(config.budgets, store)
         self.pool = SessionPool(config)
-        self.accounts = Accounts(config, self.broker, self.outbound, self.pool)
+        self.accounts = Accounts(config, self.broker, self.outbound, self.pool,
+                                 shared=SigninsOnStore(store, watch) if watch is not None else None)
         self.pool.auth = self.accounts.auth_for
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
