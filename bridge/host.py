@@ -38,7 +38,7 @@ from bridge.ports import AdapterState, ChatPort, Leadership, RestorableCard
 from bridge.results import KeptResults
 from bridge.resume import Resumer
 from bridge.roots import RootsKeeper
-from bridge.routing import Routing
+from bridge.routing import Routing, base_id
 from bridge.sampling import Sampler
 from bridge.server_notices import ServerNotices
 from bridge.server_requests import HandlerTable
@@ -191,6 +191,15 @@ class Host:
             return live
         stored = await self.store.interaction(interaction_id)
         return stored.interaction if stored else None
+
+    async def open_anywhere(self, interaction_id: str) -> Interaction | None:
+        """The interaction if it is open: waited on here, or (several workers on one store) held by another worker,
+        whose decisions reach it through the store (`bridge.elsewhere`)."""
+        live = self.broker.interaction(interaction_id)
+        if live is not None or not self.store.shared:
+            return live
+        stored = await self.store.interaction(base_id(interaction_id))
+        return stored.interaction if stored is not None and stored.outcome is None else None
 
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
         return self.broker.open_interactions(conversation)

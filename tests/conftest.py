@@ -34,6 +34,7 @@ ONE_ENGINE = {
     "tests/bridge/test_broker.py",  # its own in-memory store, on trio's mock clock
     "tests/bridge/test_workers.py",  # several workers: Postgres only
     "tests/bridge/test_connect_workers.py",  # several workers: Postgres only
+    "tests/webform/test_workers.py",  # several workers: Postgres only
 }
 
 

@@ -157,6 +157,9 @@ class SigninsOnStore:
                     await self._store.end_signin(key, not_answering(row.server)):
                 return Page(503, "Sign-in could not finish", sentence(not_answering(row.server)))
             now = await self._store.signin(key)
+            if now is not None and not now.ended and not now.owner_alive and \
+                    await self._store.end_signin(key, stopped(row.server)):
+                return _stopped_page(row.server)  # it died while exchanging the code
             if now is None or not now.ended:
                 return finishing_page(row.server)  # the owner is exchanging the code: its prompt will say
             ended = now
@@ -169,7 +172,7 @@ class SigninsOnStore:
             except StoreError as exc:
                 logger.warning("could not read a sign-in's outcome: %s", exc)
                 return None  # looked at again at the next notification or poll
-            return row if row is None or row.ended else None
+            return row if row is not None and row.ended else None
 
         return look
 
