@@ -233,6 +233,12 @@ class Host:
             return None
         return self._links.link_for(interaction, actor)
 
+    async def web_link_anywhere(self, interaction_id: str, actor: Actor) -> str | None:
+        interaction = await self.open_anywhere(interaction_id)
+        if self._links is None or interaction is None:
+            return None
+        return self._links.link_for(interaction, actor)
+
     def web_forms_enabled(self) -> bool:
         return self._links is not None
 

@@ -35,6 +35,7 @@ ONE_ENGINE = {
     "tests/bridge/test_workers.py",  # several workers: Postgres only
     "tests/bridge/test_connect_workers.py",  # several workers: Postgres only
     "tests/webform/test_workers.py",  # several workers: Postgres only
+    "tests/adapters/slack/test_workers.py",  # several workers: Postgres only
 }
 
 
