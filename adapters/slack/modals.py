@@ -42,8 +42,8 @@ logger = logging.getLogger(__name__)
 V = TypeVar("V")
 
 JSON = dict[str, Any]
-LOST_PAGES = ("The bridge restarted, so the answers from the earlier pages were lost. Please check this page and go "
-              "on again.")
+LOST_PAGES = ("The answers from the earlier pages were lost (the bridge restarted, or another of its workers took this "
+              "page). Please check this page and go on again.")
 ENDED = "This request has ended."
 ELSEWHERE_ACK = 2.0
 """Seconds a submission for a request another worker holds waits for its verdict before the modal is closed anyway
