@@ -109,7 +109,10 @@ class SigninsOnStore:
         if self._tasks is None:
             logger.warning("the end of a sign-in to %s was not recorded: the bridge is not running", auth.server)
             return
-        self._tasks.start_soon(self._record_end, state_hash(auth.state), auth.server, auth.error)
+        try:
+            self._tasks.start_soon(self._record_end, state_hash(auth.state), auth.server, auth.error)
+        except RuntimeError:  # the host stopped: its lease ends with it, and other workers then say so
+            logger.info("the end of a sign-in to %s was not recorded: the bridge is stopping", auth.server)
 
     async def _record_end(self, key: str, server: str, error: str | None) -> None:
         try:
