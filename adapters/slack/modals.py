@@ -11,7 +11,8 @@ Several workers on one store: a modal may be opened, submitted or closed on a wo
 (Slack spreads events over workers). It is found in the store (`Inbound.open_anywhere`), and its submission is
 decided through the core's door, which takes it to the worker holding the request, within the ack's time when it can
 (`ELSEWHERE_ACK`), else after closing the modal (a late or refused person is then told privately). The answers of a
-paged form's earlier pages stay on the worker that took them.
+paged form's earlier pages travel in the view's metadata when they fit and hold nothing secret-looking; otherwise
+they stay on the worker that took them.
 
 A person can submit or close a modal before `views.open` has even returned its id to us. Such a view is remembered
 as settled, so the late `views.open` answer never replaces it with "This request has ended".
@@ -45,11 +46,23 @@ JSON = dict[str, Any]
 LOST_PAGES = ("The answers from the earlier pages were lost (the bridge restarted, or another of its workers took this "
               "page). Please check this page and go on again.")
 ENDED = "This request has ended."
+MAX_METADATA = 3000
+"""Characters Slack keeps in a view's `private_metadata`."""
 ELSEWHERE_ACK = 2.0
 """Seconds a submission for a request another worker holds waits for its verdict before the modal is closed anyway
 (Slack wants the ack within 3)."""
 REMEMBERED = 2000
 """How many ended requests and settled views are remembered, for late submissions and late `views.open` answers."""
+
+
+def _carrying(interaction: Interaction, meta: ids.ModalMeta, draft: dict[str, JSONValue]) -> ids.ModalMeta:
+    """`meta` with the earlier pages' answers, when they fit in the view's metadata and hold nothing secret-looking
+    (those stay in this worker's memory only)."""
+    secret = {f.name for f in interaction.form.secret_fields}
+    carried = replace(meta, draft=dict(draft))
+    if secret & {k for k, v in draft.items() if v not in (None, "")} or len(carried.dump()) > MAX_METADATA:
+        return replace(meta, draft=None)
+    return carried
 
 
 def still_open(inbound: Inbound, interaction_id: str) -> Interaction | None:
@@ -137,9 +150,13 @@ class Modals:
                 await ack(response_action="update", view=modal.closed_view(ended, what))
             return
         pages = modal.pages(interaction)
-        if meta.page > 0 and view_id not in self._drafts:
-            # The earlier pages' answers were kept in memory only (a restart lost them): start again at page 1.
-            await ack(response_action="update", view=modal.form_view(interaction, replace(meta, page=0), LOST_PAGES))
+        # The earlier pages' answers: carried by the view when they fit (any worker may take this page), else kept
+        # by the worker that took them.
+        earlier = meta.draft if meta.draft is not None else self._drafts.get(view_id)
+        if meta.page > 0 and earlier is None:
+            # Kept in memory only, and lost (a restart, or another worker took the earlier page): start again.
+            await ack(response_action="update", view=modal.form_view(
+                interaction, replace(meta, page=0, draft=None), LOST_PAGES))
             return
         page = pages[min(meta.page, len(pages) - 1)]
         form = interaction.form
@@ -147,12 +164,12 @@ class Modals:
         if errors:
             await ack(response_action="errors", errors=translate.block_errors(form, page, errors))
             return
-        draft = self._drafts.setdefault(view_id, {})
+        draft = self._drafts[view_id] = dict(earlier or {})
         for index in page:
             draft.pop(form.fields[index].name, None)
         draft.update(answers)
         if meta.page < len(pages) - 1:
-            next_page = modal.form_view(interaction, replace(meta, page=meta.page + 1))
+            next_page = modal.form_view(interaction, _carrying(interaction, replace(meta, page=meta.page + 1), draft))
             await ack(response_action="update", view=next_page)
             return
         decision = DecisionIn(interaction.id, who, "accept", dict(draft))

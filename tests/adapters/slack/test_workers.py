@@ -16,6 +16,7 @@ import pytest
 
 from adapters.slack import ids
 from bridge.http_server import HttpServer
+from bridge.limits import Limits
 from bridge.storage import open_store
 from bridge.webform import FormLinks, WebForms
 from tests.adapters.slack import driver
@@ -39,7 +40,8 @@ KEY = "k" * 40
 
 
 @asynccontextmanager
-async def two_workers(slack: FakeSlack, url: str, protocol: str) -> AsyncIterator[tuple[Bridge, Bridge]]:
+async def two_workers(slack: FakeSlack, url: str, protocol: str,
+                      **overrides: Any) -> AsyncIterator[tuple[Bridge, Bridge]]:
     """Workers "a" and "b" in HTTP mode on one store, each with the bridge's HTTP server and web forms."""
     server = form_server()
     async with AsyncExitStack() as stack:
@@ -49,7 +51,7 @@ async def two_workers(slack: FakeSlack, url: str, protocol: str) -> AsyncIterato
             stack.push_async_callback(store.aclose)
             bridge = await stack.enter_async_context(running_bridge(
                 slack, {"forms": server}, settings=slack_settings(slack, mode="http"), store=store,
-                server_protocol=protocol))
+                server_protocol=protocol, **overrides))
             http = HttpServer("127.0.0.1:0")
             bridge.host.offer_web_forms(WebForms(bridge.host, http, FormLinks(KEY)))
             tg = await stack.enter_async_context(anyio.create_task_group())
@@ -133,3 +135,30 @@ async def test_a_modal_closed_on_the_other_worker_cancels_the_request(slack: Fak
         audit = await a.host.store.audit_rows(card.interaction_id)
     assert "Cancelled by <@U1>" in json.dumps(final.args["blocks"])
     assert [(r.outcome, r.actor) for r in audit] == [("cancelled", "slack:U1")]
+
+
+async def test_a_paged_modal_goes_on_whichever_worker_takes_each_page(slack: FakeSlack, pg_url: str) -> None:
+    schema = json.dumps({"type": "object", "properties": {f"q{i}": {"type": "string", "title": f"Q{i}"}
+                                                          for i in range(95)}, "required": ["q0"]})
+    answers = {f"Q{i}": f"a{i}" for i in range(95)}
+    async with two_workers(slack, pg_url, "legacy", limits=Limits(schema_fields=100)) as (a, b):
+        with anyio.fail_after(30):
+            command = slash_command("U1", "C1", f"call forms fill {json.dumps({'schema': schema})}",
+                                    response_url=slack.response_url)
+            assert (await send(a, "slash_commands", command))[0] == 200
+            card = await driver.wait_card(slack)
+            await a.host.broker.wait_open(card.interaction_id)
+            assert (await send(b, "interactive", click(card, ids.OPEN_FORM)))[0] == 200
+            first = (await slack.wait_for_call("views.open")).response["view"]
+            # Page 1 on b, page 2 on a: the earlier answers travel with the view.
+            _, next_page = await send(b, "interactive", view_submission(
+                "U1", first["id"], first["callback_id"], first["private_metadata"], driver.state(first, answers),
+                blocks=first["blocks"]))
+            second = json.loads(next_page)["view"] | {"id": first["id"]}
+            status, closed = await send(a, "interactive", view_submission(
+                "U1", second["id"], second["callback_id"], second["private_metadata"], driver.state(second, answers),
+                blocks=second["blocks"]))
+            done = await slack.wait_for_call("chat.postMessage", lambda c: "forms.fill" in str(c.args.get("text")))
+    assert "(2/2)" in second["title"]["text"] and status == 200 and closed in ("", "{}")
+    assert json.loads(str(done.args["text"]).split("\n", 1)[1].strip("`\n"))["content"] == \
+        {f"q{i}": f"a{i}" for i in range(95)}
