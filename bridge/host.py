@@ -21,6 +21,7 @@ from bridge import commands, form_schema
 from bridge.agent import Agent
 from bridge.audience import Audience
 from bridge.auth.accounts import Accounts
+from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.bounds import Bounds
 from bridge.broker import Broker
 from bridge.budgets import Budgets
@@ -37,7 +38,7 @@ from bridge.ports import AdapterState, ChatPort, Leadership, RestorableCard
 from bridge.results import KeptResults
 from bridge.resume import Resumer
 from bridge.roots import RootsKeeper
-from bridge.routing import Routing
+from bridge.routing import Routing, base_id
 from bridge.sampling import Sampler
 from bridge.server_notices import ServerNotices
 from bridge.server_requests import HandlerTable
@@ -72,7 +73,8 @@ class Host:
         self.grants = Grants(store, self.outbound.say)
         self.budgets = Budgets(config.budgets, store)
         self.pool = SessionPool(config)
-        self.accounts = Accounts(config, self.broker, self.outbound, self.pool)
+        self.accounts = Accounts(config, self.broker, self.outbound, self.pool,
+                                 shared=SigninsOnStore(store, watch) if watch is not None else None)
         self.pool.auth = self.accounts.auth_for
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
@@ -190,6 +192,15 @@ class Host:
         stored = await self.store.interaction(interaction_id)
         return stored.interaction if stored else None
 
+    async def open_anywhere(self, interaction_id: str) -> Interaction | None:
+        """The interaction if it is open: waited on here, or (several workers on one store) held by another worker,
+        whose decisions reach it through the store (`bridge.elsewhere`)."""
+        live = self.broker.interaction(interaction_id)
+        if live is not None or not self.store.shared:
+            return live
+        stored = await self.store.interaction(base_id(interaction_id))
+        return stored.interaction if stored is not None and stored.outcome is None else None
+
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
         return self.broker.open_interactions(conversation)
 
@@ -218,6 +229,12 @@ class Host:
 
     def web_link(self, interaction_id: str, actor: Actor) -> str | None:
         interaction = self.broker.interaction(interaction_id)
+        if self._links is None or interaction is None:
+            return None
+        return self._links.link_for(interaction, actor)
+
+    async def web_link_anywhere(self, interaction_id: str, actor: Actor) -> str | None:
+        interaction = await self.open_anywhere(interaction_id)
         if self._links is None or interaction is None:
             return None
         return self._links.link_for(interaction, actor)

@@ -178,6 +178,16 @@ class Inbound(Protocol):
         person, so adapters send it to them privately only: never in the room."""
         ...
 
+    async def web_link_anywhere(self, interaction_id: str, actor: Actor) -> str | None:
+        """`web_link`, also for a card another worker holds (several workers on one store): any worker may receive
+        the click that asks for a link, and any worker serves the link."""
+        ...
+
+    async def open_anywhere(self, interaction_id: str) -> Interaction | None:
+        """The interaction if it is open: waited on in this process, or held by another worker of a shared store
+        (decisions on it reach that worker through the store)."""
+        ...
+
     def web_forms_enabled(self) -> bool:
         """Whether cards may offer "Fill in on the web" (`web_link` can give links), so adapters show the offer
         only when it can be kept."""

@@ -84,7 +84,7 @@ class Clicks:
 
     async def _open_form(self, body: JSON, interaction_id: str) -> None:
         who = self._people.cached(body["user"])
-        interaction = still_open(self._inbound, interaction_id)
+        interaction = await self._modals.find(interaction_id)  # here, or held by another worker
         if interaction is None or not interaction.may_decide(who):
             await self._inbound.check(interaction_id, await self._people.actor(who.user_id, who.display_name))
             return
@@ -108,8 +108,9 @@ class Clicks:
         alone; someone who may not answer is told why by the core, as for any click."""
         who = await self._people.of(body["user"])
         channel = channel_of(body)
-        interaction = still_open(self._inbound, interaction_id)
-        link = self._inbound.web_link(interaction_id, who) if interaction is not None else None
+        # Not open here: another worker may hold it (several workers on one store), and any worker serves links.
+        interaction = still_open(self._inbound, interaction_id) or await self._inbound.open_anywhere(interaction_id)
+        link = await self._inbound.web_link_anywhere(interaction_id, who) if interaction is not None else None
         if interaction is None or link is None:
             result = await self._inbound.check(interaction_id, who)  # refused or ended: the core says so
             if result.verdict is Verdict.CLAIMED:  # theirs to answer, but no link (it is about to expire)

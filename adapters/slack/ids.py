@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 ACCEPT = "mcp.accept"
 DECLINE = "mcp.decline"
@@ -64,16 +65,20 @@ def choice_index(action_id: str) -> int | None:
 @dataclass(frozen=True, slots=True)
 class ModalMeta:
     """What a modal remembers in `private_metadata` (≤3000 characters): which request, where its card is, which
-    page. Answers from earlier pages are kept by the adapter, not here, since they may not fit."""
+    page, and the answers from earlier pages when they fit (`draft`), so that any worker can take the next page;
+    the adapter keeps them too, for a draft that does not fit."""
 
     interaction_id: str
     channel: str = ""
     ts: str = ""
     page: int = 0
+    draft: dict[str, Any] | None = None
 
     def dump(self) -> str:
-        return json.dumps({"i": self.interaction_id, "c": self.channel, "t": self.ts, "p": self.page},
-                          separators=(",", ":"))
+        data: dict[str, Any] = {"i": self.interaction_id, "c": self.channel, "t": self.ts, "p": self.page}
+        if self.draft is not None:
+            data["d"] = self.draft
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def load(cls, text: str) -> ModalMeta | None:
@@ -84,4 +89,6 @@ class ModalMeta:
         if not isinstance(data, dict) or not isinstance(data.get("i"), str):
             return None
         page = data.get("p", 0)
-        return cls(data["i"], str(data.get("c", "")), str(data.get("t", "")), page if isinstance(page, int) else 0)
+        draft = data.get("d")
+        return cls(data["i"], str(data.get("c", "")), str(data.get("t", "")), page if isinstance(page, int) else 0,
+                   draft if isinstance(draft, dict) else None)

@@ -7,6 +7,13 @@ person from the cache (`People.cached`); a submission for a request that has end
 own memory of ended requests. What a modal looks like is `modal.py`'s; what a submitted page means is
 `translate.py`'s.
 
+Several workers on one store: a modal may be opened, submitted or closed on a worker that does not hold its request
+(Slack spreads events over workers). It is found in the store (`Inbound.open_anywhere`), and its submission is
+decided through the core's door, which takes it to the worker holding the request, within the ack's time when it can
+(`ELSEWHERE_ACK`), else after closing the modal (a late or refused person is then told privately). The answers of a
+paged form's earlier pages travel in the view's metadata when they fit and hold nothing secret-looking; otherwise
+they stay on the worker that took them.
+
 A person can submit or close a modal before `views.open` has even returned its id to us. Such a view is remembered
 as settled, so the late `views.open` answer never replaces it with "This request has ended".
 """
@@ -29,18 +36,33 @@ from adapters.slack.elements import matching_options
 from adapters.slack.escape import mrkdwn
 from adapters.slack.people import People
 from bridge.errors import AdapterError
-from bridge.model import DecisionIn, Interaction, JSONValue, Verdict
+from bridge.model import DecisionIn, DecisionResult, Interaction, JSONValue, Verdict
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
 
 JSON = dict[str, Any]
-LOST_PAGES = ("The bridge restarted, so the answers from the earlier pages were lost. Please check this page and go "
-              "on again.")
+LOST_PAGES = ("The answers from the earlier pages were lost (the bridge restarted, or another of its workers took this "
+              "page). Please check this page and go on again.")
 ENDED = "This request has ended."
+MAX_METADATA = 3000
+"""Characters Slack keeps in a view's `private_metadata`."""
+ELSEWHERE_ACK = 2.0
+"""Seconds a submission for a request another worker holds waits for its verdict before the modal is closed anyway
+(Slack wants the ack within 3)."""
 REMEMBERED = 2000
 """How many ended requests and settled views are remembered, for late submissions and late `views.open` answers."""
+
+
+def _carrying(interaction: Interaction, meta: ids.ModalMeta, draft: dict[str, JSONValue]) -> ids.ModalMeta:
+    """`meta` with the earlier pages' answers, when they fit in the view's metadata and hold nothing secret-looking
+    (those stay in this worker's memory only)."""
+    secret = {f.name for f in interaction.form.secret_fields}
+    carried = replace(meta, draft=dict(draft))
+    if secret & {k for k, v in draft.items() if v not in (None, "")} or len(carried.dump()) > MAX_METADATA:
+        return replace(meta, draft=None)
+    return carried
 
 
 def still_open(inbound: Inbound, interaction_id: str) -> Interaction | None:
@@ -76,6 +98,10 @@ class Modals:
     def _open(self, interaction_id: str) -> Interaction | None:
         return still_open(self._inbound, interaction_id)
 
+    async def find(self, interaction_id: str) -> Interaction | None:
+        """The request while it waits for an answer: here, or held by another worker (several on one store)."""
+        return self._open(interaction_id) or await self._inbound.open_anywhere(interaction_id)
+
     async def open(self, trigger_id: str, interaction: Interaction, meta: ids.ModalMeta) -> None:
         """Open the form of `interaction` (raises `AdapterError`). The trigger id is valid for 3 seconds from the
         click: call this before anything slower."""
@@ -86,7 +112,7 @@ class Modals:
         if view_id in self._settled:
             return  # submitted or closed before views.open answered: the person is done with it
         self._views.setdefault(interaction.id, set()).add(view_id)
-        if self._open(interaction.id) is None:
+        if await self.find(interaction.id) is None:
             # It ended while the modal was opening, maybe after `close_all` looked for open modals.
             self._forget(interaction.id, view_id)
             ended = self._ended.get(interaction.id)
@@ -109,6 +135,9 @@ class Modals:
             return
         who = self._people.cached(body["user"])
         interaction = self._open(meta.interaction_id)
+        held_here = interaction is not None
+        if interaction is None:
+            interaction = await self._inbound.open_anywhere(meta.interaction_id)
         if interaction is None:
             self._forget(meta.interaction_id, view_id)
             self._settled.keep(view_id, None)
@@ -121,9 +150,13 @@ class Modals:
                 await ack(response_action="update", view=modal.closed_view(ended, what))
             return
         pages = modal.pages(interaction)
-        if meta.page > 0 and view_id not in self._drafts:
-            # The earlier pages' answers were kept in memory only (a restart lost them): start again at page 1.
-            await ack(response_action="update", view=modal.form_view(interaction, replace(meta, page=0), LOST_PAGES))
+        # The earlier pages' answers: carried by the view when they fit (any worker may take this page), else kept
+        # by the worker that took them.
+        earlier = meta.draft if meta.draft is not None else self._drafts.get(view_id)
+        if meta.page > 0 and earlier is None:
+            # Kept in memory only, and lost (a restart, or another worker took the earlier page): start again.
+            await ack(response_action="update", view=modal.form_view(
+                interaction, replace(meta, page=0, draft=None), LOST_PAGES))
             return
         page = pages[min(meta.page, len(pages) - 1)]
         form = interaction.form
@@ -131,16 +164,17 @@ class Modals:
         if errors:
             await ack(response_action="errors", errors=translate.block_errors(form, page, errors))
             return
-        draft = self._drafts.setdefault(view_id, {})
+        draft = self._drafts[view_id] = dict(earlier or {})
         for index in page:
             draft.pop(form.fields[index].name, None)
         draft.update(answers)
         if meta.page < len(pages) - 1:
-            next_page = modal.form_view(interaction, replace(meta, page=meta.page + 1))
+            next_page = modal.form_view(interaction, _carrying(interaction, replace(meta, page=meta.page + 1), draft))
             await ack(response_action="update", view=next_page)
             return
-        result = self._inbound.claim(DecisionIn(interaction.id, who, "accept", dict(draft)))
-        if result.verdict is Verdict.CLAIMED:
+        decision = DecisionIn(interaction.id, who, "accept", dict(draft))
+        result = self._inbound.claim(decision) if held_here else await self._decide_elsewhere(decision)
+        if result is None or result.verdict in (Verdict.CLAIMED, Verdict.COUNTED):
             self._forget(interaction.id, view_id)
             self._settled.keep(view_id, None)
             await ack()
@@ -161,18 +195,36 @@ class Modals:
         view_id = str(view["id"])
         self._forget(meta.interaction_id, view_id)
         self._settled.keep(view_id, None)
-        if self._open(meta.interaction_id) is None:
-            return  # already over: closing its modal changes nothing
         self._background.spawn(f"modal closed on {meta.interaction_id}",
                                functools.partial(self._cancel, body["user"], meta.interaction_id))
 
     async def _cancel(self, user: JSON, interaction_id: str) -> None:
+        if await self.find(interaction_id) is None:
+            return  # already over: closing its modal changes nothing
         await self._inbound.decide(DecisionIn(interaction_id, await self._people.of(user), "cancel"))
+
+    async def _decide_elsewhere(self, decision: DecisionIn) -> DecisionResult | None:
+        """Decide on a request another worker holds: the verdict, or None when it takes longer than the ack may
+        wait (it goes on in the background; the core tells a late or refused person privately)."""
+        results: list[DecisionResult] = []
+        done = anyio.Event()
+
+        async def work() -> None:
+            try:
+                results.append(await self._inbound.decide(decision))
+            finally:
+                done.set()
+
+        if not self._background.spawn(f"submission on {decision.interaction_id}", work):
+            return DecisionResult(Verdict.LATE, message="The bridge is stopping; answer again in a moment.")
+        with anyio.move_on_after(ELSEWHERE_ACK):
+            await done.wait()
+        return results[0] if results else None
 
     async def on_options(self, ack: AsyncAck, payload: JSON, body: JSON) -> None:
         """Options for a long choice list (external select), filtered by what the person typed."""
         meta = ids.ModalMeta.load(str((body.get("view") or {}).get("private_metadata", "")))
-        interaction = self._open(meta.interaction_id) if meta else None
+        interaction = await self.find(meta.interaction_id) if meta else None
         index = ids.field_index(str(payload.get("block_id", "")))
         if interaction is None or index is None or index >= len(interaction.form.fields):
             await ack(options=[])

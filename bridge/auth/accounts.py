@@ -17,6 +17,7 @@ from anyio.abc import TaskGroup
 
 from bridge.auth.asking import Asking, SessionAuth
 from bridge.auth.chat import CALLBACK_PATH, ChatConsent
+from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.prompt import ConnectPrompts
 from bridge.auth.revoke import revoke
@@ -47,10 +48,13 @@ class Routes(Protocol):
 
 
 class Accounts:
-    def __init__(self, config: Config, broker: Broker, outbound: Outbound, pool: SessionPool) -> None:
+    def __init__(self, config: Config, broker: Broker, outbound: Outbound, pool: SessionPool, *,
+                 shared: SigninsOnStore | None = None) -> None:
         self._config = config
         self._pool = pool
-        self.authorizations = Authorizations()
+        # On a store several workers share, sign-ins are recorded there too: their redirect may reach any worker.
+        self._shared = shared
+        self.authorizations = Authorizations(shared=shared)
         self._prompts = ConnectPrompts(broker, outbound, self.authorizations)
         self.consent = ChatConsent(self._prompts)
         self.clients = OAuthClients(config, self.consent)
@@ -59,6 +63,8 @@ class Accounts:
         """Connect prompts are offered from now on; their cards live in `tasks` (the running host's) until the
         sign-in they started has ended, which is after the call that asked got its code back."""
         self._prompts.run_in(tasks)
+        if self._shared is not None:
+            self._shared.run_in(tasks)
 
     def set_config_path(self, path: str) -> None:
         """The config file an admin signs shared accounts in with (named in the message that asks them to)."""

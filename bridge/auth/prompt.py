@@ -57,7 +57,8 @@ class ConnectPrompts:
         if self._tasks is None:
             raise AuthError(f"{server.name} needs {person.label()} to connect their own account, and the bridge is "
                             "not running to ask them")
-        pending = self._authorizations.begin(authorization_url, server=server.name, person=person.key, ttl=timeout)
+        pending = await self._authorizations.start(authorization_url, server=server.name, person=person.key,
+                                                   ttl=timeout)
         place, origin = await self._place(asking)
         card = self.card(server, asking, authorization_url, place, origin, timeout)
         if origin is not None:

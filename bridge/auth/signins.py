@@ -10,6 +10,11 @@ authorization server may still refuse. So the redirect's page waits (at most `ou
 which the OAuth provider reports by state (`settle`: tokens stored, or the plain-words failure), and says what
 happened; if the end takes longer it says the sign-in is being finished and to look where it was asked, never a
 "signed in" that may turn out false.
+
+Several workers on one Postgres store (`Shared`, `bridge.auth.fleet_signins`): a sign-in is also recorded in the
+store, and a redirect may reach any worker. The one that started it (and alone holds its PKCE verifier) exchanges
+the code; another hands the code over through the store and its page waits for the outcome the owner records. One
+process (SQLite) keeps everything here, in memory.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import html
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -60,6 +65,38 @@ class Page:
                 f"<h1>{html.escape(self.title)}</h1><p>{html.escape(self.text)}</p>")
 
 
+NOT_WAITING = Page(400, "Sign-in link not valid",
+                  "This sign-in answer is not one the bridge is waiting for: it was already used, it expired, or it "
+                  "was altered. Start the sign-in again from where you were asked.")
+NOT_YOURS = Page(403, "Not your sign-in", "This sign-in was started for someone else.")
+
+
+def finishing_page(server: str) -> Page:
+    return Page(202, "Finishing the sign-in",
+                f"The sign-in to {server} is being finished. Look where you were asked to sign in: it will say "
+                "whether it worked. You can close this tab.")
+
+
+def ended_page(server: str, error: str | None) -> Page:
+    """The page for a sign-in that ended: signed in (`error` None), or not and why."""
+    if error is not None:
+        return Page(400, "Sign-in failed", sentence(error))
+    return Page(200, "Signed in", f"You are signed in to {server}. You can close this tab.")
+
+
+def refusal(server: str, params: Mapping[str, str]) -> tuple[str, Page] | None:
+    """Why a redirect that brings no code ends its sign-in (the authorization server's refusal, or nothing sent
+    back), and the page to show; None when it brings a code."""
+    if params.get("error"):
+        error = (f"the authorization server refused the sign-in to {server}: "
+                 f"{plain_oauth_error(params['error'], params.get('error_description', ''))}")
+        return error, Page(400, "Sign-in refused", sentence(error))
+    if not params.get("code"):
+        return (f"the authorization server sent no code back for {server}",
+                Page(400, "Sign-in failed", "The authorization server sent no code back."))
+    return None
+
+
 OUTCOME_WAIT = 20.0
 """How long the redirect's page waits for the code's exchange before saying the sign-in is being finished."""
 
@@ -80,6 +117,8 @@ class Authorization:
     """The redirect came back (with a code or a refusal), or the sign-in ended without one."""
     finished: anyio.Event = field(default_factory=anyio.Event)
     """The end: signed in (tokens stored, `error` None), or not (`error` says why)."""
+    on_end: Callable[[Authorization], None] | None = None
+    """Told of the end (a shared store records it, for a page waiting on another worker)."""
 
     def end(self, error: str | None) -> None:
         """Record the end once (the first one counts)."""
@@ -87,6 +126,30 @@ class Authorization:
             self.error = error
             self.done.set()
             self.finished.set()
+            if self.on_end is not None:
+                self.on_end(self)
+
+
+class Shared(Protocol):
+    """Sign-ins in a store several workers share (`bridge.auth.fleet_signins.SigninsOnStore`)."""
+
+    async def record(self, auth: Authorization) -> None:
+        """Record a sign-in this worker started, before anyone is shown its link (AuthError if it cannot be)."""
+        ...
+
+    async def arrived(self, params: Mapping[str, str], person: str | None, held: Authorization | None) -> Page | None:
+        """A redirect reached this worker: the page when it ends here (refused, or handed to the worker that started
+        the sign-in and finished there), or None when the sign-in is this worker's (`held`) and is now marked used
+        across workers."""
+        ...
+
+    async def handed_over(self, auth: Authorization) -> AuthorizationCodeResult | str:
+        """The code another worker received for this worker's sign-in, or why it ended without one."""
+        ...
+
+    def ended(self, auth: Authorization) -> None:
+        """Record how a sign-in of this worker's ended (for a page waiting on another worker)."""
+        ...
 
 
 def state_of(authorization_url: str) -> str:
@@ -105,7 +168,8 @@ def plain_oauth_error(code: str, description: str = "") -> str:
 class Authorizations:
     """Sign-ins in flight, by state. Not thread-safe: used from one event loop."""
 
-    def __init__(self, outcome_wait: float = OUTCOME_WAIT) -> None:
+    def __init__(self, outcome_wait: float = OUTCOME_WAIT, shared: Shared | None = None) -> None:
+        self._shared = shared
         self._pending: dict[str, Authorization] = {}
         self._exchanging: dict[str, Authorization] = {}
         """Sign-ins whose code came back, until their provider reports the exchange's outcome (`settle`)."""
@@ -118,25 +182,39 @@ class Authorizations:
             raise AuthError(f"{server}: the sign-in link has no state parameter; refusing to use it")
         self._expire()
         auth = Authorization(state, server, person, time.time() + ttl)
+        if self._shared is not None:
+            auth.on_end = self._shared.ended
         self._pending[state] = auth
+        return auth
+
+    async def start(self, authorization_url: str, *, server: str, person: str, ttl: float) -> Authorization:
+        """`begin`, and on a shared store record it there, so its redirect may reach any worker."""
+        auth = self.begin(authorization_url, server=server, person=person, ttl=ttl)
+        if self._shared is not None:
+            try:
+                await self._shared.record(auth)
+            except BaseException:
+                self._pending.pop(auth.state, None)
+                raise
         return auth
 
     async def receive(self, params: Mapping[str, str], person: str | None = None) -> Page:
         """Handle a redirect's query. `person`, when the caller knows who is at the browser, must be the one the
         sign-in was started for. A state is used once: a replay, a tampered or an expired one is refused. A code is
         handed to the waiting flow, and the page waits for its exchange (`settle`) to say how the sign-in ended."""
+        if self._shared is not None and params.get("state"):
+            self._expire()
+            page = await self._shared.arrived(params, person, self._pending.get(params["state"]))
+            if page is not None:
+                return page
         handed = self._hand_over(params, person)
         if isinstance(handed, Page):
             return handed
         with anyio.move_on_after(self.outcome_wait):
             await handed.finished.wait()
         if not handed.finished.is_set():
-            return Page(202, "Finishing the sign-in",
-                        f"The sign-in to {handed.server} is being finished. Look where you were asked to sign in: "
-                        "it will say whether it worked. You can close this tab.")
-        if handed.error is not None:
-            return Page(400, "Sign-in failed", _sentence(handed.error))
-        return Page(200, "Signed in", f"You are signed in to {handed.server}. You can close this tab.")
+            return finishing_page(handed.server)
+        return ended_page(handed.server, handed.error)
 
     def _hand_over(self, params: Mapping[str, str], person: str | None) -> Page | Authorization:
         """The page for a redirect that ends here, or the sign-in whose code was handed to its flow."""
@@ -144,30 +222,44 @@ class Authorizations:
         state = params.get("state", "")
         auth = self._pending.get(state) if state else None
         if auth is None:
-            return Page(400, "Sign-in link not valid",
-                        "This sign-in answer is not one the bridge is waiting for: it was already used, it expired, or "
-                        "it was altered. Start the sign-in again from where you were asked.")
+            return NOT_WAITING
         if person is not None and person != auth.person:
-            return Page(403, "Not your sign-in", "This sign-in was started for someone else.")
+            return NOT_YOURS
         del self._pending[state]
-        if params.get("error"):
-            auth.end(f"the authorization server refused the sign-in to {auth.server}: "
-                     f"{plain_oauth_error(params['error'], params.get('error_description', ''))}")
-            return Page(400, "Sign-in refused", _sentence(auth.error or ""))
-        if not params.get("code"):
-            auth.end(f"the authorization server sent no code back for {auth.server}")
-            return Page(400, "Sign-in failed", "The authorization server sent no code back.")
-        auth.result = AuthorizationCodeResult(code=params["code"], state=state, iss=params.get("iss") or None)
-        self._exchanging[state] = auth
-        auth.done.set()
+        refused = refusal(auth.server, params)
+        if refused is not None:
+            auth.end(refused[0])
+            return refused[1]
+        self._handed(auth, AuthorizationCodeResult(code=params["code"], state=state, iss=params.get("iss") or None))
         return auth
+
+    def _handed(self, auth: Authorization, result: AuthorizationCodeResult) -> None:
+        """The sign-in's code arrived: its flow exchanges it, then `settle`s."""
+        auth.result = result
+        self._exchanging[auth.state] = auth
+        auth.done.set()
+
+    async def _from_elsewhere(self, auth: Authorization) -> None:
+        """Wait for a code (or a refusal) another worker received for this sign-in."""
+        assert self._shared is not None
+        got = await self._shared.handed_over(auth)
+        if isinstance(got, str):
+            auth.end(got)
+        elif not auth.done.is_set():
+            self._handed(auth, got)
 
     async def wait(self, auth: Authorization, too_late: str | None = None) -> AuthorizationCodeResult:
         """The redirect's code, once it arrives, for the flow to exchange (then `settle`). Raises AuthError on a
         refusal or when the time is up (`too_late`: what to say then)."""
         try:
             with anyio.move_on_after(max(0.0, auth.expires_at - time.time())):
-                await auth.done.wait()
+                if self._shared is None:
+                    await auth.done.wait()
+                else:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._from_elsewhere, auth)
+                        await auth.done.wait()
+                        tg.cancel_scope.cancel()
         except BaseException:
             # Stopped while waiting: a code arriving now has nobody to exchange it, so nothing may wait for that.
             self.settle(auth.state, f"the sign-in to {auth.server} was stopped before it finished")
@@ -202,7 +294,7 @@ class Authorizations:
             auth.end(f"signing in to {auth.server} did not finish")
 
 
-def _sentence(text: str) -> str:
+def sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 

@@ -122,6 +122,18 @@ def _v5() -> tuple[str, ...]:
     )
 
 
+def _v6(real: str) -> tuple[str, ...]:
+    return (
+        # Sign-ins in flight (per-person OAuth), so that the redirect may land on any worker: the worker that started
+        # one keeps its PKCE verifier in memory and does the exchange; another worker hands it the code through this
+        # row. Keyed by a hash of the `state`, never the state itself; no verifier, and the code only until it ends.
+        f"""CREATE TABLE IF NOT EXISTS signins (
+            state_hash TEXT PRIMARY KEY, server TEXT NOT NULL, person TEXT NOT NULL, worker TEXT NOT NULL,
+            status TEXT NOT NULL, expires_at {real} NOT NULL, code TEXT, iss TEXT, error TEXT,
+            created_at {real} NOT NULL)""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -135,6 +147,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA")),
     Migration(4, "running calls", _v4("REAL"), _v4("DOUBLE PRECISION")),
     Migration(5, "parked cards", _v5(), _v5()),
+    Migration(6, "sign-ins in flight", _v6("REAL"), _v6("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -1,5 +1,5 @@
-"""The rows the store hands out: values, no I/O (`AuditRow`, `PendingCall`, `StoredInteraction`, `RunningCall`), and
-`Unreadable` for a row that cannot be read back.
+"""The rows the store hands out: values, no I/O (`AuditRow`, `PendingCall`, `StoredInteraction`, `RunningCall`,
+`SigninRow`), and `Unreadable` for a row that cannot be read back.
 
 A row can be unreadable because an older version wrote it, because its JSON is damaged, or because what it describes
 is no longer supported (a card whose form a newer bridge refuses to build). `read_each` reads rows one by one, so one
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from bridge.errors import BridgeError
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 UNREADABLE = "unreadable"
+SigninStatus = Literal["pending", "returned", "exchanging", "signed_in", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +112,22 @@ def read_each(rows: Iterable[Any], read: Callable[[Any], T],
                 bad.append(Unreadable(broken.table, broken.id, broken.conversation, broken.pending_call, broken.what,
                                       f"{type(exc).__name__}: {exc}"[:300]))
     return good, bad
+
+
+@dataclass(frozen=True, slots=True)
+class SigninRow:
+    state_hash: str
+    server: str
+    person: str
+    worker: str
+    status: SigninStatus
+    expires_at: float
+    code: str | None
+    iss: str | None
+    error: str | None
+    owner_alive: bool
+    """Whether the worker that started it holds a lease now (it alone can finish it)."""
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ("signed_in", "failed")

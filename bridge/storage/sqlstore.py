@@ -21,6 +21,7 @@ from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
 from bridge.storage.rows import UNREADABLE, Unreadable, read_each
 from bridge.storage.running import RUNNING_COLUMNS, RunningRows, running_call
+from bridge.storage.signin_rows import SigninRows
 from bridge.storage.team import TeamRows
 from bridge.storage.token_rows import TokenRows
 
@@ -38,7 +39,7 @@ _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 
 
-class SqlStore(TeamRows, TokenRows, RunningRows):
+class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
 
     def __init__(self, driver: Driver, worker_id: str) -> None:
@@ -222,6 +223,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows):
 
     def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self._db.listen(FORWARD_CHANNEL)
+
+    def _signal(self, payload: str) -> list[Step]:
+        if self._db.dialect != "postgres":
+            return []
+        return [Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, payload), guarded=True)]
 
     # -- deadlines ---------------------------------------------------------------------------------------------------
 

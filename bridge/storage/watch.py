@@ -6,14 +6,17 @@ from polling the watched ids too: often while not listening, now and then while 
 legacy call waits here, then reads the outcome from the store and answers its server. Parked cards (nobody waits on
 them) cost no task: `follow` registers a callback by id, called from the one listener (or poller) of this worker.
 
+Other rows announced on the same channel (a sign-in whose redirect reached another worker, `signin:<hash>`) are
+waited for with `changed`: woken by their notification, or by every poll, to look again.
+
 `keep_alive` heartbeats this worker's lease until cancelled.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
@@ -22,6 +25,7 @@ from bridge.errors import StoreError
 from bridge.storage.api import AsyncStore
 
 Heard = Callable[[str], None]
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,8 @@ class DecisionWatch:
         self._reconnect = reconnect
         self._waiting: dict[str, anyio.Event] = {}
         self._following: dict[str, Heard] = {}
+        self._nudges: dict[str, anyio.Event] = {}
+        """Keys `changed` waits on: set by their notification, and by every poll (the fallback)."""
         self._wake_poller = anyio.Event()
         self.listening = False
 
@@ -72,7 +78,25 @@ class DecisionWatch:
     def unfollow(self, interaction_id: str) -> None:
         self._following.pop(interaction_id, None)
 
+    async def changed(self, key: str, look: Callable[[], Awaitable[T | None]]) -> T:
+        """`look()`'s first result that is not None: looked at now, then again on each notification of `key` and
+        at each poll (so a missed notification costs at most a poll's interval)."""
+        while True:
+            event = self._nudges.get(key)
+            if event is None:
+                event = self._nudges[key] = anyio.Event()
+            found = await look()  # after registering: a notification from now on is not missed
+            if found is not None:
+                return found
+            await event.wait()
+
+    def _nudge(self, key: str) -> None:
+        event = self._nudges.pop(key, None)
+        if event is not None:
+            event.set()
+
     def _fire(self, interaction_id: str) -> None:
+        self._nudge(interaction_id)
         event = self._waiting.get(interaction_id)
         if event is not None:
             event.set()
@@ -107,6 +131,8 @@ class DecisionWatch:
             with anyio.move_on_after(self._poll_listening if self.listening else self._poll):
                 await self._wake_poller.wait()
             self._wake_poller = anyio.Event()
+            for key in list(self._nudges):
+                self._nudge(key)
             watched = [*self._waiting, *self._following]
             if not watched:
                 continue

@@ -44,7 +44,9 @@ _REFUSALS: dict[Refusal, tuple[int, str, str]] = {
 class DecisionDoor(Protocol):
     """What the web form needs of the core: the `bridge.ports.Inbound` methods it uses (the host has them)."""
 
-    def open_interaction(self, interaction_id: str) -> Interaction | None: ...
+    async def open_anywhere(self, interaction_id: str) -> Interaction | None:
+        """Open here, or on another worker of a shared store (the decision door reaches it there)."""
+        ...
 
     async def decide(self, decision: DecisionIn) -> DecisionResult: ...
 
@@ -87,7 +89,8 @@ class WebForms:
             logger.warning("web form post for %s refused: cross-site origin", claims.interaction_id)
             return _page(403, "This answer was sent from another site", "Open the link you were given and answer "
                          "there.")
-        interaction = self._door.open_interaction(claims.interaction_id)
+        # Any worker serves any link: the card may be held by another worker (its decision travels through the store).
+        interaction = await self._door.open_anywhere(claims.interaction_id)
         if interaction is None:
             return _page(410, "This request is no longer open",
                          "It was answered, it expired, or the call behind it ended. The chat shows how it ended.")

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
+import anyio.abc
 import pytest
 
 from bridge.storage import SqlStore
+from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch, keep_alive
 from tests.pg.cluster import PostgresCluster
 from tests.storage.support import accepted, interaction, worker
@@ -88,3 +90,38 @@ async def test_keep_alive_renews_the_workers_lease(store: SqlStore) -> None:
             tg.cancel_scope.cancel()
     rows = await store.driver.fetch("SELECT lease_until FROM workers WHERE id = ?", (store.worker_id,))
     assert rows[0][0] >= before + 600
+
+
+async def test_a_sign_in_handed_over_elsewhere_is_seen_by_notification_and_by_polling_without_one(
+        pg_target: str, pg_store: SqlStore, postgres: PostgresCluster) -> None:
+    async with worker(pg_target) as other:
+        def handing_over(key: str, tg: anyio.abc.TaskGroup) -> Callable[[], Awaitable[str | None]]:
+            """A look at the row that sees it pending the first time, and has the other worker hand it over then."""
+            looks = 0
+
+            async def look() -> str | None:
+                nonlocal looks
+                looks += 1
+                if looks == 1:
+                    tg.start_soon(other.return_signin, key, "code", None, None)
+                    return None
+                row = await pg_store.signin(key)
+                return row.status if row is not None and row.status != "pending" else None
+
+            return look
+
+        for key in ("heard", "polled"):
+            await pg_store.save_signin(key, "srv", "test:U-ada", time.time() + 600)
+        # Notifications only (polling beyond the deadline).
+        async with watching(pg_store, poll=3600, poll_listening=3600) as watch:
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    assert await watch.changed(SIGNAL_PREFIX + "heard", handing_over("heard", tg)) == "returned"
+        # The listening connection lost (reconnecting beyond the deadline): polling alone.
+        async with watching(pg_store, poll=0.05, poll_listening=3600, reconnect=3600) as watch:
+            killed = postgres.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                   " WHERE query LIKE 'LISTEN %'")
+            assert killed == "1"
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    assert await watch.changed(SIGNAL_PREFIX + "polled", handing_over("polled", tg)) == "returned"

@@ -182,7 +182,7 @@ async def test_a_post_that_is_not_our_form_gets_a_clear_page(body: str, content_
 
 async def test_links_are_offered_only_with_a_public_address() -> None:
     class Door:
-        def open_interaction(self, interaction_id: str) -> Any:
+        async def open_anywhere(self, interaction_id: str) -> Any:
             return None
 
         async def decide(self, decision: DecisionIn) -> Any:
