@@ -15,7 +15,7 @@ from bridge import redaction
 from bridge.cli import setup_logging
 from bridge.testing import HOST_STORES
 from tests.matrixhs.synapse import Synapse
-from tests.pg.cluster import PostgresCluster, PostgresUnavailable
+from tests.pg.cluster import PostgresCluster, PostgresUnavailable, store_location
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -56,13 +56,7 @@ def store_engine(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store_target(store_engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Where a test that restarts the bridge keeps its store: a SQLite file, or (Postgres pass) a fresh database."""
-    if store_engine == "sqlite":
-        yield str(tmp_path / "bridge.db")
-        return
-    cluster: PostgresCluster = request.getfixturevalue("postgres")
-    url = cluster.create_database()
-    yield url
-    cluster.drop_database(url)
+    yield from store_location(store_engine, tmp_path / "bridge.db", lambda: request.getfixturevalue("postgres"))
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ from bridge.auth.signins import (
     sentence,
 )
 from bridge.errors import AuthError, StoreError
+from bridge.storage.api import SigninRows
 from bridge.storage.rows import SigninRow
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 
@@ -65,20 +66,6 @@ def state_hash(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
-class SigninStore(Protocol):
-    """The store's sign-in rows (`bridge.storage.AsyncStore`)."""
-
-    worker_id: str
-
-    async def save_signin(self, state_hash: str, server: str, person: str, expires_at: float) -> None: ...
-    async def signin(self, state_hash: str, *, now: float | None = None) -> SigninRow | None: ...
-    async def return_signin(self, state_hash: str, code: str | None, iss: str | None, error: str | None, *,
-                            now: float | None = None) -> bool: ...
-    async def use_signin(self, state_hash: str, *, now: float | None = None) -> bool: ...
-    async def take_signin(self, state_hash: str) -> SigninRow | None: ...
-    async def end_signin(self, state_hash: str, error: str | None) -> bool: ...
-
-
 class Watch(Protocol):
     """The workers' one listener (`bridge.storage.watch.DecisionWatch`)."""
 
@@ -89,7 +76,7 @@ class SigninsOnStore:
     """`bridge.auth.signins.Shared` on a store several workers share. `run_in` the host's task group (where the
     ends are recorded)."""
 
-    def __init__(self, store: SigninStore, watch: Watch, outcome_wait: float = OUTCOME_WAIT) -> None:
+    def __init__(self, store: SigninRows, watch: Watch, outcome_wait: float = OUTCOME_WAIT) -> None:
         self._store = store
         self._watch = watch
         self.outcome_wait = outcome_wait

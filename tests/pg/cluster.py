@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -134,3 +135,15 @@ class PostgresCluster:
     def drop_database(self, url: str) -> None:
         name = url.split("@/", 1)[1].split("?", 1)[0]
         self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def store_location(engine: str, sqlite_file: Path, cluster: Callable[[], PostgresCluster]) -> Iterator[str]:
+    """Where a test's store on `engine` lives: `sqlite_file`, or a fresh database in `cluster()` (asked for only on
+    Postgres, so a SQLite test never starts one), dropped afterwards."""
+    if engine == "sqlite":
+        yield str(sqlite_file)
+        return
+    postgres = cluster()
+    url = postgres.create_database()
+    yield url
+    postgres.drop_database(url)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bridge.storage import SqlStore, open_store
-from tests.pg.cluster import PostgresCluster
+from tests.pg.cluster import PostgresCluster, store_location
 
 ENGINES = ["sqlite", "postgres"]
 
@@ -16,13 +16,7 @@ ENGINES = ["sqlite", "postgres"]
 @pytest.fixture(params=ENGINES)
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Where a store lives: a SQLite file in a temp folder, or a fresh database in the session's Postgres."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "bridge.db")
-        return
-    cluster: PostgresCluster = request.getfixturevalue("postgres")
-    url = cluster.create_database()
-    yield url
-    cluster.drop_database(url)
+    yield from store_location(request.param, tmp_path / "bridge.db", lambda: request.getfixturevalue("postgres"))
 
 
 @pytest.fixture
