@@ -195,8 +195,9 @@ async def test_a_dead_leader_s_legacy_card_is_ended_by_the_new_leader_and_later_
         stop_b.set()
 
 
+@pytest.mark.parametrize("how", ["vote", "thread"])
 async def test_a_card_a_worker_posts_while_another_leads_is_answered_through_the_leader(
-        synapse: Synapse, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        synapse: Synapse, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     bot = register(synapse, "bot")
     config = fleet_config(pg_url, LEASE)
     stop_a, stop_b = anyio.Event(), anyio.Event()
@@ -215,10 +216,18 @@ async def test_a_card_a_worker_posts_while_another_leads_is_answered_through_the
         poll = await ada.wait(part("poll", "colour"))
         await ada.wait(by_bot(bot.user_id, ACCEPT))
         assert a.adapter.cards.cards() == []  # a did not post it
-        await ada.vote(poll.event_id, ["2"])  # green
-        await ada.react(root.event_id, ACCEPT)
-        result = await ada.wait(lambda i, e: body(e).startswith("colours.pick:"))
-        assert "[2026-07-28] accepted: {'colour': 'green'}" in body(result)
-        await ada.wait(final_edit(root.event_id, "accepted", 0))
+        if how == "vote":
+            await ada.vote(poll.event_id, ["2"])  # green
+            await ada.react(root.event_id, ACCEPT)
+            result = await ada.wait(lambda i, e: body(e).startswith("colours.pick:"))
+            assert "[2026-07-28] accepted: {'colour': 'green'}" in body(result)
+            await ada.wait(final_edit(root.event_id, "accepted", 0))
+        else:
+            # Said in the card's thread, as Element does: the thread relation and the reply fallback to the latest
+            # event there (the card's poll).
+            await ada.say("!decline", thread=handled_a[0].conversation.thread, latest=poll.event_id)
+            result = await ada.wait(lambda i, e: body(e).startswith("colours.pick:"))
+            assert "[2026-07-28] declined" in body(result)
+            await ada.wait(final_edit(root.event_id, "declined", 0))
         stop_a.set()
         stop_b.set()
