@@ -57,10 +57,10 @@ class MatrixAdapter(MatrixPort):
         index = CardIndex()
         asker = Asker(outbox, index)
         super().__init__(inbound, outbox, index, asker)
+        self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
         self.answers = Answers(inbound, settings, index, asker, self.forms, self.ended, self.notify,
                                own_event=self._own_event,
-                               web=WebLinks(inbound, outbox, self.direct, self.notify))
-        self.restorer = Restorer(inbound, self.client, settings, self.connection, index, asker, self.forms)
+                               web=WebLinks(inbound, outbox, self.direct, self.notify), adopt=self.restorer.adopt)
         self.intake = Intake(self.client, settings, self.connection, self._handle, inbound.adapter_state(PLATFORM))
         self._warned_plain: set[str] = set()
         self._directs: set[str] = set()
@@ -88,9 +88,11 @@ class MatrixAdapter(MatrixPort):
             self.intake.listen(credentials.device_id)
             await self.intake.keep_keys()
             restored = await self.restorer.restore()
-            # One sync loop per bot account across the bridge's workers; the others still post and edit cards.
+            # One sync loop per bot account across the bridge's workers; the others still post and edit cards. A
+            # new leader first adopts the open cards the others posted, so that answers to them find them.
             await self.intake.run(*(functools.partial(self.restorer.carry_on, card) for card in restored),
-                                  lead=lambda: self.inbound.leadership(f"matrix-sync:{self.client.user_id}"))
+                                  lead=lambda: self.inbound.leadership(f"matrix-sync:{self.client.user_id}"),
+                                  on_lead=self.restorer.adopt)
         finally:
             self.connection.gave_up()
             with anyio.CancelScope(shield=True):

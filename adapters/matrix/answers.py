@@ -36,10 +36,16 @@ from bridge.ports import Inbound
 
 STRANGER = "Only people allowed to use this bridge can answer this request; your answer was not counted."
 """Told to someone outside `allowed_users` who answers a card (the core does not know the allow-list)."""
+HELD_ELSEWHERE = ("The bridge worker holding this request is not answering (it may have stopped); your answer was not "
+                  "counted. If it stopped, the request will be closed shortly and the conversation told.")
+"""Told when an answer reaches an open request that another worker holds and whose card is not in the store (a
+2025-11-25 call: only its worker's server session can take the answer, and it did not post the card here)."""
 
 Notify = Callable[[ConversationKey, Actor, str], Awaitable[None]]
 OwnEvent = Callable[[str, str], Awaitable[RoomEvent | None]]
 """An event of a room if the bot sent it, else None."""
+Adopt = Callable[[str], Awaitable[Card | None]]
+"""An open card this process does not know, found in the store by its interaction id and indexed (`restore`)."""
 MAX_LOOKED_UP = 2_000
 """Events fetched to see whether they were a card of an earlier run (the answer is kept, the oldest forgotten)."""
 
@@ -47,10 +53,11 @@ MAX_LOOKED_UP = 2_000
 class Answers:
     def __init__(self, inbound: Inbound, settings: MatrixSettings, index: CardIndex, asker: Asker, forms: FormFlow,
                  ended: Ended, notify: Notify, *, own_event: OwnEvent | None = None,
-                 web: WebLinks | None = None) -> None:
+                 web: WebLinks | None = None, adopt: Adopt | None = None) -> None:
         self.inbound = inbound
         self.web = web
         self.own_event = own_event
+        self.adopt = adopt
         self._looked_up: OrderedDict[tuple[str, str], str] = OrderedDict()
         self.settings = settings
         self.index = index
@@ -75,9 +82,25 @@ class Answers:
             await self.notify(ended.conversation, actor, formtext.late(ended.how))
         return True
 
+    async def _elsewhere(self, room_id: str, event_ids: tuple[str | None, ...]) -> Card | None:
+        """An open card this process does not know, that an answer points at: posted (or taken over) by another
+        worker of the bridge, found in the store through our mark on the event and indexed here from now on."""
+        if self.own_event is None or self.adopt is None:
+            return None
+        for event_id in event_ids:
+            if not event_id:
+                continue
+            interaction_id = await self._card_of_earlier_run(room_id, event_id)
+            if interaction_id and await self.adopt(interaction_id) is not None:
+                card = self.index.card_of(room_id, event_id)
+                if card is not None:
+                    return card
+        return None
+
     async def _late_elsewhere(self, room_id: str, event_ids: tuple[str | None, ...], actor: Actor) -> bool:
         """An answer to an event that is no card of this run: if it was one of an earlier run's cards (ended at a
-        restart, say), the core tells the person how that request ended (True)."""
+        restart, say), the core tells the person how that request ended (True); if it is a card another worker
+        holds and cannot be answered here, the person is told so (True)."""
         if self.own_event is None or not self.settings.user_allowed(actor.user_id):
             return False
         for event_id in event_ids:
@@ -86,7 +109,12 @@ class Answers:
             interaction_id = await self._card_of_earlier_run(room_id, event_id)
             if interaction_id and await self.inbound.known_interaction(interaction_id) is not None and \
                     self.inbound.open_interaction(interaction_id) is None:
-                await self.inbound.check(interaction_id, actor)  # LATE: the core says how it ended
+                # LATE: the core says how it ended; CLAIMED: open, and they may answer, but on another worker.
+                result = await self.inbound.check(interaction_id, actor)
+                if result.verdict is Verdict.CLAIMED:
+                    known = await self.inbound.known_interaction(interaction_id)
+                    if known is not None:
+                        await self.notify(known.conversation, actor, HELD_ELSEWHERE)
                 return True
         return False
 
@@ -117,9 +145,12 @@ class Answers:
     async def vote(self, vote: VoteIn, actor: Actor) -> None:
         card = self.index.card_of(vote.room_id, vote.poll_id)
         if card is None:
-            if not await self._late(self.ended.of(vote.room_id, vote.poll_id), actor):
-                await self._late_elsewhere(vote.room_id, (vote.poll_id,), actor)
-            return
+            ended = self.ended.of(vote.room_id, vote.poll_id)
+            card = await self._elsewhere(vote.room_id, (vote.poll_id,)) if ended is None else None
+            if card is None:
+                if not await self._late(ended, actor):
+                    await self._late_elsewhere(vote.room_id, (vote.poll_id,), actor)
+                return
         if card.form is None or not await self._may_answer(card, actor):
             return
         await self.forms.vote(card, vote, actor)
@@ -127,10 +158,14 @@ class Answers:
     async def reaction(self, reaction: ReactionIn, actor: Actor, timestamp: int) -> None:
         card = self.index.card_of(reaction.room_id, reaction.target)
         if card is None:
-            if (reaction.key in DECIDE_KEYS or reaction.key in ANSWER_KEYS) and \
-                    not await self._late(self.ended.of(reaction.room_id, reaction.target), actor):
-                await self._late_elsewhere(reaction.room_id, (reaction.target,), actor)
-            return
+            if reaction.key not in DECIDE_KEYS and reaction.key not in ANSWER_KEYS and reaction.key != WEB:
+                return  # someone's emoji, not an answer
+            ended = self.ended.of(reaction.room_id, reaction.target)
+            card = await self._elsewhere(reaction.room_id, (reaction.target,)) if ended is None else None
+            if card is None:
+                if reaction.key != WEB and not await self._late(ended, actor):
+                    await self._late_elsewhere(reaction.room_id, (reaction.target,), actor)
+                return
         if reaction.key == WEB and reaction.target == card.root and self._offers_web(card):
             if await self._may_answer(card, actor):
                 assert self.web is not None
@@ -162,8 +197,13 @@ class Answers:
             return False
         rel = text.relation
         card = self.index.card_of(text.room_id, rel.reply_to) or self.index.card_in_thread(text.room_id, rel.thread)
+        ended = self._ended_for(text) if card is None else None
+        if card is None and ended is None:
+            # A card another worker posted: a reply to one of its events, or said in its thread.
+            card = await self._elsewhere(text.room_id, (rel.reply_to, rel.fallback, rel.thread)) or \
+                self.index.card_in_thread(text.room_id, rel.thread)
         if card is None:
-            return await self._late(self._ended_for(text), actor) or \
+            return await self._late(ended, actor) or \
                 await self._late_elsewhere(text.room_id, (rel.reply_to,), actor)
         if not await self._may_answer(card, actor):
             return True

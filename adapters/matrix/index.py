@@ -52,6 +52,9 @@ class CardIndex:
     def cards(self) -> list[Card]:
         return list(self._by_id.values())
 
+    def card(self, interaction_id: str) -> Card | None:
+        return self._by_id.get(interaction_id)
+
     def card_of(self, room_id: str, event_id: str | None) -> Card | None:
         """The open card an event refers to, if it is in the room the event came from: an event id from another
         room must not answer a card (a request anyone may answer would otherwise be open to any room)."""

@@ -1,9 +1,11 @@
-"""After a restart: the cards of durable (2026-era) requests that outlived the last run, found and carried on.
+"""Cards this process did not post, found in the store: after a restart, those of durable (2026-era) requests that
+outlived the last run, carried on; with several workers, those another worker posted, adopted by the worker that
+syncs (when it becomes the sync leader, and when an answer points at one it does not know).
 
 They are rebuilt from what the core stored with them (`cards.Card.ref_data`), so that votes, replies and reactions
-find them again. Poll votes and reactions are counted again from the server once synced (a reaction taken back
-before the restart no longer relates to the card, so it is not counted); typed answers were not kept, so the person
-is asked to send them again once the core has picked the request up.
+find them again. Poll votes and reactions are counted again from the server (a reaction taken back before no longer
+relates to the card, so it is not counted); typed answers were not kept, so after a restart the person is asked to
+send them again once the core has picked the request up (an adopted form asks again for what is missing when sent).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import reaction_in, vote_in
 from bridge.errors import AdapterError, BridgeError
 from bridge.model import Actor
-from bridge.ports import Inbound
+from bridge.ports import Inbound, RestorableCard
 
 logger = logging.getLogger(__name__)
 
@@ -48,30 +50,50 @@ class Restorer:
         self.index = index
         self.asker = asker
         self.forms = forms
+        self._adopted: set[str] = set()
+        """Cards indexed by `adopt`: another worker holds (or held) them."""
 
     async def restore(self) -> list[Card]:
         """Rebuild and index the cards the last run left open; carry each on with `carry_on`."""
         restored: list[Card] = []
         for stored in await self.inbound.restorable_cards(PLATFORM):
-            i = stored.interaction
-            data = stored.card.data
-            if "root" not in data or "room" not in data:
-                continue
-            thread = data.get("thread") or data["root"]
-            if is_form(i):
-                layout = plan(i.form)
-                parts = FormParts(layout, FormState(layout))
-                for key, where in (("polls", parts.polls), ("lists", parts.lists)):
-                    for event_id, name in stored_events(stored.card, key).items():
-                        slot = layout.named(name)
-                        if slot is not None:
-                            where[event_id] = slot
-                card = Card(i, data["room"], data["root"], thread, form=parts, latest=data["root"])
-            else:
-                card = Card.new(i, data["room"], data["root"], thread)
-            self.index.add(card)
-            restored.append(card)
+            card = _rebuilt(stored)
+            if card is not None:
+                self.index.add(card)
+                restored.append(card)
         return restored
+
+    async def adopt(self, interaction_id: str | None = None) -> Card | None:
+        """Index the open durable cards in the store that this process does not know (another worker posted them,
+        or took them over), with their votes and reactions counted from the server; `interaction_id`: only that
+        one (an answer points at it), returned if it is open. Cards adopted earlier that are no longer open in the
+        store are forgotten. A store or homeserver failure is logged: answers then find fewer cards, nothing
+        else."""
+        try:
+            stored = await self.inbound.restorable_cards(PLATFORM)
+        except BridgeError as exc:
+            logger.warning("could not look up the open cards in the store: %s", exc)
+            return None
+        open_ids = {s.interaction.id for s in stored}
+        for gone in self._adopted - open_ids:
+            if self.inbound.open_interaction(gone) is None:
+                self.index.pop(gone)
+        self._adopted &= open_ids
+        found: Card | None = None
+        for one in stored:
+            if interaction_id is not None and one.interaction.id != interaction_id:
+                continue
+            card = self.index.card(one.interaction.id)
+            if card is None:
+                card = _rebuilt(one)
+                if card is None:
+                    continue
+                self.index.add(card)
+                self._adopted.add(card.interaction.id)
+                if card.form is not None:
+                    await self._recount(card)
+            found = card
+        return found
 
     async def carry_on(self, card: Card) -> None:
         # The core picks a stored request up only after its server session is back; until then a decision would be
@@ -126,3 +148,22 @@ class Restorer:
         cannot be asked, and must not send notices for old answers): the interaction's own rule, plus the
         allow-list."""
         return self.settings.user_allowed(sender) and card.interaction.may_decide(Actor(PLATFORM, sender))
+
+
+def _rebuilt(stored: RestorableCard) -> Card | None:
+    """A card's state rebuilt from its stored ref (answers not counted yet); None if the ref says too little."""
+    i = stored.interaction
+    data = stored.card.data
+    if "root" not in data or "room" not in data:
+        return None
+    thread = data.get("thread") or data["root"]
+    if not is_form(i):
+        return Card.new(i, data["room"], data["root"], thread)
+    layout = plan(i.form)
+    parts = FormParts(layout, FormState(layout))
+    for key, where in (("polls", parts.polls), ("lists", parts.lists)):
+        for event_id, name in stored_events(stored.card, key).items():
+            slot = layout.named(name)
+            if slot is not None:
+                where[event_id] = slot
+    return Card(i, data["room"], data["root"], thread, form=parts, latest=data["root"])

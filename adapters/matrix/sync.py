@@ -68,10 +68,12 @@ class Intake:
         self.client.on_events(self._collect)
         self.client.on_room_keys(self._on_room_key)
 
-    async def run(self, *alongside: Callable[[], Coroutine[Any, Any, None]], lead: Lead | None = None) -> None:
+    async def run(self, *alongside: Callable[[], Coroutine[Any, Any, None]], lead: Lead | None = None,
+                  on_lead: Callable[[], Awaitable[object]] | None = None) -> None:
         """Sync and hand events over until cancelled, with the `alongside` tasks; raises `LoginLost` (not in an
         ExceptionGroup) when the login is gone for good. With `lead`, only while this worker leads the account's
-        sync: the others sync once (room state, needed to send) and wait to take over."""
+        sync: the others sync once (room state, needed to send) and wait to take over; `on_lead` runs each time
+        this worker becomes the leader, before its first sync (so before any event it will hand over)."""
         send, receive = anyio.create_memory_object_stream[RoomEvent | _Synced](math.inf)
         lost: LoginLost | None = None
         async with anyio.create_task_group() as tg, send, receive:
@@ -80,7 +82,7 @@ class Intake:
             for task in alongside:
                 tg.start_soon(task)
             try:
-                await self._sync_loop(load_sync_token(self.settings.store_path, self.device_id), lead)
+                await self._sync_loop(load_sync_token(self.settings.store_path, self.device_id), lead, on_lead)
             except LoginLost as exc:
                 lost = exc  # raised below, not wrapped in the task group's ExceptionGroup
                 tg.cancel_scope.cancel()
@@ -89,7 +91,8 @@ class Intake:
         if lost is not None:
             raise lost
 
-    async def _sync_loop(self, resume_from: str | None, lead: Lead | None = None) -> None:
+    async def _sync_loop(self, resume_from: str | None, lead: Lead | None = None,
+                         on_lead: Callable[[], Awaitable[object]] | None = None) -> None:
         """Sync until cancelled. The first sync fetches room state only (nio keeps no rooms across restarts, and
         it needs them to send), so room history is never replayed as new; then, after a restart, syncing goes on
         from the stored token, and whatever happened while the bridge was down is handled. Under `lead`, the
@@ -104,6 +107,8 @@ class Intake:
                 logger.info("leading the Matrix sync of %s", self.client.user_id)
                 if self._shared is not None and (token := await self._shared.get(self._token_key)):
                     self.client.next_batch = token
+                if on_lead is not None:
+                    await on_lead()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_cancel_when, lease.lost, tg.cancel_scope)
                     await self._sync_until_done(None, first=False)

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import (
     Elicit,
     ElicitationResult,
     MCPServer,
+    RequestStateSecurity,
     Resolve,
 )
 from pydantic import BaseModel, Field
@@ -28,7 +29,11 @@ class Booking(BaseModel):
     budget: float = Field(default=50.0, description="Budget per person")
 
 
-def _describe(result: ElicitationResult[Booking] | ElicitationResult[Order]) -> str:
+class Colour(BaseModel):
+    colour: Literal["red", "green", "blue"] = Field(default="red", description="Colour")
+
+
+def _describe(result: ElicitationResult[Booking] | ElicitationResult[Order] | ElicitationResult[Colour]) -> str:
     match result:
         case AcceptedElicitation(data=data):
             return f"accepted: {data.model_dump()}"
@@ -82,5 +87,25 @@ def pets() -> MCPServer:
             return str(result.action)
         answer = {"pets": result.content.get("pets"), "vaccinated": result.content.get("vaccinated")}
         return f"accepted: {answer!r}"
+
+    return server
+
+
+COLOURS_KEY = b"colours-request-state-key-for-the-tests-0123456789"
+"""The same key in every process that runs `colours()`: a worker continues a call another worker's copy began."""
+
+
+def ask_colour() -> Elicit[Colour]:
+    return Elicit("Pick a colour", Colour)
+
+
+def colours() -> MCPServer:
+    """A resolver-style server with a one-poll form (answered by a vote and a ✅), that accepts its request state in
+    every process that runs it (bridge workers each run their own copy)."""
+    server = MCPServer("colours", request_state_security=RequestStateSecurity(keys=[COLOURS_KEY], ttl=3600))
+
+    @server.tool()
+    async def pick(colour: Annotated[ElicitationResult[Colour], Resolve(ask_colour)], ctx: Context) -> str:
+        return f"[{ctx.protocol_version}] " + _describe(colour)
 
     return server
