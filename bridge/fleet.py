@@ -58,7 +58,7 @@ class Fleet:
                     await tg.start(self._watch.run)
                 tg.start_soon(self._reap_loop, tg)
                 tg.start_soon(self._expiry_loop)
-                tg.start_soon(self._forwarded_loop, tg)
+                await tg.start(self._forwarded_loop, tg)  # listening before this worker says it has started
             task_status.started()
 
     async def stopped(self) -> None:
@@ -97,18 +97,27 @@ class Fleet:
             wait = EXPIRY_POLL if deadline is None else min(EXPIRY_POLL, max(0.5, deadline - time.time()))
             await anyio.sleep(wait)
 
-    async def _forwarded_loop(self, tg: TaskGroup) -> None:
+    async def _forwarded_loop(self, tg: TaskGroup, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                              ) -> None:
         """Claim here the decisions other workers forward for cards waited on here (each in its own task: a claim
-        waits for its durable commit)."""
+        waits for its durable commit). Started once listening (or once the first try failed): a forward is not
+        stored, so one sent before this worker listens would be missed."""
+        started = False
         while True:
             try:
                 async with self._store.forwarded() as messages:
+                    if not started:
+                        task_status.started()
+                        started = True
                     async for message in messages:
                         decision = forwarded_decision(message)
                         if decision is not None and self._broker.interaction(decision.interaction_id) is not None:
                             tg.start_soon(self._broker.decide_forwarded, decision)
             except StoreError as exc:
                 logger.warning("not hearing decisions forwarded by other workers (%s); listening again", exc)
+            if not started:
+                task_status.started()
+                started = True
             await anyio.sleep(1.0)
 
     async def _prune_loop(self, retention: float) -> None:

@@ -182,8 +182,15 @@ class ToolCalls:
             with call.scope, observe.tool_call(call.server, call.tool):
                 result = await body()
                 keep_record = call.parked = result is None
-                return result
-            await self._finish_status(call, f"stopped by {call.stopped_by.label() if call.stopped_by else 'request'}")
+                if not (call.parked and call.scope.cancel_called):
+                    return result
+            stopped_by = call.stopped_by.label() if call.stopped_by else "request"
+            if call.parked:
+                # The stop came after the call's last checkpoint, as it was parked: nothing was cancelled, so end it
+                # as a parked call is stopped (its cards withdrawn, its stored row gone).
+                keep_record = False
+                await self.rounds.stop(call.id, f"the call was stopped by {stopped_by}")
+            await self._finish_status(call, f"stopped by {stopped_by}")
             await self._out.say(call.conversation, f"Stopped {call.server}.{call.tool}.")
             return None
         except MCPError as exc:

@@ -69,10 +69,12 @@ class HomeTab:
             if delay > 0:
                 await self.sleep(delay)
         finally:
+            # Started now, in the same step as leaving `_pending`: a request arriving while this publish waits for
+            # its lock then waits for the next interval instead of publishing at once a second time.
+            self._last[user_id] = self._clock()
             self._pending.discard(user_id)
         lock = self._publishing.setdefault(user_id, anyio.Lock())
         async with lock:
-            self._last[user_id] = self._clock()
             await self.publish(user_id)
 
     async def on_opened(self, event: dict[str, Any]) -> None:
