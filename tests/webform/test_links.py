@@ -73,6 +73,14 @@ def test_an_altered_or_truncated_token_is_invalid() -> None:
     spliced = for_bob.rsplit(".", 1)[0] + "." + token.rsplit(".", 1)[1]
     assert links.check(spliced) is Refusal.INVALID
     assert links.check(token[:-2]) is Refusal.INVALID
+    # The signature's last character also carries two unused bits: a token spelt with them set is refused too.
+    head, _, signature = token.rpartition(".")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(signature[-1])
+    respelt = [f"{head}.{signature[:-1]}{alphabet[last ^ bits]}" for bits in (1, 2, 3)]
+    assert all(base64.urlsafe_b64decode(t.rpartition(".")[2] + "=") == base64.urlsafe_b64decode(signature + "=")
+               for t in respelt)
+    assert [links.check(t) for t in respelt] == [Refusal.INVALID] * 3
     assert links.check("") is Refusal.INVALID
     assert links.check("not-a-token") is Refusal.INVALID
 
