@@ -9,7 +9,7 @@
 - **Hearing**: the `DecisionWatch` the broker waits on, for decisions other workers claim; and decisions on legacy
   cards held here that other workers received and forwarded (`bridge.elsewhere`), claimed here.
 - **Retention** (every store): finished cards older than the retention are pruned now and then; the audit log
-  keeps the record.
+  keeps the record. **Upkeep** (every store): the store's own background work (`AsyncStore.upkeep`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class Fleet:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self._store.upkeep)
             if self._retention:
                 tg.start_soon(self._prune_loop, self._retention)
             # Also alone on SQLite: the next start then knows when this process was last alive (what it decided in

@@ -97,6 +97,11 @@ class AsyncStore(SigninRows, Protocol):
 
     async def aclose(self) -> None: ...
 
+    async def upkeep(self) -> None:
+        """The store's background work while the bridge runs (SQLite commits writes nobody waits on); until
+        cancelled. Run by the fleet."""
+        ...
+
     async def ping(self) -> None:
         """One round trip to the store (readiness); `StoreError` when it cannot be reached."""
         ...

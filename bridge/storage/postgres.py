@@ -145,6 +145,16 @@ class PostgresDriver:
         observe.store_committed(started)
         return done
 
+    async def write_behind(self, steps: Sequence[Step]) -> None:
+        """Awaited here: a pooled connection has no hop to save, and a later transaction may run on another one."""
+        try:
+            await self.transaction(steps)
+        except StoreError as exc:
+            logger.error("a store write nobody waited on failed: %s", exc)
+
+    async def upkeep(self) -> None:
+        await anyio.sleep_forever()
+
     @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
         """`LISTEN` on a connection of its own; the iterator ends with `StoreError` if that connection is lost."""

@@ -1,5 +1,6 @@
 """The store's rows for calls running (any era): recorded when a call starts, deleted when it ends, so that after a
-crash (of this process, or of a worker on a shared store) the conversations of the calls it cut short are told. Each
+crash (of this process, or of a worker on a shared store) the conversations of the calls it cut short are told. Both
+are written behind (`Driver.write_behind`): no call waits for its own bookkeeping. Each
 row is owned by its worker; `reap_workers` hands a lapsed worker's rows to the survivor that tells them. Mixed into
 `SqlStore`; both engines."""
 
@@ -19,14 +20,14 @@ class RunningRows:
     worker_id: str
 
     async def record_running_call(self, call_id: str, conversation: ConversationKey, server: str, tool: str) -> None:
-        await self._db.transaction([Step(
+        await self._db.write_behind([Step(
             f"INSERT INTO running_calls ({RUNNING_COLUMNS}, worker) VALUES (?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE"
             " SET conversation = excluded.conversation, server = excluded.server, tool = excluded.tool,"
             " started_at = excluded.started_at, worker = excluded.worker",
             (call_id, conversation.id(), server, tool, time.time(), self.worker_id))])
 
     async def end_running_call(self, call_id: str) -> None:
-        await self._db.transaction([Step("DELETE FROM running_calls WHERE id = ?", (call_id,))])
+        await self._db.write_behind([Step("DELETE FROM running_calls WHERE id = ?", (call_id,))])
 
     async def running_calls(self) -> list[RunningCall]:
         """This worker's calls on record, oldest first."""

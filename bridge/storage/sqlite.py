@@ -10,10 +10,14 @@
   but reach the disk only at checkpoints. A batch that carries a decision (`durable=True`) commits with
   `synchronous=FULL`, which syncs the WAL; the WAL is replayed as a prefix, so that sync makes every earlier commit
   durable too. `durable_commits` counts the synced commits that wrote something, for tests and benches.
+- **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card's reference):
+  queued without waiting, committed with the next batch, before any later write's commit and before any read, and
+  within `BEHIND` seconds by `upkeep` otherwise. A crash can lose the last `BEHIND` seconds of them, as a power loss
+  can lose unsynced commits; never a decision. Each hop to the writer thread costs more than the statement it runs.
 - A write, once queued, runs to the end even if the task that asked is cancelled (its wait is shielded), so a caller
   never has to guess whether a half-cancelled write happened.
-- `:memory:` (tests, `call`) has no disk to wait for: its statements take microseconds and run on the event loop, then
-  yield once, so every store call is still a checkpoint. No thread is involved, so a virtual clock (trio's
+- `:memory:` (tests, `call`) has no disk to wait for: its statements take microseconds and run on the event loop
+  at once, without a queue or a yield (like an uncontended lock). No thread is involved, so a virtual clock (trio's
   `MockClock` that jumps when every task is blocked) never mistakes a store call for idleness.
 """
 
@@ -29,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from bridge import observe
 from bridge.errors import StoreError
@@ -44,11 +47,15 @@ MAX_BATCH = 128
 
 MEMORY = ":memory:"
 
+BEHIND = 0.05
+"""Seconds a write-behind job waits at most for a batch to carry it."""
+
 
 @dataclass(slots=True)
 class _Job:
     steps: Sequence[Step]
     durable: bool
+    behind: bool = False
     result: list[Done] | Exception | None = None
 
 
@@ -107,6 +114,7 @@ class SqliteDriver:
         self._queued: list[_Job] = []
         self._committing = False
         self._committed = anyio.Event()
+        self._last_behind: _Job | None = None
         self._closed = False
         self.durable_commits = 0
         self.commits = 0
@@ -155,9 +163,14 @@ class SqliteDriver:
     # -- the driver interface ----------------------------------------------------------------------------------------
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        if self._reader_db is None:
-            return (await self.transaction([Step(sql, params)]))[0].rows
         self._check_open()
+        if self._reader_db is None:
+            try:  # `:memory:`: on the loop, without a transaction (see `transaction`)
+                return _run_steps(self._writer_db, [Step(sql, params)])[0].rows
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite: {exc}") from exc
+        if self._last_behind is not None and self._last_behind.result is None:
+            await self._settle(self._last_behind)  # a read sees the write-behind jobs asked for before it
         reader = self._reader_db
         try:
             return await anyio.to_thread.run_sync(lambda: reader.execute(sql, tuple(params)).fetchall(),
@@ -169,16 +182,39 @@ class SqliteDriver:
         self._check_open()
         started = time.perf_counter()
         job = _Job(steps, durable)
+        if self.path == MEMORY:
+            # Nothing to wait for and nothing in flight (a memory batch never awaits): run it now. No yield either,
+            # like an uncontended lock: a pass of the event loop per statement was a sixth of a round trip.
+            self._commit(self._writer_db, [job])
+            return _outcome(job, started)
         self._queued.append(job)
         with anyio.CancelScope(shield=True):
             while job.result is None:
                 await self._take_turn()
-        result = job.result
-        if isinstance(result, Exception):
-            raise result
-        assert result is not None  # the loop ran until it was set
-        observe.store_committed(started)
-        return result
+        return _outcome(job, started)
+
+    async def write_behind(self, steps: Sequence[Step]) -> None:
+        self._check_open()
+        job = _Job(steps, False, behind=True)
+        if self.path == MEMORY:
+            self._commit(self._writer_db, [job])
+            _report_behind([job])
+        else:
+            self._queued.append(job)
+            self._last_behind = job
+
+    async def upkeep(self) -> None:
+        """Commit write-behind jobs no other write carried within `BEHIND` seconds. Runs until cancelled."""
+        while True:
+            await anyio.sleep(BEHIND)
+            if self._queued and not self._committing:
+                await self._settle(self._queued[-1])
+
+    async def _settle(self, job: _Job) -> None:
+        """Wait until `job` (and so everything queued before it) is committed."""
+        with anyio.CancelScope(shield=True):
+            while job.result is None:
+                await self._take_turn()
 
     async def _take_turn(self) -> None:
         """Commit what is queued, or, while another batch is in flight, wait for it to end."""
@@ -188,19 +224,15 @@ class SqliteDriver:
         self._committing = True
         batch, self._queued = self._queued[:MAX_BATCH], self._queued[MAX_BATCH:]
         try:
-            if self.path == MEMORY:
-                self._commit(self._writer_db, batch)
-            else:
-                await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
+            await anyio.to_thread.run_sync(self._commit, self._writer_db, batch)
         finally:
             for job in batch:
                 if job.result is None:  # the commit itself was interrupted
                     job.result = StoreError("the store write was interrupted")
+            _report_behind(batch)
             self._committing = False
             committed, self._committed = self._committed, anyio.Event()
             committed.set()
-        if self.path == MEMORY:
-            await anyio.lowlevel.checkpoint()
 
     @asynccontextmanager
     async def listen(self, channel: str) -> AsyncIterator[AsyncIterator[str]]:
@@ -220,35 +252,57 @@ class SqliteDriver:
 
     def _commit(self, db: sqlite3.Connection, batch: list[_Job]) -> None:
         durable = any(job.durable for job in batch)
+        sync = durable and self.path != MEMORY  # `:memory:` has no disk to sync
+        # A batch of one needs no savepoint: its job failing rolls back the whole batch, which is the job.
+        alone = len(batch) == 1
         results: list[list[Done] | Exception] = []
         try:
-            if durable:
+            if sync:
                 db.execute("PRAGMA synchronous=FULL")
             db.execute("BEGIN IMMEDIATE")
             before = db.total_changes
             for job in batch:
-                db.execute("SAVEPOINT job")
+                if not alone:
+                    db.execute("SAVEPOINT job")
                 try:
                     results.append(_run_steps(db, job.steps))
                 except Exception as exc:  # noqa: BLE001 - the job's own failure goes to its caller; the batch goes on
-                    db.execute("ROLLBACK TO job")
+                    db.execute("ROLLBACK" if alone else "ROLLBACK TO job")
                     results.append(_translate(exc))
-                db.execute("RELEASE job")
-            wrote = db.total_changes != before
-            db.execute("COMMIT")
-            self.commits += 1
-            if durable and wrote:
-                self.durable_commits += 1
+                if not alone:
+                    db.execute("RELEASE job")
+            if db.in_transaction:
+                wrote = db.total_changes != before
+                db.execute("COMMIT")
+                self.commits += 1
+                if durable and wrote:
+                    self.durable_commits += 1
         except Exception as exc:  # noqa: BLE001 - every caller of the batch hears of it; the writer stays up
             logger.error("store commit failed: %s", exc)
             if db.in_transaction:
                 db.execute("ROLLBACK")
             results = [_translate(exc)] * len(batch)
         finally:
-            if durable:
+            if sync:
                 db.execute("PRAGMA synchronous=NORMAL")
         for job, result in zip(batch, results, strict=True):
             job.result = result
+
+
+def _report_behind(batch: list[_Job]) -> None:
+    """Nobody waits on a write-behind job: its failure is logged."""
+    for job in batch:
+        if job.behind and isinstance(job.result, Exception):
+            logger.error("a store write nobody waited on failed: %s", job.result)
+
+
+def _outcome(job: _Job, started: float) -> list[Done]:
+    result = job.result
+    if isinstance(result, Exception):
+        raise result
+    assert result is not None  # set by the commit that ran the job
+    observe.store_committed(started)
+    return result
 
 
 async def _never() -> AsyncIterator[str]:

@@ -82,6 +82,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     async def aclose(self) -> None:
         await self._db.aclose()
 
+    async def upkeep(self) -> None:
+        await self._db.upkeep()
+
     async def ping(self) -> None:
         await self._db.fetch("SELECT 1")
 
@@ -129,8 +132,10 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
              pending_call, input_key, time.time(), interaction.expires_at, self.worker_id, int(parked)))
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None:
-        await self._write("UPDATE interactions SET card = ? WHERE id = ?",
-                          (json.dumps(dict(card.data)), interaction_id))
+        # Written behind: the card is already posted and answerable from its interaction; the reference is for
+        # editing it after a restart and for finding it from another worker, and a read waits for it.
+        await self._db.write_behind([Step("UPDATE interactions SET card = ? WHERE id = ?",
+                                          (json.dumps(dict(card.data)), interaction_id))])
 
     async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
         steps = [

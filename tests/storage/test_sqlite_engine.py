@@ -162,6 +162,60 @@ async def test_concurrent_writes_share_commits_and_a_failing_one_fails_alone(sql
     assert len(await sqlite_store.audit_rows()) == 50
 
 
+async def test_bookkeeping_is_written_behind_read_back_at_once_and_committed_soon(tmp_path: Path,
+                                                                                  caplog: pytest.LogCaptureFixture,
+                                                                                  ) -> None:
+    """A running call's record and a card's reference cost their caller no hop to the writer: they ride the next
+    batch, a read waits for them, `upkeep` commits them when nothing else writes, and closing commits the rest."""
+    path = tmp_path / "bridge.db"
+    store = await open_store(path, worker_id="w1")
+    driver = store.driver
+    assert isinstance(driver, SqliteDriver)
+    item = interaction()
+    try:
+        await store.save_interaction(item)
+        commits = driver.commits
+        await store.record_running_call("call-1", ROOM, "srv", "tool")
+        await store.set_card(item.id, CardRef(item.id, {"ts": "1.2"}))
+        assert driver.commits == commits  # queued, not yet committed
+
+        def committed() -> tuple[list[str], str | None]:
+            with sqlite3.connect(path) as other:
+                calls = [r[0] for r in other.execute("SELECT id FROM running_calls")]
+                card = other.execute("SELECT card FROM interactions WHERE id = ?", (item.id,)).fetchone()[0]
+            return calls, card
+
+        assert committed() == ([], None)
+        assert [c.id for c in await store.running_calls()] == ["call-1"]  # a read sees them: it waited for them
+        stored = await store.interaction(item.id)
+        assert stored is not None and stored.card == CardRef(item.id, {"ts": "1.2"})
+        assert driver.commits == commits + 1  # one batch carried both
+        assert committed() == (["call-1"], '{"ts": "1.2"}')
+
+        # Nothing else writes: the upkeep commits it within its interval.
+        await store.end_running_call("call-1")
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(store.upkeep)
+                while committed()[0]:  # noqa: ASYNC110 - another connection's view of the file: no event to await
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+
+        # A failing one is logged, and the writes beside it in its batch still count.
+        await driver.write_behind([Step("INSERT INTO nowhere VALUES (1)")])
+        await store.record_running_call("call-2", ROOM, "srv", "tool")
+        assert [c.id for c in await store.running_calls()] == ["call-2"]
+        assert "a store write nobody waited on failed: SQLite: no such table: nowhere" in caplog.text
+        await store.end_running_call("call-2")
+    finally:
+        await store.aclose()  # commits what is still queued
+    reopened = await open_store(path, worker_id="w1")
+    try:
+        assert await reopened.running_calls() == []
+    finally:
+        await reopened.aclose()
+
+
 async def test_an_in_memory_store_works_through_its_one_connection() -> None:
     store = await open_store(":memory:")
     try:
