@@ -145,7 +145,8 @@ class Broker:
                     self.withdraw(interaction.id, "the request was withdrawn")
                 raise
             finally:
-                waiter.posting.set()
+                posting, waiter.posting = waiter.posting, None  # whoever waits holds it; a parked card keeps none
+                posting.set()
             raise Parked(interaction.id)
         await self._store.set_card(interaction.id, waiter.card)
         observe.card_posted(interaction)
@@ -212,7 +213,7 @@ class Broker:
                 or self._waiters.get(waiter.interaction.id) is not waiter:
             return  # ended here meanwhile, or let go (its call continues elsewhere)
         waiter.final, waiter.lost = stored.outcome, True
-        waiter.recorded.set()
+        waiter.mark_recorded()
         self._settle(waiter, stored.outcome)
 
     def _start(self, fn: Callable[[Waiter], Coroutine[Any, Any, None]], waiter: Waiter) -> None:
@@ -232,7 +233,7 @@ class Broker:
             # The store failed: the card stays open (the person was told, `_durable`) and may be answered again.
             logger.exception("recording the end of parked interaction %s failed", interaction.id)
             waiter.outcome = None
-            waiter.recorded = anyio.Event()
+            waiter.reopen()
             return
         self._waiters.pop(interaction.id, None)
         if self._watch is not None:
@@ -287,7 +288,7 @@ class Broker:
                 # decision already claimed in memory is still recorded: its person was told it counted.
                 if self._closing and waiter.durable and waiter.outcome is None:
                     logger.info("leaving durable interaction %s open for after the restart", interaction.id)
-                    waiter.recorded.set()
+                    waiter.mark_recorded()
                 else:
                     reason = "the bridge is shutting down" if self._closing else "the request was withdrawn"
                     final = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
@@ -303,12 +304,15 @@ class Broker:
         """Until an outcome is claimed: post the private copies, record approvals and show them as they come."""
         if post_copies:
             await self._post_copies(waiter)
-        while waiter.outcome is None:
-            await waiter.wake.wait()
-            waiter.wake = anyio.Event()
-            if waiter.outcome is None and waiter.approvals:
+        while True:
+            wake = waiter.wake = anyio.Event()  # made before looking: a change from here on sets it
+            if waiter.outcome is not None:
+                return
+            if waiter.approvals:
                 await self._record_approvals(waiter)
                 await self._cards.progress(waiter.interaction, waiter.card, waiter.copies)
+            else:
+                await wake.wait()
 
     async def _record_approvals(self, waiter: Waiter) -> None:
         rows, waiter.approvals = waiter.approvals, []
@@ -323,7 +327,7 @@ class Broker:
         if stored is None or stored.outcome is None or waiter.outcome is not None:
             return
         waiter.final, waiter.lost = stored.outcome, True
-        waiter.recorded.set()
+        waiter.mark_recorded()
         self._settle(waiter, stored.outcome)
 
     def _settle(self, waiter: Waiter, outcome: Outcome) -> bool:
@@ -333,8 +337,7 @@ class Broker:
         if not outcome.approvals and waiter.interaction.approvals:
             outcome = replace(outcome, approvals=waiter.interaction.approvals)  # an end nobody chose: who approved
         waiter.outcome = outcome
-        waiter.done.set()
-        waiter.wake.set()
+        waiter.woken()
         if waiter.parked is not None:
             self._start(self._after_parked, waiter)
         return True
@@ -343,7 +346,7 @@ class Broker:
         """Settle `outcome` unless something was claimed first, and make the claim durable. The result is what the
         store holds: another worker's outcome if its claim came first."""
         self._settle(waiter, outcome)
-        if waiter.recorded.is_set() and waiter.final is not None:
+        if waiter.recorded and waiter.final is not None:
             return waiter.final
         claimed = waiter.outcome
         assert claimed is not None
@@ -362,7 +365,7 @@ class Broker:
                     logger.info("interaction %s was already %s elsewhere", interaction.id,
                                 describe_status(waiter.final))
             finally:
-                waiter.recorded.set()
+                waiter.mark_recorded()
         assert waiter.final is not None  # set unless the claim raised
         return waiter.final
 
@@ -425,7 +428,7 @@ class Broker:
 
     async def _durable(self, waiter: Waiter) -> DecisionResult:
         """Wait for the claim this decision won in memory to be recorded."""
-        await waiter.recorded.wait()
+        await waiter.wait_recorded()
         if waiter.final is None:
             return DecisionResult(Verdict.LATE, message=STORE_FAILED)
         if waiter.lost:
@@ -456,7 +459,7 @@ class Broker:
             # One approval of several: its own audit row and the cards updated, by the waiting task.
             waiter.interaction = replace(waiter.interaction, approvals=judged.approvals)
             waiter.approvals.append(approval_row(waiter.interaction, decision.actor, judged.approvals))
-            waiter.wake.set()
+            waiter.woken()
             if waiter.parked is not None:
                 self._start(self._show_progress, waiter)  # nobody waits on a parked card: shown now
             return DecisionResult(Verdict.COUNTED), waiter

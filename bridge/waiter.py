@@ -34,16 +34,17 @@ class Waiter:
     card: CardRef | None = None
     outcome: Outcome | None = None
     """Claimed in memory: the first writer wins."""
-    done: anyio.Event = field(default_factory=anyio.Event)
     copies: list[Copy] = field(default_factory=list)
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    """Set when the outcome is settled or an approval counted: the waiting task looks again."""
+    wake: anyio.Event | None = None
+    """Set when the outcome is settled or an approval counted: the task waiting on the card (if any) looks again.
+    Made by that task: a parked card, which nobody waits on, holds no event (tens of thousands may be parked)."""
     approvals: list[AuditRow] = field(default_factory=list)
     """Approvals counted in memory whose audit rows are yet to be written."""
     final: Outcome | None = None
     """The outcome as stored: `outcome`, or another worker's if its claim came first."""
-    recorded: anyio.Event = field(default_factory=anyio.Event)
-    """Set once the claim has been to the store (`final` is None if the store failed)."""
+    recorded: bool = False
+    """The claim has been to the store (`final` is None if the store failed)."""
+    _recorded_event: anyio.Event | None = None
     lost: bool = False
     """The claim in memory lost to one made elsewhere (another worker's decision or expiry)."""
     answered_early: Actor | None = None
@@ -54,6 +55,25 @@ class Waiter:
     """Set once a parked card's private copies are posted (its end finishes them too); None when nothing is posting."""
     last: bool = False
     """A parked interaction's claim answered the last open card of its round (the store's word): continue here."""
+
+    def woken(self) -> None:
+        if self.wake is not None:
+            self.wake.set()
+
+    def mark_recorded(self) -> None:
+        self.recorded = True
+        if self._recorded_event is not None:
+            self._recorded_event.set()
+
+    def reopen(self) -> None:
+        """The claim could not be recorded: the card is open again (whoever waited was woken by `mark_recorded`)."""
+        self.recorded, self._recorded_event = False, None
+
+    async def wait_recorded(self) -> None:
+        if not self.recorded:
+            if self._recorded_event is None:
+                self._recorded_event = anyio.Event()
+            await self._recorded_event.wait()
 
     def copy(self, interaction_id: str) -> Copy | None:
         return next((c for c in self.copies if c.interaction.id == interaction_id), None)
