@@ -27,10 +27,9 @@ import anyio
 import httpx2
 
 from adapters.slack import ids
-from tests.cli.fleet import Balancer, Worker, mcp_server, start_worker
-from tests.cli.test_workers import finished, posted
+from tests.cli.fleet import Balancer, Worker, finished, mcp_server, post_cards, start_worker
 from tests.pg.cluster import PostgresCluster
-from tests.slackfake import Call, FakeSlack, block_actions, event_app_mention
+from tests.slackfake import Call, FakeSlack, block_actions
 
 
 class Finals:
@@ -64,21 +63,9 @@ async def run_one(label: str, store: str, workers_n: int, cards_n: int, concurre
                                                   lease="60s"))
             lb = Balancer(workers, http)
             threads = [f"1700000001.{i:06d}" for i in range(cards_n)]
-            limit = anyio.CapacityLimiter(16)
-
-            async def mention(i: int) -> None:
-                async with limit:
-                    era = "old" if i % 2 == 0 else "new"
-                    text = f'<@UBOT> call {era} pick {{"tag": "b{i}"}}'
-                    await lb.send_to(workers[i % workers_n], "events_api",
-                                     event_app_mention(f"U{i}", "C1", text, threads[i]))
-                    await slack.wait_for_call("chat.postMessage", posted(threads[i], card=True))
-
             with anyio.fail_after(600):
-                async with anyio.create_task_group() as tg:
-                    for i in range(cards_n):
-                        tg.start_soon(mention, i)
-            cards = [await slack.wait_for_call("chat.postMessage", posted(ts, card=True)) for ts in threads]
+                cards = await post_cards(slack, lb, ["old" if i % 2 == 0 else "new" for i in range(cards_n)],
+                                         threads, "b")
             latencies: list[float] = []
             clicks = anyio.CapacityLimiter(concurrency)
 

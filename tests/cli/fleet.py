@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,7 @@ import anyio
 import httpx2
 import yaml
 
-from tests.slackfake import encode_http_body, sign_request
+from tests.slackfake import Call, FakeSlack, encode_http_body, event_app_mention, sign_request
 from tests.slackfake.server import EnvelopeType
 
 SIGNING_SECRET = "fleet-signing-secret"
@@ -196,3 +196,41 @@ class Balancer:
         headers = {"Content-Type": content_type, **sign_request(SIGNING_SECRET, body)}
         response = await self.http.post(worker.url, content=body, headers=headers)
         response.raise_for_status()
+
+
+def card_call(call: Call) -> bool:
+    blocks = call.args.get("blocks") or []
+    return call.ok and any(b.get("type") == "actions" and "stop" not in b.get("block_id", "") for b in blocks)
+
+
+def posted(thread: str, text: str = "", *, card: bool = False) -> Callable[[Call], bool]:
+    """Matches a message posted in `thread`: a card, or one containing `text`."""
+    def match(call: Call) -> bool:
+        return call.args.get("thread_ts") == thread and (card_call(call) if card else text in str(call.args["text"]))
+    return match
+
+
+def finished(ts: str) -> Callable[[Call], bool]:
+    return lambda call: call.args.get("ts") == ts and final(call)
+
+
+def final(call: Call) -> bool:
+    return not any(b.get("type") == "actions" for b in call.args.get("blocks") or [])
+
+
+async def post_cards(slack: FakeSlack, lb: Balancer, eras: list[str], threads: list[str], tag: str) -> list[Call]:
+    """One `pick` call per thread (`old` or `new` server as `eras` says), call i started on worker i mod n, 16
+    people at a time (the rest queue at the balancer); the card each posted."""
+    limit = anyio.CapacityLimiter(16)
+
+    async def mention(i: int) -> None:
+        async with limit:
+            text = f'<@UBOT> call {eras[i]} pick {{"tag": "{tag}{i}"}}'
+            await lb.send_to(lb.workers[i % len(lb.workers)], "events_api",
+                             event_app_mention(f"U{i}", "C1", text, threads[i]))
+            await slack.wait_for_call("chat.postMessage", posted(threads[i], card=True))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(threads)):
+            tg.start_soon(mention, i)
+    return [await slack.wait_for_call("chat.postMessage", posted(ts, card=True)) for ts in threads]

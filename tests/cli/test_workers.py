@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -21,8 +20,8 @@ import pytest
 from adapters.slack import ids
 from bridge.storage import AsyncStore, open_store
 from bridge.storage.watch import DecisionWatch
-from tests.cli.fleet import Balancer, Worker, mcp_server, start_worker
-from tests.slackfake import Call, FakeSlack, block_actions, event_app_mention
+from tests.cli.fleet import Balancer, Worker, final, finished, mcp_server, post_cards, posted, start_worker
+from tests.slackfake import Call, FakeSlack, block_actions
 
 pytestmark = pytest.mark.anyio
 
@@ -39,26 +38,6 @@ def anyio_backend() -> str:
     return "asyncio"  # the fake Slack is aiohttp
 
 
-def card_call(call: Call) -> bool:
-    blocks = call.args.get("blocks") or []
-    return call.ok and any(b.get("type") == "actions" and "stop" not in b.get("block_id", "") for b in blocks)
-
-
-def posted(thread: str, text: str = "", *, card: bool = False) -> Callable[[Call], bool]:
-    """Matches a message posted in `thread`: a card, or one containing `text`."""
-    def match(call: Call) -> bool:
-        return call.args.get("thread_ts") == thread and (card_call(call) if card else text in str(call.args["text"]))
-    return match
-
-
-def finished(ts: str) -> Callable[[Call], bool]:
-    return lambda call: call.args.get("ts") == ts and final(call)
-
-
-def final(call: Call) -> bool:
-    return not any(b.get("type") == "actions" for b in call.args.get("blocks") or [])
-
-
 @pytest.mark.timeout(600)
 async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) -> None:
     rng = random.Random(15)
@@ -72,20 +51,9 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
             threads = [f"1700000000.{i:06d}" for i in range(CARDS)]
             eras = ["old" if i % 2 == 0 else "new" for i in range(CARDS)]
             owner = [workers[i % 3].name for i in range(CARDS)]
-            limit = anyio.CapacityLimiter(16)  # people clicking at once; the rest queue at the balancer
-
-            async def mention(i: int) -> None:
-                async with limit:  # each call started on a known worker
-                    text = f'<@UBOT> call {eras[i]} pick {{"tag": "t{i}"}}'
-                    await lb.send_to(workers[i % 3], "events_api",
-                                     event_app_mention(f"U{i}", "C1", text, threads[i]))
-                    await slack.wait_for_call("chat.postMessage", posted(threads[i], card=True))
-
             with anyio.fail_after(240):
-                async with anyio.create_task_group() as tg:
-                    for i in range(CARDS):
-                        tg.start_soon(mention, i)
-                cards = [await slack.wait_for_call("chat.postMessage", posted(ts, card=True)) for ts in threads]
+                cards = await post_cards(slack, lb, eras, threads, "t")
+            limit = anyio.CapacityLimiter(16)  # people clicking at once; the rest queue at the balancer
             ids_ = [next(b for b in c.args["blocks"] if b["type"] == "actions")["elements"][0]["value"] for c in cards]
             first = [rng.choice([ids.ACCEPT, ids.DECLINE]) for _ in cards]
 
