@@ -316,6 +316,9 @@ class ToolCalls:
         port = self._out.port_for(call.conversation)
         try:
             if call.status is None:
+                # Its record (written behind) is durable before the call is shown running: after a crash from
+                # here on, the next start tells the conversation it was interrupted.
+                await self._store.flush()
                 call.status = await port.post_status(call.conversation, view)
             else:
                 await port.update_status(call.status, view)

@@ -97,6 +97,10 @@ class AsyncStore(SigninRows, Protocol):
 
     async def aclose(self) -> None: ...
 
+    async def flush(self) -> None:
+        """Commit the bookkeeping written behind so far (before showing what it records)."""
+        ...
+
     async def upkeep(self) -> None:
         """The store's background work while the bridge runs (SQLite commits writes nobody waits on); until
         cancelled. Run by the fleet."""

@@ -67,6 +67,10 @@ class Driver(Protocol):
         any read, and soon (`upkeep`) otherwise; a failure is logged. Engines without a cheaper way just run it."""
         ...
 
+    async def flush(self) -> None:
+        """Commit the write-behind jobs asked for so far."""
+        ...
+
     async def upkeep(self) -> None:
         """What the engine does in the background while the bridge runs (until cancelled)."""
         ...

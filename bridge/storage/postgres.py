@@ -152,6 +152,9 @@ class PostgresDriver:
         except StoreError as exc:
             logger.error("a store write nobody waited on failed: %s", exc)
 
+    async def flush(self) -> None:
+        """Nothing is written behind here."""
+
     async def upkeep(self) -> None:
         await anyio.sleep_forever()
 

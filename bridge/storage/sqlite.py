@@ -169,8 +169,7 @@ class SqliteDriver:
                 return _run_steps(self._writer_db, [Step(sql, params)])[0].rows
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite: {exc}") from exc
-        if self._last_behind is not None and self._last_behind.result is None:
-            await self._settle(self._last_behind)  # a read sees the write-behind jobs asked for before it
+        await self.flush()  # a read sees the write-behind jobs asked for before it
         reader = self._reader_db
         try:
             return await anyio.to_thread.run_sync(lambda: reader.execute(sql, tuple(params)).fetchall(),
@@ -202,6 +201,10 @@ class SqliteDriver:
         else:
             self._queued.append(job)
             self._last_behind = job
+
+    async def flush(self) -> None:
+        if self._last_behind is not None and self._last_behind.result is None:
+            await self._settle(self._last_behind)
 
     async def upkeep(self) -> None:
         """Commit write-behind jobs no other write carried within `BEHIND` seconds. Runs until cancelled."""

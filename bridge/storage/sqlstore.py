@@ -85,6 +85,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     async def upkeep(self) -> None:
         await self._db.upkeep()
 
+    async def flush(self) -> None:
+        await self._db.flush()
+
     async def ping(self) -> None:
         await self._db.fetch("SELECT 1")
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,20 @@ from mcp.types import Completion
 from bridge.config import ServerConfig
 from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
-from bridge.model import DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Verdict
+from bridge.model import (
+    ConversationKey,
+    DecisionIn,
+    Interaction,
+    Kind,
+    MessageIn,
+    MessageRef,
+    ServerLabel,
+    StatusView,
+    Verdict,
+)
 from bridge.request_context import RequestContext, new_interaction
 from bridge.storage import open_store
+from bridge.storage import sqlite as sqlite_engine
 from bridge.storage.driver import Step
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 
@@ -187,6 +200,35 @@ async def test_unreadable_rows_are_closed_and_reported_and_the_start_goes_on(sto
     assert row.outcome == "failed" and "arrays are only allowed" in row.detail
     assert await second.open_interactions() == [] and await second.pending_calls() == []
     await second.aclose()
+
+
+async def test_a_call_is_on_record_on_disk_before_it_is_shown_running(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The running call's record is written behind (no hop to the writer for it), but committed before the status
+    line that shows the call running is posted: a crash from then on is reported at the next start."""
+    monkeypatch.setattr(sqlite_engine, "BEHIND", 60.0)  # not by the upkeep's timer, however slow the server
+    path = tmp_path / "bridge.db"
+    on_disk: list[list[str]] = []
+
+    class Looking(FakeChatPort):
+        async def post_status(self, conversation: ConversationKey, status: StatusView) -> MessageRef:
+            with closing(sqlite3.connect(path)) as other:  # what a kill -9 right now would leave
+                on_disk.append([row[0] for row in other.execute("SELECT tool FROM running_calls")])
+            return await super().post_status(conversation, status)
+
+    store = await open_store(path)
+    server = ServerConfig(name="crashy", command=sys.executable,
+                          args=(str(Path(__file__).parent.parent / "servers/crashy.py"),))
+    host, chat = await host_for(config_for({"crashy": server}), store, Looking())
+    try:
+        async with host:
+            with anyio.fail_after(30):
+                await host.resumed.wait()  # the start's own writes are done: nothing else carries the record
+                await host.handle_message(MessageIn(ROOM, ALICE, "call crashy hang", explicit_command=True))
+                await chat.wait_for(lambda: chat.statuses or None)
+    finally:
+        await store.aclose()
+    assert on_disk == [["hang"]]
 
 
 async def test_calls_running_with_no_card_are_reported_as_interrupted_after_a_restart(store_target: str) -> None:
