@@ -236,8 +236,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         if self._db.dialect != "postgres" or not interaction_ids:
             return []
         # Deleted as taken: whoever takes a row (notification or poll) is the only one to see it.
-        done = await self._db.transaction([Step("DELETE FROM forwards WHERE interaction_id = ANY(?) RETURNING id, message",
-                                                (list(interaction_ids),))])
+        taking = Step("DELETE FROM forwards WHERE interaction_id = ANY(?) RETURNING id, message",
+                      (list(interaction_ids),))
+        done = await self._db.transaction([taking])
         return [r[1] for r in sorted(done[0].rows)]  # in the order they were forwarded
 
     async def withdraw_forward(self, forward_id: int) -> bool:
