@@ -12,8 +12,9 @@ A click reaches whichever worker Slack (or the load balancer) picked. When the c
   and every few seconds, so a decision sent while it was not listening is not lost) and that worker claims it as
   if the click had come to it; this one waits for the outcome and tells the person (a final decision the holder
   has not taken within `FORWARD_WAIT` is taken back: the person hears it did not count). A worker that died
-  answers nothing: the person hears that the request will end shortly, and the survivor that takes the dead worker's work over ends the card as failed and tells the
-  conversation, instead of a decision counted that no server will ever receive.
+  answers nothing: the person hears that the request will end shortly, and the survivor that takes the dead
+  worker's work over ends the card as failed and tells the conversation, instead of a decision counted that no
+  server will ever receive.
 
 The claim's winner finishes the card.
 """
