@@ -8,10 +8,13 @@ A click reaches whichever worker Slack (or the load balancer) picked. When the c
   whose claim here answers the last open card of its call's round makes the call this worker's: it continues it
   (`continue_call`), and the worker that held it lets it go.
 - **Legacy cards** can only be answered by the worker holding the server's session. The decision is forwarded to
-  it (a notification through the store) and that worker claims it as if the click had come to it; this one waits
-  for the outcome and tells the person. A worker that died answers nothing: the person hears that the request
-  will end shortly, and the survivor that takes the dead worker's work over ends the card as failed and tells the
-  conversation, instead of a decision counted that no server will ever receive.
+  it (a row in the store, which that worker takes; a notification wakes it, and it also looks after reconnecting
+  and every few seconds, so a decision sent while it was not listening is not lost) and that worker claims it as
+  if the click had come to it; this one waits for the outcome and tells the person (a final decision the holder
+  has not taken within `FORWARD_WAIT` is taken back: the person hears it did not count). A worker that died
+  answers nothing: the person hears that the request will end shortly, and the survivor that takes the dead
+  worker's work over ends the card as failed and tells the conversation, instead of a decision counted that no
+  server will ever receive.
 
 The claim's winner finishes the card.
 """
@@ -93,7 +96,7 @@ class Elsewhere:
 
     async def _forward_only(self, stored: StoredInteraction, message: str) -> None:
         try:
-            await self._store.forward(message)
+            await self._store.forward(stored.interaction.id, message)
         except StoreError as exc:
             logger.warning("could not forward a decision on %s: %s", stored.interaction.id, exc)
 
@@ -118,14 +121,21 @@ class Elsewhere:
     async def _forward(self, stored: StoredInteraction, decision: DecisionIn, judged: Outcome,
                        message: str) -> DecisionResult:
         interaction_id = stored.interaction.id
+        forward_id: int | None = None
         with anyio.move_on_after(FORWARD_WAIT):
             async with anyio.create_task_group() as tg:
                 await tg.start(self._watch.wait, interaction_id)  # watching before forwarding: nothing is missed
                 try:
-                    await self._store.forward(message)
+                    forward_id = await self._store.forward(interaction_id, message)
                 except StoreError as exc:
                     logger.warning("could not forward a decision on %s: %s", interaction_id, exc)
                     tg.cancel_scope.cancel()
+        if forward_id is not None:
+            # Taken back if its holder has not taken it by now: the person hears it did not count, so it never may.
+            try:
+                await self._store.withdraw_forward(forward_id)
+            except StoreError as exc:
+                logger.warning("could not take back a forwarded decision on %s: %s", interaction_id, exc)
         now = await self._store.interaction(interaction_id)
         if now is None or now.outcome is None:
             return DecisionResult(Verdict.LATE, message=NOT_ANSWERING)

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 EXPIRY_POLL = 5.0
 """Seconds between looks for due cards when none is due sooner (new cards may arrive from other workers)."""
 PRUNE_EVERY = 3600.0
+FORWARD_POLL = 5.0
+"""Seconds between looks for forwarded decisions the notification did not announce (its connection died unseen)."""
 
 
 class Fleet:
@@ -100,26 +102,45 @@ class Fleet:
 
     async def _forwarded_loop(self, tg: TaskGroup, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
                               ) -> None:
-        """Claim here the decisions other workers forward for cards waited on here (each in its own task: a claim
-        waits for its durable commit). Started once listening (or once the first try failed): a forward is not
-        stored, so one sent before this worker listens would be missed."""
+        """Take and claim here the decisions other workers forward for cards waited on here (each claim in its own
+        task: it waits for its durable commit). A forward is stored until taken; the notification only wakes this
+        loop, so what was sent while it was not listening (before it started, or while reconnecting) is taken once
+        it listens again, and a poll every `FORWARD_POLL` seconds covers a connection that died silently. Started
+        once listening (or once the first try failed)."""
         started = False
+        async with anyio.create_task_group() as polling:
+            polling.start_soon(self._poll_forwarded, tg)
+            while True:
+                try:
+                    async with self._store.forwarded() as heard:
+                        if not started:
+                            task_status.started()
+                            started = True
+                        await self._take_forwarded(tg, self._broker.held())  # sent while not listening
+                        async for interaction_id in heard:
+                            if self._broker.interaction(interaction_id) is not None:
+                                await self._take_forwarded(tg, [interaction_id])
+                except StoreError as exc:
+                    logger.warning("not hearing decisions forwarded by other workers (%s); listening again", exc)
+                if not started:
+                    task_status.started()
+                    started = True
+                await anyio.sleep(1.0)
+
+    async def _poll_forwarded(self, tg: TaskGroup) -> None:
         while True:
+            await anyio.sleep(FORWARD_POLL)
             try:
-                async with self._store.forwarded() as messages:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    async for message in messages:
-                        decision = forwarded_decision(message)
-                        if decision is not None and self._broker.interaction(decision.interaction_id) is not None:
-                            tg.start_soon(self._broker.decide_forwarded, decision)
+                await self._take_forwarded(tg, self._broker.held())
             except StoreError as exc:
-                logger.warning("not hearing decisions forwarded by other workers (%s); listening again", exc)
-            if not started:
-                task_status.started()
-                started = True
-            await anyio.sleep(1.0)
+                logger.warning("could not look for forwarded decisions: %s", exc)
+
+    async def _take_forwarded(self, tg: TaskGroup, interaction_ids: list[str]) -> None:
+        # Started in the order forwarded: the in-memory claim is the first step of each, so approvals count in order.
+        for message in await self._store.take_forwarded(interaction_ids):
+            decision = forwarded_decision(message)
+            if decision is not None:
+                tg.start_soon(self._broker.decide_forwarded, decision)
 
     async def _prune_loop(self, retention: float) -> None:
         while True:

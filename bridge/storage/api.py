@@ -163,13 +163,24 @@ class AsyncStore(SigninRows, Protocol):
         """Ids of interactions as any worker claims them, from the moment the context is entered."""
         ...
 
-    async def forward(self, message: str) -> None:
-        """Hand a short message (a decision on a card another worker holds, as JSON) to every worker listening to
-        `forwarded()`, at once, without storing it: a worker that is not listening never gets it."""
+    async def forward(self, interaction_id: str, message: str) -> int | None:
+        """Hand a short message (a decision on a card another worker holds, as JSON) to the worker holding
+        `interaction_id`: stored until that worker `take_forwarded`s it (so a worker that was not listening when it
+        was sent still gets it), and announced to every worker listening to `forwarded()`. Its id (for
+        `withdraw_forward`); None on a store no other worker shares."""
+        ...
+
+    async def take_forwarded(self, interaction_ids: Collection[str]) -> list[str]:
+        """The messages forwarded for these interactions and not yet taken, oldest first; each is taken once."""
+        ...
+
+    async def withdraw_forward(self, forward_id: int) -> bool:
+        """Take back a forwarded message; False if the holding worker took it first."""
         ...
 
     def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
-        """Messages `forward`ed by any worker, from the moment the context is entered."""
+        """Ids of interactions as any worker forwards a decision on them, from the moment the context is entered
+        (a wake-up only: the messages are `take_forwarded`)."""
         ...
 
     # -- deadlines ---------------------------------------------------------------------------------------------------

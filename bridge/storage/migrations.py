@@ -134,6 +134,16 @@ def _v6(real: str) -> tuple[str, ...]:
     )
 
 
+def _v7(real: str, key: str) -> tuple[str, ...]:
+    return (
+        # Decisions forwarded to the worker holding a legacy card (several workers on Postgres): kept until that worker
+        # takes them, so one sent while it was not listening (reconnecting, say) is not lost; the NOTIFY only wakes it.
+        f"""CREATE TABLE IF NOT EXISTS forwards (
+            id {key}, interaction_id TEXT NOT NULL, message TEXT NOT NULL, at {real} NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS forwards_interaction ON forwards (interaction_id)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -148,6 +158,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "running calls", _v4("REAL"), _v4("DOUBLE PRECISION")),
     Migration(5, "parked cards", _v5(), _v5()),
     Migration(6, "sign-ins in flight", _v6("REAL"), _v6("DOUBLE PRECISION")),
+    Migration(7, "forwarded decisions", _v7("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+              _v7("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -225,9 +225,27 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     def decisions(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self._db.listen(DECIDED_CHANNEL)
 
-    async def forward(self, message: str) -> None:
-        if self._db.dialect == "postgres":
-            await self._db.transaction([Step("SELECT pg_notify(?, ?)", (FORWARD_CHANNEL, message))])
+    async def forward(self, interaction_id: str, message: str) -> int | None:
+        if self._db.dialect != "postgres":
+            return None
+        # Stored and announced in one transaction: the notification is delivered on commit, with the row visible.
+        done = await self._db.transaction([
+            Step("INSERT INTO forwards (interaction_id, message, at) VALUES (?, ?, ?) RETURNING id",
+                 (interaction_id, message, time.time())),
+            Step("SELECT pg_notify(?, ?)", (FORWARD_CHANNEL, interaction_id))])
+        return int(done[0].rows[0][0])
+
+    async def take_forwarded(self, interaction_ids: Collection[str]) -> list[str]:
+        if self._db.dialect != "postgres" or not interaction_ids:
+            return []
+        # Deleted as taken: whoever takes a row (notification or poll) is the only one to see it.
+        taking = Step("DELETE FROM forwards WHERE interaction_id = ANY(?) RETURNING id, message",
+                      (list(interaction_ids),))
+        done = await self._db.transaction([taking])
+        return [r[1] for r in sorted(done[0].rows)]  # in the order they were forwarded
+
+    async def withdraw_forward(self, forward_id: int) -> bool:
+        return await self._write("DELETE FROM forwards WHERE id = ?", (forward_id,)) > 0
 
     def forwarded(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         return self._db.listen(FORWARD_CHANNEL)
@@ -325,6 +343,8 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def prune(self, keep: float, *, now: float | None = None) -> int:
         cutoff = (time.time() if now is None else now) - keep
+        if self._db.dialect == "postgres":
+            await self._write("DELETE FROM forwards WHERE at < ?", (cutoff,))  # for cards whose holder died
         return await self._write(
             "DELETE FROM interactions WHERE status <> 'open' AND created_at < ?"
             " AND (pending_call IS NULL OR pending_call NOT IN (SELECT id FROM pending_calls))", (cutoff,))

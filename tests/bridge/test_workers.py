@@ -18,6 +18,7 @@ from bridge.model import CardRef, ConversationKey, DecisionIn, Interaction, Mess
 from bridge.storage import SqlStore, open_store
 from bridge.team_config import ApproverRule
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from tests.pg.cluster import PostgresCluster
 from tests.servers.features import features_server
 from tests.servers.inline import form_server, two_forms_server
 from tests.storage.support import interaction
@@ -143,14 +144,14 @@ async def test_a_worker_that_stops_hands_its_2026_calls_to_another_at_once(pg_ur
     assert [(r.outcome, r.actor) for r in audit] == [("accepted", ALICE.key)]
 
 
-@pytest.mark.parametrize("protocol", ERAS)
-async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_the_card_is_held(
-        pg_url: str, protocol: str) -> None:
+@asynccontextmanager
+async def quorum_workers(url: str, protocol: str) -> AsyncIterator[tuple[list[tuple[Host, FakeChatPort]], Any]]:
+    """Workers "a" and "b" whose feat.wipe needs two approvers; and what the server ran."""
     server, seen = features_server()
     async with AsyncExitStack() as stack:
         started: list[tuple[Host, FakeChatPort]] = []
         for name in ("a", "b"):
-            store = await open_store(pg_url, worker_id=name)
+            store = await open_store(url, worker_id=name)
             stack.push_async_callback(store.aclose)
             config = config_for({"feat": server}, server_protocol=protocol, server_tool_approvers=(("wipe", QUORUM),))
             chat = FakeChatPort()
@@ -158,11 +159,22 @@ async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_
             host.attach(chat)
             await stack.enter_async_context(host)
             started.append((host, chat))
-        (a, chat_a), (b, _) = started
+        yield started, seen
+
+
+async def wipe_card(host: Host, chat: FakeChatPort) -> Interaction:
+    await host.handle_message(MessageIn(ROOM, ALICE, 'call feat wipe {"target": "/srv"}', explicit_command=True))
+    card = await chat.wait_card("tool")
+    await host.broker.wait_open(card.id)
+    return card
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_the_card_is_held(
+        pg_url: str, protocol: str) -> None:
+    async with quorum_workers(pg_url, protocol) as ([(a, chat_a), (b, _)], seen):
         with anyio.fail_after(20):
-            await a.handle_message(MessageIn(ROOM, ALICE, 'call feat wipe {"target": "/srv"}', explicit_command=True))
-            card = await chat_a.wait_card("tool")
-            await a.broker.wait_open(card.id)
+            card = await wipe_card(a, chat_a)
             # Only the worker holding the card knows who approved so far: b passes each approval to it.
             assert (await b.decide(DecisionIn(card.id, ALICE, "accept"))).verdict is Verdict.COUNTED
             progress = await chat_a.wait_for(lambda: chat_a.updates[-1] if chat_a.updates else None)
@@ -172,6 +184,27 @@ async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_
             final = await chat_a.wait_finished(card.id)
         rows = await a.store.audit_rows(card.id)
     assert seen.ran == ["wipe /srv"] and [x.key for x in final.approvals] == [ALICE.key, BOB.key]
+    assert [(r.outcome, r.actor) for r in rows] == [("approved", ALICE.key), ("accepted", BOB.key)]
+
+
+async def test_an_approval_forwarded_while_the_holder_is_not_listening_is_counted_once_it_listens(
+        pg_url: str, postgres: PostgresCluster) -> None:
+    async with quorum_workers(pg_url, "legacy") as ([(a, chat_a), (b, _)], seen):
+        with anyio.fail_after(20):
+            card = await wipe_card(a, chat_a)
+            # Every worker's forward listener is cut (as when its connection drops) and gone before b's click: b
+            # tells Alice her approval counted, so a must count it once it listens again (it reconnects in 1 s).
+            killed = postgres.psql("SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
+                                   " WHERE query LIKE 'LISTEN %mcp_bridge_forward%'")
+            assert killed == "2"
+            assert (await b.decide(DecisionIn(card.id, ALICE, "accept"))).verdict is Verdict.COUNTED
+            progress = await chat_a.wait_for(lambda: chat_a.updates[-1] if chat_a.updates else None)
+            assert [x.key for x in progress.approvals] == [ALICE.key] and seen.ran == []
+            assert (await b.decide(DecisionIn(card.id, BOB, "accept"))).verdict is Verdict.COUNTED
+            final = await chat_a.wait_finished(card.id)
+        rows = await a.store.audit_rows(card.id)
+    # Counted once each (the reconnect's look and the poll take each forward once), in the order given.
+    assert [x.key for x in final.approvals] == [ALICE.key, BOB.key] and seen.ran == ["wipe /srv"]
     assert [(r.outcome, r.actor) for r in rows] == [("approved", ALICE.key), ("accepted", BOB.key)]
 
 

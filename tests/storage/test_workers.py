@@ -163,6 +163,26 @@ async def test_a_decision_by_one_worker_is_heard_by_another_pool(pg_target: str,
     assert heard == [i.id for i in items]
 
 
+async def test_a_forward_waits_in_the_store_until_its_holder_takes_it_once_or_its_sender_takes_it_back(
+        pg_target: str, pg_store: SqlStore) -> None:
+    # Nobody listens when these are sent: they are kept, not lost.
+    first = await pg_store.forward("card-1", "approve 1")
+    second = await pg_store.forward("card-1", "approve 2")
+    other = await pg_store.forward("card-2", "elsewhere")
+    assert first is not None and second is not None and other is not None
+    async with worker(pg_target) as holder:
+        assert await holder.take_forwarded(["card-1"]) == ["approve 1", "approve 2"]  # in the order sent
+        assert await holder.take_forwarded(["card-1"]) == []  # taken once
+        assert await pg_store.withdraw_forward(first) is False  # its holder had it
+        assert await pg_store.withdraw_forward(other) is True  # nobody had it: it never will
+        assert await holder.take_forwarded(["card-2"]) == []
+        async with holder.forwarded() as heard:  # the notification names the card only
+            await pg_store.forward("card-3", "approve 3")
+            with anyio.fail_after(20):
+                assert await anext(aiter(heard)) == "card-3"
+        assert await holder.take_forwarded(["card-3"]) == ["approve 3"]
+
+
 async def test_sqlite_decisions_stream_is_silent(sqlite_store: SqlStore) -> None:
     """One process per SQLite file: decisions are known in process, nothing is sent."""
     store = sqlite_store
