@@ -259,14 +259,13 @@ class SqliteDriver:
         # A batch of one needs no savepoint: its job failing rolls back the whole batch, which is the job. A single
         # statement alone needs no explicit transaction either: SQLite runs it in one of its own (autocommit).
         alone = len(batch) == 1
+        explicit = not (alone and len(batch[0].steps) == 1 and not batch[0].steps[0].guarded)
         results: list[list[Done] | Exception] = []
-        if alone and len(batch[0].steps) == 1 and not batch[0].steps[0].guarded:
-            self._commit_statement(db, batch[0], sync)
-            return
         try:
             if sync:
                 db.execute("PRAGMA synchronous=FULL")
-            db.execute("BEGIN IMMEDIATE")
+            if explicit:
+                db.execute("BEGIN IMMEDIATE")
             before = db.total_changes
             for job in batch:
                 if not alone:
@@ -274,15 +273,16 @@ class SqliteDriver:
                 try:
                     results.append(_run_steps(db, job.steps))
                 except Exception as exc:  # noqa: BLE001 - the job's own failure goes to its caller; the batch goes on
-                    db.execute("ROLLBACK" if alone else "ROLLBACK TO job")
+                    if db.in_transaction:  # a statement alone was rolled back by SQLite already
+                        db.execute("ROLLBACK" if alone else "ROLLBACK TO job")
                     results.append(_translate(exc))
                 if not alone:
                     db.execute("RELEASE job")
             if db.in_transaction:
-                wrote = db.total_changes != before
                 db.execute("COMMIT")
+            if not (alone and isinstance(results[0], Exception)):  # something was committed
                 self.commits += 1
-                if durable and wrote:
+                if durable and db.total_changes != before:
                     self.durable_commits += 1
         except Exception as exc:  # noqa: BLE001 - every caller of the batch hears of it; the writer stays up
             logger.error("store commit failed: %s", exc)
@@ -294,22 +294,6 @@ class SqliteDriver:
                 db.execute("PRAGMA synchronous=NORMAL")
         for job, result in zip(batch, results, strict=True):
             job.result = result
-
-    def _commit_statement(self, db: sqlite3.Connection, job: _Job, sync: bool) -> None:
-        """One statement in its own implicit transaction: half the statements of an explicit one."""
-        try:
-            if sync:
-                db.execute("PRAGMA synchronous=FULL")
-            before = db.total_changes
-            job.result = _run_steps(db, job.steps)
-            self.commits += 1
-            if job.durable and db.total_changes != before:
-                self.durable_commits += 1
-        except Exception as exc:  # noqa: BLE001 - the job's failure goes to its caller; the writer stays up
-            job.result = _translate(exc)
-        finally:
-            if sync:
-                db.execute("PRAGMA synchronous=NORMAL")
 
 
 def _report_behind(batch: list[_Job]) -> None:
