@@ -334,7 +334,8 @@ class Rounds:
             request_state=state, input_requests={k: r.model_dump(mode="json", by_alias=True, exclude_none=True)
                                                  for k, r in requests.items()},
             requester=call.requester)
-        # Stored before any card is posted: a crash from here on can be resumed.
+        # Written behind: the round's first card carries it to the store before that card is posted (and is refused
+        # if it did not get there), so a crash once anything is shown can be resumed.
         await self._store.save_pending_call(pending)
         record = ParkedCall(call.id, call.conversation, call.requester, call.server, call.tool, arguments, state,
                             {}, {})

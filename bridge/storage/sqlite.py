@@ -10,7 +10,8 @@
   but reach the disk only at checkpoints. A batch that carries a decision (`durable=True`) commits with
   `synchronous=FULL`, which syncs the WAL; the WAL is replayed as a prefix, so that sync makes every earlier commit
   durable too. `durable_commits` counts the synced commits that wrote something, for tests and benches.
-- **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card's reference):
+- **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card's reference, a 2026
+  call's round, which its first card's interaction must find in the same commit or be refused):
   queued without waiting, committed with the next batch, before any later write's commit and before any read, and
   within `BEHIND` seconds by `upkeep` otherwise. A crash can lose the last `BEHIND` seconds of them, as a power loss
   can lose unsynced commits; never a decision. Each hop to the writer thread costs more than the statement it runs.

@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from bridge import audit as chain
+from bridge.errors import StoreError
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
@@ -128,11 +129,20 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
                                input_key: str | None = None, parked: bool = False) -> None:
-        await self._write(
+        insert = Step(
             "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
             " expires_at, worker, parked) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (interaction.id, interaction.conversation.id(), Status.OPEN.value, codec.dump_interaction(interaction),
-             pending_call, input_key, time.time(), interaction.expires_at, self.worker_id, int(parked)))
+             pending_call, input_key, time.time(), interaction.expires_at, self.worker_id, int(parked)),
+            guarded=pending_call is not None)
+        if pending_call is None:
+            await self._db.transaction([insert])
+            return
+        # The call's round is written behind (`save_pending_call`): this commit carries it. Should that write have
+        # failed, the card is not posted either (no card may outlive a call nobody can continue).
+        done = await self._db.transaction([Step("SELECT 1 FROM pending_calls WHERE id = ?", (pending_call,)), insert])
+        if not done[1].ran:
+            raise StoreError(f"the call {pending_call} is not on record, so its request cannot be asked")
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None:
         # Written behind: the card is already posted and answerable from its interaction; the reference is for
@@ -278,10 +288,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def save_pending_call(self, call: PendingCall) -> None:
         updates = ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
-        await self._write(
+        # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none.
+        await self._db.write_behind([Step(
             f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?)"
             f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker",
-            (*codec.pending_values(call, time.time()), self.worker_id))
+            (*codec.pending_values(call, time.time()), self.worker_id))])
 
     async def pending_call(self, call_id: str) -> PendingCall | None:
         rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls WHERE id = ?", (call_id,))

@@ -23,6 +23,7 @@ from bridge.routing import Routing
 from bridge.storage import SqlStore, open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
 from bridge.waiter import Parked
+from tests.storage.support import pending
 
 pytestmark = pytest.mark.anyio
 
@@ -92,6 +93,7 @@ async def test_a_withdrawn_request_still_finishes_its_card() -> None:
 async def test_durable_requests_stay_open_at_shutdown_others_end() -> None:
     b, chat, store = await broker()
     legacy, durable = interaction(600), interaction(600)
+    await store.save_pending_call(pending("call-1"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(b.ask, legacy)
         tg.start_soon(lambda: b.ask(durable, pending_call="call-1", input_key="k"))
@@ -184,6 +186,7 @@ async def test_private_copies_are_posted_updated_and_finished_with_the_card() ->
 async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restart() -> None:
     b, chat, store = await broker()
     item = interaction(600, **QUORUM)
+    await store.save_pending_call(pending("call-1"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: b.ask(item, pending_call="call-1", input_key="k"))
         await b.wait_open(item.id)
@@ -264,6 +267,7 @@ async def test_a_claim_answered_at_once_that_then_loses_is_told_as_late() -> Non
 async def test_a_parked_request_holds_no_task_and_expires_on_the_broker_s_one_timer() -> None:
     b, chat, store = await broker()
     item = interaction(3600)
+    await store.save_pending_call(pending("call-1"))
     ended: list[tuple[str, str, Outcome]] = []
     done = anyio.Event()
 

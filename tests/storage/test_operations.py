@@ -7,6 +7,7 @@ import dataclasses
 import anyio
 import pytest
 
+from bridge.errors import StoreError
 from bridge.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import SqlStore
 from bridge.testing import ALICE, BOB, ROOM
@@ -20,6 +21,7 @@ OTHER = ConversationKey("test", "w", "other")
 async def test_an_interaction_is_stored_carded_found_and_listed_in_order(store: SqlStore) -> None:
     first, second = interaction(), interaction(message="Second?")
     await store.save_interaction(first)
+    await store.save_pending_call(pending("call-1"))
     await store.save_interaction(second, pending_call="call-1", input_key="k")
     await store.set_card(first.id, CardRef(first.id, {"ts": "1.2", "channel": "C1"}))
 
@@ -33,6 +35,18 @@ async def test_an_interaction_is_stored_carded_found_and_listed_in_order(store: 
     assert [s.interaction.id for s in await store.open_interactions()] == [first.id, second.id]
     for_call = await store.interactions_for_call("call-1")
     assert [(s.interaction.id, s.input_key) for s in for_call] == [(second.id, "k")]
+
+
+async def test_a_request_of_a_call_not_on_record_is_refused_and_nothing_is_stored(store: SqlStore) -> None:
+    """A 2026 call's card is stored only while its call is: one that ended (or was never stored) cannot be
+    continued, so its request is refused before a card could be posted."""
+    await store.save_pending_call(pending("call-1"))
+    await store.delete_pending_call("call-1")
+    item = interaction()
+    with pytest.raises(StoreError, match="call-1 is not on record"):
+        await store.save_interaction(item, pending_call="call-1", input_key="k", parked=True)
+    assert await store.interaction(item.id) is None
+    assert await store.open_interactions() == []
 
 
 async def test_a_claim_wins_once_with_its_audit_row_and_later_claims_lose(store: SqlStore) -> None:

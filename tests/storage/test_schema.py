@@ -135,9 +135,11 @@ async def test_what_a_restart_reads_goes_through_indexes(store: SqlStore) -> Non
 async def test_pruning_drops_old_finished_rows_and_keeps_the_rest(store: SqlStore) -> None:
     old_done, old_open, new_done, kept_for_call, gone_call = (interaction() for _ in range(5))
     await store.save_pending_call(pending("still-pending"))
+    await store.save_pending_call(pending("finished-call"))
     for item, call in ((old_done, None), (old_open, None), (new_done, None), (kept_for_call, "still-pending"),
                        (gone_call, "finished-call")):
         await store.save_interaction(item, pending_call=call)
+    await store.delete_pending_call("finished-call")
     for item in (old_done, new_done, kept_for_call, gone_call):
         await store.claim(item, accepted())
     month = 30 * 86400

@@ -216,6 +216,38 @@ async def test_bookkeeping_is_written_behind_read_back_at_once_and_committed_soo
         await reopened.aclose()
 
 
+async def test_a_2026_round_is_committed_with_its_first_card_in_one_batch(tmp_path: Path,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """The stored round costs the call no hop of its own: the first card's interaction carries it to the disk, in
+    one commit, before the card could be posted. If its write failed, that interaction is refused too: no card is
+    posted for a call that could not be continued."""
+    path = tmp_path / "bridge.db"
+    store = await open_store(path, worker_id="w1")
+    driver = store.driver
+    assert isinstance(driver, SqliteDriver)
+    try:
+        commits = driver.commits
+        await store.save_pending_call(pending("call-1"))
+        assert driver.commits == commits  # queued
+        card = interaction()
+        await store.save_interaction(card, pending_call="call-1", input_key="k", parked=True)
+        assert driver.commits == commits + 1  # one batch carried both
+        with sqlite3.connect(path) as other:
+            assert other.execute("SELECT id FROM pending_calls").fetchall() == [("call-1",)]
+            assert other.execute("SELECT pending_call FROM interactions WHERE id = ?",
+                                 (card.id,)).fetchall() == [("call-1",)]
+
+        # The round's write fails (here: a row missing its required columns): its card is refused.
+        await driver.write_behind([Step("INSERT INTO pending_calls (id) VALUES ('call-2')")])  # NOT NULL columns
+        refused = interaction()
+        with pytest.raises(StoreError, match="call-2 is not on record"):
+            await store.save_interaction(refused, pending_call="call-2", input_key="k", parked=True)
+        assert "a store write nobody waited on failed" in caplog.text
+        assert await store.interaction(refused.id) is None
+    finally:
+        await store.aclose()
+
+
 async def test_an_in_memory_store_works_through_its_one_connection() -> None:
     store = await open_store(":memory:")
     try:

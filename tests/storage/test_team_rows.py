@@ -11,7 +11,7 @@ import pytest
 from bridge import audit as chain
 from bridge.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import AuditRow, SqlStore, open_store
-from tests.storage.support import accepted, interaction
+from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +57,7 @@ async def test_cards_of_one_platform_are_forgotten_and_no_other(store: SqlStore)
     console = dataclasses.replace(interaction(), id="c1", conversation=ConversationKey("console", "local", "tty"))
     odd = dataclasses.replace(interaction(), id="c2", conversation=ConversationKey("con_ole", "local", "tty"))
     slack = interaction()
+    await store.save_pending_call(pending("p1"))
     for item in (console, odd, slack):
         await store.save_interaction(item, pending_call="p1", input_key="k")
         await store.set_card(item.id, CardRef(item.id, {"ts": "1"}))
