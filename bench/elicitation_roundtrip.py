@@ -23,7 +23,8 @@ import gc
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,11 +46,15 @@ from bench.common import (
     p90,
     quiet_logs,
 )
-from bridge.storage import open_store
+from bridge.host import Host
+from bridge.storage import AsyncStore, open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for
 
 MODES = {"legacy": ("legacy", False), "2026 parked": ("auto", True), "2026 waiting": ("auto", False)}
 TARGETS = {"memory": 1.3, "file": 1.5}
+
+Round = Callable[[], Awaitable[CallToolResult | str | None]]
+"""One round on one side; returns its result (a parked call's as the text it reported)."""
 
 
 @dataclass
@@ -69,17 +74,29 @@ async def _bare_answer(context: ClientRequestContext, params: ElicitRequestParam
     return ElicitResult(action="accept", content=ANSWER)
 
 
-async def _timed(call: Callable[[], Awaitable[CallToolResult | str | None]],
-                 ) -> tuple[float, float, CallToolResult | str | None]:
+async def _timed(call: Round) -> tuple[float, float, CallToolResult | str | None]:
     """Wall time and this process's CPU time (steadier on a busy machine) of one round."""
     start, cpu = time.perf_counter(), time.process_time()
     result = await call()
     return time.perf_counter() - start, time.process_time() - cpu, result
 
 
-async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path) -> Row:
+@dataclass
+class Sides:
+    """The two sides of a row, ready to run rounds."""
+
+    host: Host
+    store: AsyncStore
+    port: AnsweringPort
+    client: Client
+    via_bridge: Round
+    via_bare: Round
+
+
+@asynccontextmanager
+async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path) -> AsyncIterator[Sides]:
+    """A host on its own store and a bare client, on one server, for `warmup + rounds` rounds of `mode`."""
     protocol, park = MODES[mode]
-    out = Row(mode, store_kind)
     server = bench_server()
     store = await open_store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
     port = AnsweringPort(ALICE, ANSWER)
@@ -105,38 +122,48 @@ async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Pat
             async def via_bare() -> CallToolResult | str | None:
                 return await client.call_tool(TOOL, {})
 
-            for i in range(warmup + rounds):
-                order = [("bridge", via_bridge), ("bare", via_bare)]
-                if i % 2:
-                    order.reverse()
-                for name, call in order:
-                    elapsed, cpu, result = await _timed(call)
-                    if not answered(result):
-                        out.failures += 1
-                    if i >= warmup:
-                        (out.bridge if name == "bridge" else out.bare).append(elapsed)
-                        out.cpu[name] += cpu
-                port.forget()
-            session = host.pool.find(ROOM, SERVER)
-            out.bridge_era = session.protocol_version if session else "?"
-            out.bare_era = client.protocol_version or "?"
-            out.refused = port.refused
+            yield Sides(host, store, port, client, via_bridge, via_bare)
     finally:
         gc.unfreeze()
         await store.aclose()
+
+
+async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path) -> Row:
+    out = Row(mode, store_kind)
+    async with sides(mode, store_kind, rounds, warmup, tmp) as two:
+        for i in range(warmup + rounds):
+            order = [("bridge", two.via_bridge), ("bare", two.via_bare)]
+            if i % 2:
+                order.reverse()
+            for name, call in order:
+                elapsed, cpu, result = await _timed(call)
+                if not answered(result):
+                    out.failures += 1
+                if i >= warmup:
+                    (out.bridge if name == "bridge" else out.bare).append(elapsed)
+                    out.cpu[name] += cpu
+            two.port.forget()
+        session = two.host.pool.find(ROOM, SERVER)
+        out.bridge_era = session.protocol_version if session else "?"
+        out.bare_era = two.client.protocol_version or "?"
+        out.refused = two.port.refused
     return out
+
+
+def wanted(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (mode, store) rows the arguments ask for, in the order they are run and printed."""
+    modes = [m for m in MODES if args.protocol == "both" or MODES[m][0] == args.protocol]
+    stores = ["memory", "file"] if args.store == "both" else [args.store]
+    return [(mode, store_kind) for store_kind in stores for mode in modes]
 
 
 async def main_async(args: argparse.Namespace) -> int:
     quiet_logs()
-    modes = [m for m in MODES if args.protocol == "both" or MODES[m][0] == args.protocol]
-    stores = ["memory", "file"] if args.store == "both" else [args.store]
     rows: list[Row] = []
+    level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
-        for store_kind in stores:
-            for mode in modes:
-                rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))
+        for mode, store_kind in wanted(args):
+            rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))
     print(f"elicitation round trip: {args.rounds} rounds per side after {args.warmup} warm-up rounds; file store: "
           f"SQLite WAL, synchronous={level}")
     print(f"{'mode':<13} {'store':<7} {'era':<11} {'bridge med':>10} {'p90':>7} {'bare med':>9} {'p90':>7} "
@@ -155,8 +182,10 @@ async def main_async(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.elicitation_roundtrip", description=__doc__.split("\n")[0])
+def parse_args(argv: list[str] | None = None, *, prog: str = "python -m bench.elicitation_roundtrip",
+               description: str = __doc__.split("\n")[0]) -> argparse.Namespace:
+    """The round-trip benches' arguments (`bench.roundtrip_segments` takes the same)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--protocol", choices=["legacy", "auto", "both"], default="both",
                         help="legacy rows, 2026 rows (auto) or both (default)")
     parser.add_argument("--store", choices=["memory", "file", "both"], default="both",

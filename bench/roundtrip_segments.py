@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import inspect
 import statistics
 import sys
@@ -37,13 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client
 
-from bench.common import ANSWER, SERVER, TOOL, AnsweringPort, answered, bench_limits, bench_server, quiet_logs
-from bench.elicitation_roundtrip import MODES, TARGETS, _bare_answer
+from bench.common import AnsweringPort, answered, quiet_logs
+from bench.elicitation_roundtrip import TARGETS, parse_args, sides, wanted
 from bridge import bounds, rounds, toolcalls
-from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, config_for, host_for
 
 CATEGORIES = ("sdk", "store", "chat", "bridge")
 PORT_METHODS = ("post_card", "finish_card", "update_card", "send", "notify", "post_status", "update_status")
@@ -136,48 +132,29 @@ class Row:
 
 
 async def run_row(mode: str, store_kind: str, rounds_: int, warmup: int, tmp: Path) -> Row:
-    protocol, park = MODES[mode]
     out = Row(mode, store_kind)
-    server = bench_server()
-    store = await open_store(":memory:" if store_kind == "memory" else tmp / f"segments-{mode.replace(' ', '-')}.db")
-    port = AnsweringPort(ALICE, ANSWER)
     timeline = Timeline()
-    host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol,
-                                        limits=bench_limits(warmup + rounds_)), store, port)
-    try:
-        async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
-                anyio.create_task_group() as tg:
-            port.bind(host, tg)
-            gc.freeze()  # as `bench.elicitation_roundtrip` does, for the same reason
-            with instrumented(timeline, store, port):
-                for i in range(warmup + rounds_):
-                    order = ["bridge", "bare"] if i % 2 == 0 else ["bare", "bridge"]
-                    for side in order:
-                        if side == "bare":
-                            start = time.perf_counter()
-                            result: Any = await client.call_tool(TOOL, {})
-                            if i >= warmup:
-                                out.bare.append(time.perf_counter() - start)
-                        else:
-                            timeline.events.clear()
-                            timeline.on = True
-                            start = time.perf_counter()
-                            result = await host.calls.run(ROOM, ALICE, SERVER, TOOL, {}, park=park)
-                            if park:
-                                await port.wait_results(1)
-                                result = port.results[""]
-                            end = time.perf_counter()
-                            timeline.on = False
-                            if i >= warmup:
-                                out.bridge.append(end - start)
-                                for category, seconds in timeline.split(start, end).items():
-                                    out.parts[category].append(seconds)
-                        if not answered(result):
-                            out.failures += 1
-                    port.forget()
-    finally:
-        gc.unfreeze()
-        await store.aclose()
+    async with sides(mode, store_kind, rounds_, warmup, tmp) as two:
+        with instrumented(timeline, two.store, two.port):
+            for i in range(warmup + rounds_):
+                for side in ["bridge", "bare"] if i % 2 == 0 else ["bare", "bridge"]:
+                    timeline.events.clear()
+                    timeline.on = side == "bridge"
+                    start = time.perf_counter()
+                    result = await (two.via_bridge() if side == "bridge" else two.via_bare())
+                    end = time.perf_counter()
+                    timeline.on = False
+                    if not answered(result):
+                        out.failures += 1
+                    if i < warmup:
+                        continue
+                    if side == "bare":
+                        out.bare.append(end - start)
+                        continue
+                    out.bridge.append(end - start)
+                    for category, seconds in timeline.split(start, end).items():
+                        out.parts[category].append(seconds)
+                two.port.forget()
     return out
 
 
@@ -207,32 +184,16 @@ def report(rows: list[Row]) -> bool:
 
 async def main_async(args: argparse.Namespace) -> int:
     quiet_logs()
-    modes = [m for m in MODES if args.protocol == "both" or MODES[m][0] == args.protocol]
-    stores = ["memory", "file"] if args.store == "both" else [args.store]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        for store_kind in stores:
-            for mode in modes:
-                rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))
+        for mode, store_kind in wanted(args):
+            rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))
     return 0 if report(rows) else 1
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.roundtrip_segments", description=__doc__.split("\n")[0])
-    parser.add_argument("--protocol", choices=["legacy", "auto", "both"], default="both",
-                        help="legacy rows, 2026 rows (auto) or both (default)")
-    parser.add_argument("--store", choices=["memory", "file", "both"], default="both",
-                        help="the bridge's store: SQLite ':memory:', a file in a temp dir, or both (default)")
-    parser.add_argument("--rounds", type=int, default=300, help="timed rounds per side (default 300)")
-    parser.add_argument("--warmup", type=int, default=30, help="untimed rounds first (default 30)")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.warmup < 0:
-        parser.error("--rounds must be at least 1 and --warmup at least 0")
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
-    code: int = anyio.run(main_async, parse_args(argv), backend="asyncio")
+    args = parse_args(argv, prog="python -m bench.roundtrip_segments", description=__doc__.split("\n")[0])
+    code: int = anyio.run(main_async, args, backend="asyncio")
     return code
 
 
