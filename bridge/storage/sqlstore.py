@@ -38,6 +38,8 @@ T = TypeVar("T")
 
 _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
+_INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
+                       " expires_at, worker, parked)")
 
 
 class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
@@ -129,19 +131,17 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
                                input_key: str | None = None, parked: bool = False) -> None:
-        insert = Step(
-            "INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
-            " expires_at, worker, parked) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (interaction.id, interaction.conversation.id(), Status.OPEN.value, codec.dump_interaction(interaction),
-             pending_call, input_key, time.time(), interaction.expires_at, self.worker_id, int(parked)),
-            guarded=pending_call is not None)
+        values = (interaction.id, interaction.conversation.id(), Status.OPEN.value,
+                  codec.dump_interaction(interaction), pending_call, input_key, time.time(), interaction.expires_at,
+                  self.worker_id, int(parked))
         if pending_call is None:
-            await self._db.transaction([insert])
+            await self._write(f"{_INSERT_INTERACTION} VALUES (?,?,?,?,?,?,?,?,?,?)", values)
             return
         # The call's round is written behind (`save_pending_call`): this commit carries it. Should that write have
-        # failed, the card is not posted either (no card may outlive a call nobody can continue).
-        done = await self._db.transaction([Step("SELECT 1 FROM pending_calls WHERE id = ?", (pending_call,)), insert])
-        if not done[1].ran:
+        # failed, the card is not posted either (no card may outlive a call nobody can continue). One statement: a
+        # transaction of two costs a `:memory:` round three statements more.
+        if not await self._write(f"{_INSERT_INTERACTION} SELECT ?,?,?,?,?,?,?,?,?,? WHERE EXISTS"
+                                 " (SELECT 1 FROM pending_calls WHERE id = ?)", (*values, pending_call)):
             raise StoreError(f"the call {pending_call} is not on record, so its request cannot be asked")
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None:
