@@ -21,7 +21,7 @@ from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
 from tests.pg.cluster import PostgresCluster
 from tests.servers.features import features_server
 from tests.servers.inline import form_server, two_forms_server
-from tests.storage.support import interaction
+from tests.storage.support import interaction, worker
 
 pytestmark = pytest.mark.anyio
 
@@ -37,8 +37,7 @@ async def workers(url: str, protocol: str, **overrides: Any) -> AsyncIterator[li
     async with AsyncExitStack() as stack:
         started = []
         for name in ("a", "b"):
-            store = await open_store(url, worker_id=name)
-            stack.push_async_callback(store.aclose)
+            store = await stack.enter_async_context(worker(url, name))
             host, chat = await host_for(config_for({"forms": server}, server_protocol=protocol, **overrides), store)
             await stack.enter_async_context(host)
             started.append((host, chat))
@@ -151,8 +150,7 @@ async def quorum_workers(url: str, protocol: str) -> AsyncIterator[tuple[list[tu
     async with AsyncExitStack() as stack:
         started: list[tuple[Host, FakeChatPort]] = []
         for name in ("a", "b"):
-            store = await open_store(url, worker_id=name)
-            stack.push_async_callback(store.aclose)
+            store = await stack.enter_async_context(worker(url, name))
             config = config_for({"feat": server}, server_protocol=protocol, server_tool_approvers=(("wipe", QUORUM),))
             chat = FakeChatPort()
             host = Host(config, store, llm=HumanProvider())

@@ -16,11 +16,11 @@ from anyio.abc import TaskGroup
 
 from bridge.http_server import HttpServer
 from bridge.model import DecisionIn, Status, Verdict
-from bridge.storage import open_store
 from bridge.testing import ALICE, BOB, config_for, host_for
 from bridge.webform import FormLinks, LinkClaims, WebForms
 from tests.bridge.test_workers import card_on
 from tests.servers.inline import form_server
+from tests.storage.support import worker
 from tests.webform.site import Clock, Site
 from tests.webform.test_routes import get, post
 
@@ -35,8 +35,7 @@ async def two_sites(url: str, protocol: str) -> AsyncIterator[tuple[Site, Site]]
     async with AsyncExitStack() as stack:
         sites = []
         for name in ("a", "b"):
-            store = await open_store(url, worker_id=name)
-            stack.push_async_callback(store.aclose)
+            store = await stack.enter_async_context(worker(url, name))
             host, chat = await host_for(config_for({"forms": server}, server_protocol=protocol), store)
             http = HttpServer("127.0.0.1:0")
             clock = Clock()

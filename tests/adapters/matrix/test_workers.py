@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import psycopg
 import pytest
-from anyio.abc import Process, TaskStatus
+from anyio.abc import Process, TaskGroup, TaskStatus
 from anyio.streams.text import TextReceiveStream
 
 from adapters.matrix.render import ACCEPT, DECLINE
@@ -50,17 +50,23 @@ async def worker(config: Config, block: dict[str, Any], url: str, name: str, sto
         await stop.wait()
 
 
+async def start(tg: TaskGroup, config: Config, synapse: Synapse, bot: RegisteredUser, tmp_path: Path, url: str,
+                name: str, stop: anyio.Event) -> Bridge:
+    """Start worker `name` of the bot's account (its own state under `tmp_path / name`, encryption off)."""
+    running: Bridge = await tg.start(worker, config, matrix_block(synapse, bot, tmp_path / name, e2ee="off"), url,
+                                     name, stop)
+    return running
+
+
 async def test_one_sync_loop_per_account_and_it_moves_when_its_worker_stops(
         synapse: Synapse, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     bot = register(synapse, "bot")
     config = Config(store=pg_url)
     stop_a, stop_b = anyio.Event(), anyio.Event()
     async with person(synapse, "ada", None) as ada, anyio.create_task_group() as tg:
-        a: Bridge = await tg.start(worker, config, matrix_block(synapse, bot, tmp_path / "a", e2ee="off"), pg_url,
-                                   "a", stop_a)
+        a = await start(tg, config, synapse, bot, tmp_path, pg_url, "a", stop_a)
         handled_a = record_messages(a, monkeypatch)
-        b: Bridge = await tg.start(worker, config, matrix_block(synapse, bot, tmp_path / "b", e2ee="off"), pg_url,
-                                   "b", stop_b)
+        b = await start(tg, config, synapse, bot, tmp_path, pg_url, "b", stop_b)
         handled_b = record_messages(b, monkeypatch)
         await open_room(ada, bot.user_id, encrypted=False)
         one = await ada.say("!mcp help")
@@ -204,11 +210,9 @@ async def test_a_card_a_worker_posts_while_another_leads_is_answered_through_the
     config = fleet_config(pg_url, LEASE)
     stop_a, stop_b = anyio.Event(), anyio.Event()
     async with person(synapse, "ada", None) as ada, anyio.create_task_group() as tg:
-        a: Bridge = await tg.start(worker, config, matrix_block(synapse, bot, tmp_path / "a", e2ee="off"), pg_url,
-                                   "a", stop_a)
+        a = await start(tg, config, synapse, bot, tmp_path, pg_url, "a", stop_a)
         handled_a = record_messages(a, monkeypatch)
-        b: Bridge = await tg.start(worker, config, matrix_block(synapse, bot, tmp_path / "b", e2ee="off"), pg_url,
-                                   "b", stop_b)
+        b = await start(tg, config, synapse, bot, tmp_path, pg_url, "b", stop_b)
         await open_room(ada, bot.user_id, encrypted=False)
         await round_trip(ada)
         # A call that goes on on b while a leads (as one does on the worker that expired the last card of its

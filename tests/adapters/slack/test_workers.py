@@ -17,7 +17,6 @@ import pytest
 from adapters.slack import ids
 from bridge.http_server import HttpServer
 from bridge.limits import Limits
-from bridge.storage import open_store
 from bridge.webform import FormLinks, WebForms
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, Bridge, running_bridge, slack_settings
@@ -32,6 +31,7 @@ from tests.slackfake import (
     view_closed,
     view_submission,
 )
+from tests.storage.support import worker
 
 pytestmark = pytest.mark.anyio
 
@@ -47,8 +47,7 @@ async def two_workers(slack: FakeSlack, url: str, protocol: str,
     async with AsyncExitStack() as stack:
         bridges = []
         for name in ("a", "b"):
-            store = await open_store(url, worker_id=name)
-            stack.push_async_callback(store.aclose)
+            store = await stack.enter_async_context(worker(url, name))
             bridge = await stack.enter_async_context(running_bridge(
                 slack, {"forms": server}, settings=slack_settings(slack, mode="http"), store=store,
                 server_protocol=protocol, **overrides))
