@@ -549,10 +549,6 @@ class Broker:
         copy = waiter.copy(interaction_id) if waiter else None
         return as_copy(waiter.interaction, copy) if waiter and copy else (waiter.interaction if waiter else None)
 
-    def held(self) -> list[str]:
-        """The ids of the interactions open here."""
-        return [i for i, w in self._waiters.items() if w.outcome is None]
-
     def statistics(self) -> dict[str, int]:
         return {"open": sum(1 for w in self._waiters.values() if w.outcome is None),
                 "parked": sum(1 for w in self._waiters.values() if w.outcome is None and w.parked is not None)}

@@ -116,7 +116,7 @@ class Fleet:
                         if not started:
                             task_status.started()
                             started = True
-                        await self._take_forwarded(tg, self._broker.held())  # sent while not listening
+                        await self._take_forwarded(tg, self._held())  # sent while not listening
                         async for interaction_id in heard:
                             if self._broker.interaction(interaction_id) is not None:
                                 await self._take_forwarded(tg, [interaction_id])
@@ -131,9 +131,12 @@ class Fleet:
         while True:
             await anyio.sleep(FORWARD_POLL)
             try:
-                await self._take_forwarded(tg, self._broker.held())
+                await self._take_forwarded(tg, self._held())
             except StoreError as exc:
                 logger.warning("could not look for forwarded decisions: %s", exc)
+
+    def _held(self) -> list[str]:
+        return [i.id for i in self._broker.open_interactions()]
 
     async def _take_forwarded(self, tg: TaskGroup, interaction_ids: list[str]) -> None:
         # Started in the order forwarded: the in-memory claim is the first step of each, so approvals count in order.
