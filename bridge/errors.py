@@ -9,7 +9,8 @@
     │   └── LimitExceeded        a bound of the `limits:` block was reached (too many open cards, requests)
     ├── SessionError             an MCP server could not be reached or used
     │   ├── ServerStartError     it failed to start or to negotiate; carries the stderr tail
-    │   └── ServerGoneError      it crashed or closed while in use; carries the stderr tail
+    │   ├── ServerGoneError      it crashed or closed while in use; carries the stderr tail
+    │   └── MessageTooLarge      it sent a message past `limits.message_size`, refused unread
     ├── StoreError               the store (SQLite file or Postgres) failed or cannot be used
     │   ├── StoreLocked          another bridge process holds this SQLite store; names its pid
     │   └── StoreSchemaError     the store was written by a newer bridge, or a migration failed
@@ -48,8 +49,8 @@ USER_REJECTED = -1
 __all__ = [
     "CONNECTION_CLOSED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
     "URL_ELICITATION_REQUIRED", "USER_REJECTED", "AdapterError", "BridgeError", "CommandError", "ConfigError",
-    "InputRefused", "LimitExceeded", "PlatformAPIError", "RateLimited", "ServerGoneError", "ServerStartError",
-    "ServerUnavailable", "SessionError", "UnsupportedSchema",
+    "InputRefused", "LimitExceeded", "MessageTooLarge", "PlatformAPIError", "RateLimited", "ServerGoneError",
+    "ServerStartError", "ServerUnavailable", "SessionError", "UnsupportedSchema",
 ]
 
 
@@ -102,6 +103,16 @@ class ServerStartError(SessionError):
 
 class ServerGoneError(SessionError):
     pass
+
+
+class MessageTooLarge(SessionError):
+    """A server sent a message larger than `limits.message_size`; the bridge stopped reading it
+    (`bridge.message_bound`). `restarts`: its session was ended for it (a stdio server's, see `bridge.stdio.adopted`),
+    so the server is started again on next use."""
+
+    def __init__(self, server: str, message: str, restarts: bool) -> None:
+        self.restarts = restarts
+        super().__init__(server, message)
 
 
 class StoreError(BridgeError):

@@ -9,6 +9,8 @@ nothing waits forever.
 - server requests (forms, links, sampling, roots) per server per minute;
 - a form schema's size in bytes, its number of fields and of options per field (`schema_problem`);
 - how much of a tool result the bridge keeps for `show <id>` (chat shows the start of it);
+- the size of one message a server sends (a stdio line, an HTTP response body or event): refused as it is read,
+  before it is held whole (`bridge.message_bound`);
 - the form cache, by bytes.
 """
 
@@ -40,6 +42,18 @@ class Limits:
     """Characters of a tool result kept for `show <id>`; chat shows the start of it."""
     form_cache_size: int = 16 * 1024**2
     """Bytes of form schemas kept parsed (servers ask the same form again and again)."""
+    message_size: int = 0
+    """Bytes of one message from a server (a stdio line, an HTTP response body or server-sent event), refused past
+    this as it is read. 0 means the default: four times `tool_result_size`, and at least `MIN_MESSAGE_SIZE`.
+
+    Four times, because one result of `tool_result_size` characters can come twice in its message (as text and as
+    structured content) and JSON escapes make it longer; at least 16 MB, because tool lists, resources and prompts
+    come in messages too and are not bounded by the result size. The bridge then holds at most a few copies of one
+    message (the bytes, the text, the parsed result) however large the server's answer."""
+
+    def __post_init__(self) -> None:
+        if self.message_size <= 0:
+            object.__setattr__(self, "message_size", max(MIN_MESSAGE_SIZE, 4 * self.tool_result_size))
 
     @property
     def kept_results_size(self) -> int:
@@ -47,7 +61,9 @@ class Limits:
         return 16 * self.tool_result_size
 
 
-SIZE_KEYS = frozenset({"schema_size", "tool_result_size", "form_cache_size"})
+MIN_MESSAGE_SIZE = 16 * 1024**2
+"""The default `message_size` when four times `tool_result_size` is less."""
+SIZE_KEYS = frozenset({"schema_size", "tool_result_size", "form_cache_size", "message_size"})
 
 
 def parse_size(value: Any) -> int:

@@ -14,6 +14,7 @@ from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, Message
 from mcp.types import SamplingCapability
 
 from bridge.config import ServerConfig
+from bridge.message_bound import MessageBound
 from bridge.model import Actor, ConversationKey
 from bridge.session_keys import SHARED, SessionKey
 
@@ -68,6 +69,8 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
     calls: dict[str, CallInfo] = field(default_factory=dict)
     stderr: IO[str] | None = None
+    bound: MessageBound | None = None
+    """Its transport's `limits.message_size`, and what it refused (set when the transport opens)."""
     error: str = ""
     tools: dict[str, Any] | None = None
     """The server's tools by name, fetched on first need (for approval rules and the agent)."""

@@ -45,7 +45,14 @@ from mcp.types import (
 from bridge.audience import Audience
 from bridge.broker import Broker
 from bridge.elicitation import to_result
-from bridge.errors import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, InputRefused, ServerGoneError
+from bridge.errors import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    InputRefused,
+    MessageTooLarge,
+    ServerGoneError,
+)
 from bridge.mcp_session import CallInfo, Session
 from bridge.model import Actor, ConversationKey, Kind, Outcome, Status
 from bridge.request_context import CURRENT
@@ -119,10 +126,13 @@ def stored_signature(stored: StoredInteraction) -> Signature | None:
 
 
 async def guarded(pool: SessionPool, session: Session, request: Awaitable[Any]) -> Any:
-    """Await an MCP request, turning a dead connection into ServerGoneError and dropping the session."""
+    """Await an MCP request, turning a dead connection into ServerGoneError and dropping the session, and a message
+    the transport refused (`limits.message_size`) into MessageTooLarge."""
     try:
         return await request
     except MCPError as exc:
+        if (refused := _refused(pool, session, exc.error.message)) is not None:
+            raise refused from exc
         if exc.code == CONNECTION_CLOSED:
             raise gone(pool, session, exc) from exc
         raise
@@ -130,7 +140,16 @@ async def guarded(pool: SessionPool, session: Session, request: Awaitable[Any]) 
         raise gone(pool, session, exc) from exc
 
 
-def gone(pool: SessionPool, session: Session, exc: BaseException) -> ServerGoneError:
+def _refused(pool: SessionPool, session: Session, message: str) -> MessageTooLarge | None:
+    refused = session.bound.explains(message) if session.bound is not None else None
+    if refused is not None and refused.restarts:
+        pool.mark_gone(session, str(refused))
+    return refused
+
+
+def gone(pool: SessionPool, session: Session, exc: BaseException) -> ServerGoneError | MessageTooLarge:
+    if (refused := _refused(pool, session, str(exc))) is not None:
+        return refused
     tail = session.stderr_tail()
     pool.mark_gone(session, str(exc) or type(exc).__name__)
     return ServerGoneError(session.server.name, f"{session.server.name} stopped during the call", tail)

@@ -30,6 +30,7 @@ from bridge import __version__, catalog, observe
 from bridge.config import Config, ServerConfig
 from bridge.errors import AuthError, ServerStartError, ServerUnavailable
 from bridge.mcp_session import Callbacks, Session, SessionState
+from bridge.message_bound import MessageBound
 from bridge.model import Actor, ConversationKey
 from bridge.policy import server_allowed
 from bridge.prestart import Prestarts
@@ -290,7 +291,8 @@ class SessionPool:
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
         auth = self.auth(session) if self.auth is not None else None
-        target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts)
+        session.bound = MessageBound(session.server.name, self._config.limits.message_size)
+        target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts, session.bound)
         return target
 
     async def _make_room(self, wait: float) -> None:

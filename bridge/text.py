@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from bridge.content_text import block_text
-from bridge.errors import SessionError
+from bridge.errors import MessageTooLarge, SessionError
 from bridge.model import Interaction, Kind
 from bridge.sanitize import check_host
 
@@ -90,6 +90,8 @@ def session_error_text(exc: SessionError, again: bool = True) -> str:
     text = str(exc)
     if exc.stderr_tail:
         text += "\nIts last output:\n" + shorten(exc.stderr_tail, 1500)
+    if isinstance(exc, MessageTooLarge) and not exc.restarts:
+        again = False  # its session goes on: only the refused answer is lost
     return text + ("\nIt will be started again on next use." if again else "")
 
 
