@@ -43,17 +43,18 @@ class Limits:
     form_cache_size: int = 16 * 1024**2
     """Bytes of form schemas kept parsed (servers ask the same form again and again)."""
     message_size: int = 0
-    """Bytes of one message from a server (a stdio line, an HTTP response body or server-sent event), refused past
-    this as it is read. 0 means the default: four times `tool_result_size`, and at least `MIN_MESSAGE_SIZE`.
+    """Bytes of one message from a server, as configured; 0 for the default (`message_limit` is the one in force)."""
 
-    Four times, because one result of `tool_result_size` characters can come twice in its message (as text and as
-    structured content) and JSON escapes make it longer; at least 16 MB, because tool lists, resources and prompts
-    come in messages too and are not bounded by the result size. The bridge then holds at most a few copies of one
-    message (the bytes, the text, the parsed result) however large the server's answer."""
+    @property
+    def message_limit(self) -> int:
+        """Bytes of one message from a server (a stdio line, an HTTP response body or server-sent event), refused
+        past this as it is read. By default four times `tool_result_size`, and at least `MIN_MESSAGE_SIZE`.
 
-    def __post_init__(self) -> None:
-        if self.message_size <= 0:
-            object.__setattr__(self, "message_size", max(MIN_MESSAGE_SIZE, 4 * self.tool_result_size))
+        Four times, because one result of `tool_result_size` characters can come twice in its message (as text and
+        as structured content) and JSON escapes make it longer; at least 16 MB, because tool lists, resources and
+        prompts come in messages too and are not bounded by the result size. The bridge then holds at most a few
+        copies of one message (the bytes, the text, the parsed result) however large the server's answer."""
+        return self.message_size or max(MIN_MESSAGE_SIZE, 4 * self.tool_result_size)
 
     @property
     def kept_results_size(self) -> int:

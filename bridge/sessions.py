@@ -291,7 +291,7 @@ class SessionPool:
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
         auth = self.auth(session) if self.auth is not None else None
-        session.bound = MessageBound(session.server.name, self._config.limits.message_size)
+        session.bound = MessageBound(session.server.name, self._config.limits.message_limit)
         target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts, session.bound)
         return target
 
