@@ -11,6 +11,10 @@ Each figure is a fresh child process (so its peak RSS is its own), calling one t
   server marked `prestart: true` is read through) instead of the SDK's: the same server, another line reader;
 - **bridge-prestart**: the bridge as in **bridge**, with the server marked `prestart: true` (so read by
   `bridge.prestart`);
+  (these two raise `limits.message_size` to fit the result: they measure reading it, not refusing it)
+- **bridge-refused**: the bridge as in **bridge** with the default limits, the result `--refused-mb` MB (default 150):
+  one line past `limits.message_size`, refused as it is read, until the notice is posted;
+- **bridge-idle**: the same bridge calling for 1 KB: the baseline for **bridge-refused**'s memory;
 - **reader**: no process and no server: the SDK stdio reader's loop (`(buffer + chunk).split("\\n")` per chunk of
   `TextReceiveStream`, 64 KB from anyio) over the same line cut into 64 KB chunks, beside a linear reader (chunks
   collected until a newline, joined once): the CPU the reader alone spends on one long line.
@@ -20,6 +24,7 @@ process not included) are printed per run, then the median.
 
     .venv/bin/python -m bench.big_result                    # 50 MB, 3 runs of each
     .venv/bin/python -m bench.big_result --mb 10 --runs 5 --only sdk,reader
+    .venv/bin/python -m bench.big_result --only bridge-idle,bridge-refused   # a 150 MB line refused
 """
 
 from __future__ import annotations
@@ -89,10 +94,11 @@ async def adopted(size: int) -> int:
     return len(first.text)
 
 
-async def bridge(size: int, prestart: bool = False) -> int:
+async def bridge(size: int, prestart: bool = False, refused: bool = False) -> int:
     import anyio
 
     from bridge.config import ServerConfig
+    from bridge.limits import Limits
     from bridge.model import MessageIn
     from bridge.testing import ALICE, ROOM, config_for, host_for
 
@@ -101,7 +107,9 @@ async def bridge(size: int, prestart: bool = False) -> int:
 
     server = ServerConfig(name="big", command=command, args=tuple(args), protocol="legacy", tool_timeout=3600,
                           prestart=prestart)
-    host, chat = await host_for(config_for({"big": server}))
+    # The result comes twice in its message (text and structured content): room for both, unless it is to be refused.
+    limits = Limits() if refused else Limits(message_size=2 * size + 1024**2)
+    host, chat = await host_for(config_for({"big": server}, limits=limits))
     prestarts = Prestarts()
     await prestarts.start([server])
     host.pool.prestarts = prestarts
@@ -109,14 +117,22 @@ async def bridge(size: int, prestart: bool = False) -> int:
         text = f"call big big {json.dumps({'size': size})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
         with anyio.fail_after(3600):
-            message = await chat.wait_message("big.big:")
+            message = await chat.wait_message("limits.message_size" if refused else "big.big:")
     await prestarts.aclose()
-    assert "show " in message, message[-300:]
+    assert ("refused" in message) if refused else ("show " in message or size < 4096), message[-300:]
     return len(message)
 
 
 async def bridge_prestart(size: int) -> int:
     return await bridge(size, prestart=True)
+
+
+async def bridge_refused(size: int) -> int:
+    return await bridge(size, refused=True)
+
+
+async def bridge_idle(size: int) -> int:
+    return await bridge(1024)
 
 
 def reader(size: int) -> dict[str, float]:
@@ -156,7 +172,8 @@ def child(kind: str, size: int) -> None:
         figures = reader(size)
     else:
         started = time.perf_counter()
-        runs = {"sdk": sdk, "adopted": adopted, "bridge": bridge, "bridge-prestart": bridge_prestart}
+        runs = {"sdk": sdk, "adopted": adopted, "bridge": bridge, "bridge-prestart": bridge_prestart,
+                "bridge-refused": bridge_refused, "bridge-idle": bridge_idle}
         length = anyio.run(runs[kind], size)
         figures = {"seconds": time.perf_counter() - started, "length": length}
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -177,8 +194,9 @@ def run(kind: str, size: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--mb", type=float, default=50.0)
+    parser.add_argument("--refused-mb", type=float, default=150.0, help="the result bridge-refused asks for")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="sdk,adopted,bridge,bridge-prestart,reader")
+    parser.add_argument("--only", default="sdk,adopted,bridge,bridge-prestart,bridge-idle,bridge-refused,reader")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -190,7 +208,8 @@ def main() -> None:
     size = int(args.mb * 1024**2)
     print(f"tool result of {size} characters ({args.mb:g} MB), {args.runs} runs each, python {sys.version.split()[0]}")
     for kind in args.only.split(","):
-        results = [run(kind, size) for _ in range(args.runs)]
+        results = [run(kind, int(args.refused_mb * 1024**2) if kind == "bridge-refused" else size)
+                   for _ in range(args.runs)]
         for n, r in enumerate(results, 1):
             print(f"  {kind:15} run {n}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                                      for k, v in r.items()))
