@@ -273,8 +273,10 @@ class SessionPool:
                 if (refused := auth_failure(exc)) is not None:
                     raise refused from exc
                 observe.server_start_failed(session.server.name)
+                # An answer past limits.message_size (a huge greeting) ends the transport: say that, not "closed".
+                too_large = session.bound.explains(None) if session.bound is not None else None
                 raise ServerStartError(session.server.name,
-                                       f"{session.server.name} failed to start: {_describe(exc)}",
+                                       f"{session.server.name} failed to start: {too_large or _describe(exc)}",
                                        session.stderr_tail()) from exc
             # The server died or its transport broke while closing; the host reports it where it was in use.
             logger.warning("session %s ended with an error: %s", "/".join(filter(None, session.key)), _describe(exc))

@@ -117,3 +117,14 @@ def test_the_bound_defaults_to_four_results_and_at_least_16_mb() -> None:
     assert Limits().message_limit == 16 * 1024**2
     assert Limits(tool_result_size=8 * 1024**2).message_limit == 32 * 1024**2
     assert from_mapping({"message_size": "2MB"}).message_limit == 2 * 1024**2
+
+
+async def test_a_greeting_past_the_bound_is_named_as_the_reason_the_server_did_not_start() -> None:
+    wordy = ServerConfig(name="wordy", command=sys.executable, args=(
+        "-c", f"from mcp.server.mcpserver import MCPServer; MCPServer('wordy', instructions='w' * {BIG}).run()"))
+    host, chat = await host_for(config_for({"wordy": wordy}, limits=Limits(message_size=LIMIT)))
+    async with host:
+        await host.run_message(MessageIn(ROOM, ALICE, "call wordy anything", explicit_command=True))
+        with anyio.fail_after(30):
+            report = await chat.wait_message("failed to start")
+    refused_notice(report, "wordy")
