@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from bridge.browser_url import check_host
 from bridge.content_text import block_text
 from bridge.errors import SessionError
 from bridge.model import Interaction, Kind
-from bridge.sanitize import check_host
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult

@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.matrix.markup import GAP, Mention, Text, bold, code, concat, fit, fit_items, join_lines, plain
+from bridge.browser_url import check_host
 from bridge.dialog import Question
 from bridge.forms import FieldKind
 from bridge.model import Interaction, Kind, Outcome, Status, StatusView
 from bridge.presentation import describe_outcome, describe_progress
-from bridge.sanitize import check_host
 from bridge.text import card_title, secret_warning
 
 POLL_START = "org.matrix.msc3381.poll.start"
