@@ -4,34 +4,18 @@ host line, and `show`. (Issue 21: `https://evil.example\\@good.example/login` wa
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import anyio
 import pytest
 
-from bridge.config import ServerConfig
 from bridge.model import DecisionIn, Kind, MessageIn
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 from tests.servers import links
+from tests.servers.links import TRICKS
 
 pytestmark = pytest.mark.anyio
 
-SCRIPT = Path(__file__).parent.parent / "servers" / "links.py"
 ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
-
-TRICKS = [
-    # (what the server sends, the host a browser opens, what the person would otherwise take it for)
-    ("https://evil.example\\@good.example/login", "evil.example", "good.example"),
-    ("https://evil.example:443\\@good.example/", "evil.example", "good.example"),
-    ("https://bank.example\u200b.evil.example/", "bank.example.evil.example", "bank.example[U+200B].evil.example"),
-]
-
-
-def links_server(transport: str) -> ServerConfig:
-    if transport == "stdio":
-        return ServerConfig(name="links", command=sys.executable, args=(str(SCRIPT),))
-    return ServerConfig(name="links", inprocess=links.server)
 
 
 async def nth_result(chat: FakeChatPort, n: int) -> str:
@@ -43,7 +27,7 @@ async def nth_result(chat: FakeChatPort, n: int) -> str:
 @pytest.mark.parametrize("transport", ["inline", "stdio"])
 @pytest.mark.parametrize("protocol", list(ERAS))
 async def test_a_url_card_and_show_name_the_host_a_browser_opens(protocol: str, transport: str) -> None:
-    host, chat = await host_for(config_for({"links": links_server(transport)}, server_protocol=protocol))
+    host, chat = await host_for(config_for({"links": links.config(transport)}, server_protocol=protocol))
     async with host:
         for n, (url, opened, seeming) in enumerate(TRICKS):
             await host.handle_message(MessageIn(ROOM, ALICE, f"call links visit {json.dumps({'url': url})}",
