@@ -47,3 +47,15 @@ async def test_a_link_that_reads_as_another_host_is_shown_with_the_host_a_browse
     assert f"│ Sign in to continue: paypal says hi {FAMILY}" in text  # in the card
     assert f"links.joined:\npaypal says hi {FAMILY}" in text  # in a result
     assert text.count("\u200d") == 2 * (len(TRICKS) + 1)  # the family's two joiners, nothing else
+
+
+async def test_a_result_reaches_the_console_without_a_stray_joiner() -> None:
+    config = config_for({"links": links.config("inline")})
+    out = io.StringIO()
+    host = Host(config, await host_store(config))
+    async with host:
+        console = ConsoleAdapter(host, lines(["!mcp call links joined"]), out)
+        host.attach(console)
+        with anyio.fail_after(60):
+            await console.serve()
+    assert out.getvalue() == f"links.joined:\npaypal says hi {FAMILY}\n"
