@@ -160,8 +160,9 @@ async def test_a_post_from_the_public_address_is_taken_as_the_browser_names_its_
             # The reverse proxy in front of the bridge takes /chat off the path.
             sent = await post(site, site.base + "/form/" + link.split("/form/", 1)[1], [("f0", "on")],
                               Origin="https://bridge.example")
+            assert sent.status_code == 200, sent.text
             outcome = await site.chat.wait_finished(card.id)
-    assert sent.status_code == 200 and outcome.status is Status.ACCEPTED
+    assert outcome.status is Status.ACCEPTED
 
 
 async def test_a_request_answered_in_chat_closes_its_web_link() -> None:
