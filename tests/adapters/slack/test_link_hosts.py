@@ -19,6 +19,8 @@ from tests.slackfake import Call, FakeSlack
 
 pytestmark = pytest.mark.anyio
 
+ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+
 
 def visit_result(thread: str) -> Callable[[Call], bool]:
     return lambda c: c.args.get("thread_ts") == thread and "links.visit" in str(c.args.get("text"))
@@ -41,7 +43,7 @@ async def test_a_link_that_reads_as_another_host_gets_no_button_and_a_warning_na
             assert ids.OPEN_URL not in card.actions() and warning in text
             assert f"*Host:* {opened} (a browser opens this host" in text
             assert f"paypal says hi {FAMILY}" in text  # the stray joiner is gone, the family's stay
-            assert "decline" in result.args["text"]
+            assert "decline" in result.args["text"] and ERAS[protocol] in result.args["text"]
 
 
 async def test_a_plain_link_gets_a_button_with_the_url_a_browser_opens(slack: FakeSlack) -> None:
