@@ -2,13 +2,12 @@
 
 Server text may carry terminal control sequences, bidi overrides and invisible characters that reorder or disguise
 what a person reads (an address that reads as another, a screen cleared, an OSC 8 link). `clean` removes them:
-C0 and C1 control characters except newline and tab, and every format character (Unicode category Cf: U+202E,
-U+200B, U+2060, U+FEFF, U+00AD, U+061C, ...) except the zero-width joiner, which emoji sequences need and which
-reorders nothing. Where a person must check text character by character (a URL), `visible` shows each such
-character as its code point instead of dropping it.
+C0 and C1 control characters except newline and tab, every format character (Unicode category Cf: U+202E, U+200B,
+U+2060, U+FEFF, U+00AD, U+061C, ...), and the zero-width joiner (U+200D) except where it joins two emoji: family
+and flag sequences need it, and anywhere else it only splits what a person reads. Where a person must check text
+character by character (a URL), `visible` shows each such character as its code point instead of dropping it.
 
-`check_host` is how a link's host is shown: converted with IDNA, so a look-alike such as `аpple.com` (Cyrillic а)
-is flagged with its punycode form, whether the server wrote it in Unicode or as `xn--`.
+Where a link goes is `bridge.browser_url`.
 
 Every function here is linear in its input.
 """
@@ -18,13 +17,15 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-import idna
+import regex
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _ZWJ = "\u200d"
+_STRAY_ZWJ = regex.compile(
+    # A joiner inside an emoji ZWJ sequence follows an emoji (perhaps with a skin tone or the emoji presentation
+    # selector after it) and precedes one; any other is stray. The look-arounds are bounded, so this is linear.
+    "(?<!\\p{Extended_Pictographic}[\U0001F3FB-\U0001F3FF\uFE0F]?)\u200d|\u200d(?!\\p{Extended_Pictographic})")
 
 
 def clean(text: str) -> str:
@@ -32,6 +33,8 @@ def clean(text: str) -> str:
     text = _CONTROL.sub("", text.replace("\r\n", "\n"))
     if text.isascii():
         return text
+    if _ZWJ in text:
+        text = _STRAY_ZWJ.sub("", text)
     return "".join(c for c in text if c == _ZWJ or not _invisible(c))
 
 
@@ -51,61 +54,6 @@ def _invisible(c: str) -> bool:
 
 def _hidden(c: str) -> bool:
     return c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs")
-
-
-@dataclass(frozen=True, slots=True)
-class HostCheck:
-    """A link's host as a person should check it."""
-
-    host: str
-    """As it reads (Unicode), cleaned; empty when the URL has none."""
-    ascii: str
-    """The IDNA (punycode) form, what the browser really contacts; equal to `host` for plain ASCII names."""
-    warning: str = ""
-    """Why the host needs a careful look (non-ASCII or mixed scripts, not a valid name), or empty."""
-
-    @property
-    def suspicious(self) -> bool:
-        return bool(self.warning)
-
-    def text(self) -> str:
-        """The one line cards show: 'example.org', or 'аpple.com (really xn--pple-43d.com: ...)'."""
-        if not self.host:
-            return self.warning or "(no host)"
-        if self.ascii != self.host:
-            return f"{self.host} (really {self.ascii}: {self.warning})"
-        return f"{self.host} ({self.warning})" if self.warning else self.host
-
-
-def check_host(url: str) -> HostCheck:
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return HostCheck("", "", "not a valid URL")
-    if not host:
-        return HostCheck("", "", "the link has no host")
-    host = visible(host)
-    if host.isascii() and not any(label.startswith("xn--") for label in host.split(".")):
-        return HostCheck(host, host)
-    try:
-        ascii_form = idna.encode(host, uts46=True).decode("ascii")
-        unicode_form = idna.decode(ascii_form)
-    except idna.IDNAError:
-        return HostCheck(host, host, "not a valid internationalised name; do not trust it")
-    scripts = _scripts(unicode_form)
-    why = "mixes scripts, check it carefully" if len(scripts) > 1 else \
-        "an internationalised name, check it carefully"
-    return HostCheck(unicode_form, ascii_form, why)
-
-
-def _scripts(host: str) -> set[str]:
-    """Rough script of each letter (the first word of its Unicode name: LATIN, CYRILLIC, GREEK, ...)."""
-    out: set[str] = set()
-    for c in host:
-        if c.isalpha():
-            name = unicodedata.name(c, "")
-            out.add(name.split(" ", 1)[0] if name else "UNKNOWN")
-    return out
 
 
 def utf8_len(text: str) -> int:

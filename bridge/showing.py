@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 
+from bridge.browser_url import check_host
 from bridge.dialog import option_lines
 from bridge.durations import time_left
 from bridge.forms import Field
 from bridge.model import Interaction, Kind
-from bridge.sanitize import check_host, visible
+from bridge.sanitize import visible
 from bridge.text import card_title, secret_warning
 
 

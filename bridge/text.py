@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from bridge.browser_url import check_host
 from bridge.content_text import block_text
 from bridge.errors import MessageTooLarge, SessionError
 from bridge.model import Interaction, Kind
-from bridge.sanitize import check_host
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -33,6 +33,17 @@ def url_host(url: str) -> str:
     """The host a URL points at, as a person should check it: look-alike and internationalised names are flagged
     with the punycode form the browser really contacts (`bridge.sanitize.check_host`)."""
     return check_host(url).text()
+
+
+def link_warning(url: str) -> str:
+    """For a link that is not what it seems (`bridge.browser_url.check_host` flags it), a plain warning naming the
+    host a browser would really open; else empty. Cards show it where Slack would leave out the Open button."""
+    checked = check_host(url)
+    if not checked.suspicious:
+        return ""
+    if not checked.ascii:
+        return f"Careful: {checked.warning}. Do not open it unless you are sure."
+    return f"Careful: in a browser this link opens {checked.ascii}. Do not open it unless you are sure."
 
 
 def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
@@ -95,5 +106,5 @@ def session_error_text(exc: SessionError, again: bool = True) -> str:
     return text + ("\nIt will be started again on next use." if again else "")
 
 
-__all__ = ["MAX_TEXT", "block_text", "card_title", "result_text", "secret_warning", "session_error_text", "shorten",
-           "url_host"]
+__all__ = ["MAX_TEXT", "block_text", "card_title", "link_warning", "result_text", "secret_warning",
+           "session_error_text", "shorten", "url_host"]

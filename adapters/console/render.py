@@ -11,7 +11,7 @@ from bridge.durations import time_left
 from bridge.model import Interaction, Kind, Outcome, StatusView
 from bridge.presentation import describe_outcome, describe_progress
 from bridge.sanitize import clean, visible
-from bridge.text import card_title, secret_warning
+from bridge.text import card_title, link_warning, secret_warning
 
 BAR = 20
 
@@ -30,9 +30,9 @@ def card_header(interaction: Interaction, now: float | None = None) -> list[str]
         body = clean(detail.text).splitlines() or [""]
         lines.append(f"│ {clean(detail.label)}: {body[0]}")
         lines.extend(f"│   {extra}" for extra in body[1:])
-    warning = secret_warning(interaction)
-    if warning:
-        lines.append(f"│ ⚠ {clean(warning)}")
+    for warning in (link_warning(interaction.url) if interaction.kind is Kind.URL else "", secret_warning(interaction)):
+        if warning:
+            lines.append(f"│ ⚠ {clean(warning)}")
     lines.extend(progress(interaction))
     if interaction.kind is Kind.URL:
         lines.append("│ The bridge does not open links: copy it into your browser only if you trust it.")

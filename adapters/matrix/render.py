@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.matrix.markup import GAP, Mention, Text, bold, code, concat, fit, fit_items, join_lines, plain
+from bridge.browser_url import check_host
 from bridge.dialog import Question
 from bridge.forms import FieldKind
 from bridge.model import Interaction, Kind, Outcome, Status, StatusView
 from bridge.presentation import describe_outcome, describe_progress
-from bridge.sanitize import check_host
-from bridge.text import card_title, secret_warning
+from bridge.text import card_title, link_warning, secret_warning
 
 POLL_START = "org.matrix.msc3381.poll.start"
 POLL_RESPONSE = "org.matrix.msc3381.poll.response"
@@ -122,6 +122,9 @@ def header(interaction: Interaction) -> list[Text]:
     if i.kind is Kind.URL:
         parts.append(Text("Link: ", "Link: ") + fit(i.url, URL_BUDGET, code))
         parts.append(Text("It goes to: ", "It goes to: ") + fit(check_host(i.url).text(), 1_000, bold))
+        warning = link_warning(i.url)
+        if warning:
+            parts.append(fit("⚠ " + warning, 1_000, bold))
     details = []
     for detail in i.details:
         if i.kind is Kind.URL and detail.label == "Host":

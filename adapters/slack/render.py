@@ -10,9 +10,10 @@ Limits honoured here, counted on the escaped text Slack receives: 50 blocks a me
 75 characters a button label, 25 elements an actions block. `tests/adapters/slack/limits.py` checks them for every
 card the tests render.
 
-A link gets an Open button only when Slack would take it and nothing about it is disguised: http(s) with a host, no
-hidden characters, and a host that `bridge.sanitize.check_host` does not flag (a look-alike such as `аpple.com` with
-a Cyrillic а is shown with its punycode form instead).
+A link gets an Open button only when Slack would take it and nothing about it is disguised: http(s), and nothing
+`bridge.browser_url.check_host` flags (user info, a backslash, hidden characters, a host that reads as another than
+the browser opens, a look-alike such as `аpple.com` with a Cyrillic а, shown with its punycode form instead). The
+button carries the URL as the browser would open it (WHATWG-normalized).
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 from adapters.slack import ids
-from adapters.slack.escape import cap, has_hidden, mrkdwn, one_line, safe_mrkdwn, visible_url
+from adapters.slack.escape import cap, mrkdwn, one_line, safe_mrkdwn, visible_url
+from bridge.browser_url import check_host
 from bridge.durations import time_left
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
 from bridge.presentation import Person, describe_outcome, describe_progress
-from bridge.sanitize import check_host
 from bridge.text import card_title, secret_warning
 
 JSON = dict[str, Any]
@@ -234,26 +234,25 @@ def _waiting_line(interaction: Interaction, now: float) -> str:
 
 
 def link_problem(url: str) -> str | None:
-    """Why a server's URL gets no Open button, or None: only http(s) with a host, nothing hidden, within 3000
-    characters (Slack refuses a card whose button URL it does not accept: `invalid_blocks`), and a host that is
-    not a possible look-alike (shown with its punycode form, what the browser would really contact)."""
-    if len(url) > BUTTON_URL:
-        return "the link is longer than Slack allows in a button"
-    if has_hidden(url):
-        return "the link contains spaces, control or invisible characters (shown as [U+…])"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return "the link is not a valid web address"
-    if parts.scheme.lower() not in ("http", "https"):
-        return "only http and https links get a button"
-    if not host:
-        return "the link has no host"
+    """Why a server's URL gets no Open button, or None: only an http(s) link that reads as where a browser takes it
+    (`bridge.browser_url.check_host`: no user info, backslash or hidden characters, a host written as the browser
+    resolves it and not a possible look-alike; the warning names the host the browser would really open), within
+    3000 characters once normalized (Slack refuses a card whose button URL it does not accept: `invalid_blocks`)."""
     checked = check_host(url)
+    if not checked.href:
+        return "the link is not a valid web address"
+    if not checked.web:
+        return "only http and https links get a button"
+    if len(checked.href) > BUTTON_URL:
+        return "the link is longer than Slack allows in a button"
     if checked.suspicious:
         return f"the host {checked.text()}"
     return None
+
+
+def button_url(url: str) -> str | None:
+    """What an Open button links to: the URL as the browser would open it (normalized), or None for no button."""
+    return check_host(url).href if link_problem(url) is None else None
 
 
 def inline_field(interaction: Interaction) -> int | None:
@@ -290,9 +289,10 @@ def _buttons(interaction: Interaction, web: bool = False) -> list[JSON]:
     if interaction.kind is Kind.URL:
         # Only a well-formed web link gets a button (Slack rejects the whole card otherwise); any other stays in
         # the text, with the reason shown (`card`).
-        if interaction.url and link_problem(interaction.url) is None:
+        href = button_url(interaction.url) if interaction.url else None
+        if href:
             label = f"Connect {interaction.server.name}" if interaction.private else "Open link"
-            out.append(button(label, ids.OPEN_URL, iid, url=interaction.url))
+            out.append(button(label, ids.OPEN_URL, iid, url=href))
         out.append(button(interaction.accept_label, ids.ACCEPT, iid, "primary"))
         out.append(button(interaction.decline_label, ids.DECLINE, iid, "danger"))
         return out

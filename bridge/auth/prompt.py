@@ -23,13 +23,13 @@ from mcp.shared.auth import AuthorizationCodeResult
 from bridge.auth.asking import Asking
 from bridge.auth.signins import Authorization, Authorizations
 from bridge.broker import Broker
+from bridge.browser_url import check_host
 from bridge.config import ServerConfig
 from bridge.errors import AdapterError, AuthError
 from bridge.model import ConversationKey, Detail, Interaction, Kind, ServerLabel, Status
 from bridge.outbound import Outbound
 from bridge.presentation import describe_status
 from bridge.request_context import RequestContext, new_interaction
-from bridge.sanitize import check_host
 from bridge.team_config import duration_text
 
 logger = logging.getLogger(__name__)

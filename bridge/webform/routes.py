@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Protocol
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 
+from bridge import browser_url
 from bridge.config import HttpConfig
 from bridge.http_server import HttpServer
 from bridge.model import Action, Actor, DecisionIn, DecisionResult, Interaction, Verdict
@@ -147,8 +148,8 @@ class WebForms:
             return True  # not a browser, or an old one: the unguessable token alone guards the post
         allowed = {f"{request.url.scheme}://{request.url.netloc}".lower()}
         if self._server.public_url:
-            public = urlsplit(self._server.public_url)
-            allowed.add(f"{public.scheme}://{public.netloc}".lower())
+            # Compared as the browser serializes its Origin (lower case, no default port), not as written.
+            allowed.add(browser_url.origin(self._server.public_url))
         return origin.lower() in allowed
 
 

@@ -60,10 +60,11 @@ class Site:
 
 
 @asynccontextmanager
-async def running(servers: dict[str, Any], *, lifetime: float = 900.0, **overrides: Any) -> AsyncIterator[Site]:
+async def running(servers: dict[str, Any], *, lifetime: float = 900.0, public_url: str = "",
+                  **overrides: Any) -> AsyncIterator[Site]:
     """`servers` maps names to in-process `MCPServer`s or `ServerConfig`s (stdio), as `config_for` takes them."""
     host, chat = await host_for(config_for(servers, **overrides))
-    server = HttpServer("127.0.0.1:0")
+    server = HttpServer("127.0.0.1:0", public_url)
     clock = Clock()
     forms = WebForms(host, server, FormLinks(lifetime=lifetime, clock=clock))
     async with host, anyio.create_task_group() as tg:

@@ -150,6 +150,21 @@ async def test_expired_tampered_and_strangers_links_are_refused_and_the_card_sta
     assert expired.status_code == expired_post.status_code == 410 and "This link has expired" in expired.text
 
 
+async def test_a_post_from_the_public_address_is_taken_as_the_browser_names_its_origin() -> None:
+    # Written with capitals and the default port; a browser's Origin header has neither.
+    async with running({"forms": form_server()}, public_url="HTTPS://Bridge.Example:443/chat") as site:
+        with anyio.fail_after(20):
+            card = await site.call("forms", "fill", {"schema": OK_SCHEMA})
+            link = site.forms.link_for(card, ALICE)
+            assert link is not None and link.startswith("HTTPS://Bridge.Example:443/chat/form/")
+            # The reverse proxy in front of the bridge takes /chat off the path.
+            sent = await post(site, site.base + "/form/" + link.split("/form/", 1)[1], [("f0", "on")],
+                              Origin="https://bridge.example")
+            assert sent.status_code == 200, sent.text
+            outcome = await site.chat.wait_finished(card.id)
+    assert outcome.status is Status.ACCEPTED
+
+
 async def test_a_request_answered_in_chat_closes_its_web_link() -> None:
     async with running({"forms": form_server()}) as site:
         with anyio.fail_after(20):

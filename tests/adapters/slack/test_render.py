@@ -125,6 +125,13 @@ def test_a_url_card_shows_the_full_url_and_host_and_links_without_fetching() -> 
     assert buttons(blocks)[1:] == [(ids.ACCEPT, "Done"), (ids.DECLINE, "Decline")]
 
 
+def test_the_open_button_carries_the_url_as_the_browser_opens_it() -> None:
+    card = interaction(kind=Kind.URL, url="HTTPS://Example.COM:443/caf\u00e9?q=1", accept_label="Done",
+                       quick_accept=True)
+    link = render.card(card)[-1]["elements"][0]
+    assert (link["action_id"], link["url"]) == (ids.OPEN_URL, "https://example.com/caf%C3%A9?q=1")
+
+
 def test_approvals_offer_approve_edit_deny_or_a_picker_when_nothing_can_be_approved_as_shown() -> None:
     assert buttons(render.card(sampling())) == [(ids.ACCEPT, "Approve"), (ids.OPEN_FORM, "Edit…"),
                                                 (ids.DECLINE, "Deny")]
@@ -274,7 +281,12 @@ def test_the_app_home_lists_waiting_requests_with_links_to_their_cards() -> None
     (" https://example.com/", "spaces, control or invisible"),
     ("https://exa\u200bmple.com/", "spaces, control or invisible"),
     ("https://example.com/\u202egnp.exe", "spaces, control or invisible"),
-    ("https:///path-only", "no host"),
+    ("https:///path-only", "the host path-only (a browser opens this host, though the link reads as having none)"),
+    ("https://evil.example\\@good.example/login", "the host evil.example (a browser opens this host, not good.example"),
+    ("https://evil.example:443\\@good.example/", "the host evil.example (a browser opens this host, not good.example"),
+    ("https://good.example@evil.example/", "the host evil.example (the link carries a user name or password"),
+    ("https://bank.example\u200b.evil.example/", "the host bank.example.evil.example (a browser opens this host"),
+    ("http://0x7f.1/", "the host 127.0.0.1 (a browser opens this host, not 0x7f.1 as written)"),
     ("https://[::1/", "not a valid web address"),
     ("https://example.com/" + "x" * 3000, "longer than Slack allows"),
 ])
