@@ -159,9 +159,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
         if interaction_id is None:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit ORDER BY id")
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id FROM audit ORDER BY id")
         else:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit WHERE interaction_id = ?"
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id FROM audit WHERE interaction_id = ?"
                                         " ORDER BY id", (interaction_id,))
         return [codec.audit_row(r) for r in rows]
 
