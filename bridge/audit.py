@@ -122,12 +122,16 @@ def verify(rows: Iterable[Row], ring: Mapping[str, bytes] | None = None,
         at_row.setdefault(checkpoint.row_id, []).append(checkpoint)
     previous, count, keyed, checkpointed, last_id = GENESIS, 0, 0, 0, 0
     used: set[str] = set()
+    since_id, since_head, fresh = 0, GENESIS, True
+    """The first row after the newest checkpoint that held (its id), the head at that checkpoint."""
 
-    def verdict(broken: Broken | None) -> Verdict:
-        return Verdict(count if broken is None else broken.position - 1, previous, broken, keyed, checkpointed,
-                       len(checkpoints), tuple(sorted(used)))
+    def verdict(broken: Broken | None, head: str | None = None) -> Verdict:
+        return Verdict(count if broken is None else broken.position - 1, head or previous, broken, keyed,
+                       checkpointed, len(checkpoints), tuple(sorted(used)))
 
     for count, (row_id, values, stored, kid) in enumerate(rows, start=1):
+        if fresh:
+            since_id, since_head, fresh = row_id, previous, False
         if not stored:
             return verdict(Broken(row_id, count, "has no hash (written without the chain, or its hash was removed)"))
         if kid:
@@ -146,12 +150,16 @@ def verify(rows: Iterable[Row], ring: Mapping[str, bytes] | None = None,
             reason = ("its fields or its hash were changed, or the row before it was changed, removed or added"
                       if count > 1 else "its fields or its hash were changed, or rows before it were removed")
             return verdict(Broken(row_id, count, reason))
-        for checkpoint in at_row.pop(row_id, []):
-            if (checkpoint.head, checkpoint.rows) != (stored, count):
-                return verdict(Broken(row_id, count, f"the checkpoint of {checkpoint.when} names another history "
-                                                     f"here ({checkpoint.rows} rows, head {checkpoint.head[:16]}…): "
-                                                     "rewritten or rolled back"))
-            checkpointed = count
+        here = at_row.pop(row_id, [])
+        wrong = next((c for c in here if (c.head, c.rows) != (stored, count)), None)
+        if wrong is not None:
+            # Every row since the last checkpoint that held may be part of the other history.
+            return verdict(Broken(since_id, checkpointed + 1,
+                                  f"the checkpoint of {wrong.when} names another history at row {count} (id {row_id}: "
+                                  f"{wrong.rows} rows, head {wrong.head[:16]}…): the rows from here on were rewritten "
+                                  "or the store was rolled back"), since_head)
+        if here:
+            checkpointed, fresh = count, True
         previous, last_id = stored, row_id
     if at_row:
         checkpoint = max((c for cs in at_row.values() for c in cs), key=lambda c: c.row_id)

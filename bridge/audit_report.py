@@ -314,4 +314,11 @@ async def verify_all(log: Log, given: Verifying) -> tuple[bool, list[str]]:
     lines += [f"note: {n}" for n in [*found.notes, *given.notes]]
     if given.key is not None and found.trusted:
         lines.append(f"checkpoint signing key: {public_text(given.key)}")
-    return verdict.broken is None and not found.problems, lines
+    # With a key at hand, rows that only an unkeyed hash and no checkpoint vouch for are no longer "fine": they are
+    # exactly what someone without the key would write after rewriting the whole log.
+    unvouched = (bool(given.ring) and verdict.broken is None and not verdict.keyed
+                 and verdict.checkpointed < verdict.rows)
+    if unvouched:
+        lines.append(f"NOT VOUCHED FOR: {chain.KEY_ENV} is set, but no row is keyed: written before the key was set, "
+                     "or the whole log rewritten by someone without it")
+    return verdict.broken is None and not found.problems and not unvouched, lines
