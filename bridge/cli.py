@@ -192,10 +192,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from bridge.config import load
 
-        config = load(args.config)
-        for warning in _audit_warnings():
-            logger.warning("%s", warning)
-        return anyio.run(_run, config, args.worker_id, args.config)
+        return anyio.run(_run, load(args.config), args.worker_id, args.config, True)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command in ("call", "tools"):
@@ -316,20 +313,23 @@ async def open_store(config: Config, worker_id: str | None = None) -> AsyncStore
         raise ConfigError([f"store: cannot open {shown(config.store)}: {exc.strerror or exc}"]) from None
 
 
-async def _run(config: Config, worker_id: str | None = None, path: str = "FILE") -> int:
+async def _run(config: Config, worker_id: str | None = None, path: str = "FILE", warn: bool = False) -> int:
     from bridge import preflight
 
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
     redaction.install(config.redactor)  # first: every later log line is redacted
-    return await _serve(config, worker_id, path)
+    return await _serve(config, worker_id, path, warn)
 
 
-async def _serve(config: Config, worker_id: str | None, path: str) -> int:
+async def _serve(config: Config, worker_id: str | None, path: str, warn: bool) -> int:
     from bridge.prestart import Prestarts
 
     store = await open_store(config, worker_id)
+    if warn:  # not for the demo, whose store is a scratch file
+        for warning in _audit_warnings():
+            logger.warning("%s", warning)
     logger.info("store open (%s), worker %s", "shared" if store.shared else "this process only", store.worker_id)
     prestarts = Prestarts()
     try:

@@ -232,3 +232,23 @@ def test_audit_reads_and_verifies_a_postgres_store_and_never_prints_its_password
     assert "Traceback" not in unreachable.stderr
     for result in (listed, verified, broken, unreachable):
         assert "supersecret123" not in result.stdout + result.stderr
+
+
+def test_a_keyed_log_is_not_continued_without_its_key(tmp_path: Path, keys: dict[str, str]) -> None:
+    db, config = tmp_path / "bridge.db", tmp_path / "bridge.yaml"
+    decide(db, 1)
+    config.write_text(yaml.safe_dump({"store": str(db), "chat": {"console": {}}}))
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    checked = subprocess.run([sys.executable, "-m", "bridge.cli", "check-config", str(config)], capture_output=True,
+                             text=True, env=env, timeout=60, check=False)
+    assert checked.returncode == 0
+    assert "warning: audit: MCP_BRIDGE_AUDIT_KEY is not set: the audit chain is unkeyed" in checked.stderr
+    # Unkeyed rows after keyed ones are what a forger without the key writes: the bridge does not write them.
+    run = subprocess.run([sys.executable, "-m", "bridge.cli", "run", "-c", str(config)], capture_output=True,
+                         text=True, env=env, stdin=subprocess.DEVNULL, timeout=60, check=False)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
+    assert "MCP_BRIDGE_AUDIT_KEY: the audit log is keyed" in run.stderr
+    assert keys[chain.KEY_ENV] not in run.stderr + checked.stderr
+    bad = dict(env, **{chain.KEY_ENV: "not-a-key"})
+    result = audit("--store", db, "--verify", env=bad)
+    assert result.returncode == 2 and "MCP_BRIDGE_AUDIT_KEY: each key must be 32 random bytes" in result.stderr
