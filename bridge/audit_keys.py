@@ -125,11 +125,14 @@ class AuditSettings:
     """A checkpoint at least every this many rows this process appends (and at every clean stop)."""
     file: Path | None = None
     """An append-only file of checkpoints (one JSON object a line), for an operator to ship away."""
+    warn: bool = False
+    """Log `warnings()` once, when this process appends its first audit row (`run`: a start that fails says only why;
+    a bridge that records decisions says what their record lacks)."""
 
     @classmethod
     def from_env(cls, every: int = DEFAULT_EVERY, file: str | Path | None = None,
-                 env: Mapping[str, str] | None = None) -> AuditSettings:
-        return cls(ring(env), signing_key(env), every, Path(file) if file else None)
+                 env: Mapping[str, str] | None = None, *, warn: bool = False) -> AuditSettings:
+        return cls(ring(env), signing_key(env), every, Path(file) if file else None, warn)
 
     @property
     def current(self) -> tuple[str, bytes] | None:

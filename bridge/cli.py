@@ -298,15 +298,16 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
     return adapter
 
 
-async def open_store(config: Config, worker_id: str | None = None) -> AsyncStore:
+async def open_store(config: Config, worker_id: str | None = None, warn: bool = False) -> AsyncStore:
     """The configured store, migrated, this worker registered. A SQLite file is locked to this process first (a
     second `run` on the same file would close the first's live cards at start-up and resume its 2026 calls a second
-    time; the kernel drops the lock however this process dies); with Postgres several workers are the point."""
+    time; the kernel drops the lock however this process dies); with Postgres several workers are the point. `warn`:
+    say once, at the first audit row, what protection the audit log lacks (not for the demo's scratch store)."""
     from bridge.addresses import shown
     from bridge.audit_keys import AuditSettings
     from bridge.storage import open_store as open_async_store
 
-    audit = AuditSettings.from_env(config.audit.checkpoint_every, config.audit.checkpoint_file)
+    audit = AuditSettings.from_env(config.audit.checkpoint_every, config.audit.checkpoint_file, warn=warn)
     try:
         return await open_async_store(config.store, worker_id=worker_id, lease=config.worker_lease, audit=audit)
     except OSError as exc:  # the folder is missing or not writable
@@ -326,10 +327,7 @@ async def _run(config: Config, worker_id: str | None = None, path: str = "FILE",
 async def _serve(config: Config, worker_id: str | None, path: str, warn: bool) -> int:
     from bridge.prestart import Prestarts
 
-    store = await open_store(config, worker_id)
-    if warn:  # not for the demo, whose store is a scratch file
-        for warning in _audit_warnings():
-            logger.warning("%s", warning)
+    store = await open_store(config, worker_id, warn)
     logger.info("store open (%s), worker %s", "shared" if store.shared else "this process only", store.worker_id)
     prestarts = Prestarts()
     try:

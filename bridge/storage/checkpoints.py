@@ -38,9 +38,14 @@ class Checkpoints:
         self._lock = anyio.Lock()
         self.appended = 0
         """Rows this process appended since its last checkpoint (counted as their inserts run)."""
+        self._warned = False
 
     async def due(self) -> None:
-        """A checkpoint if enough rows were appended since the last."""
+        """After rows were appended: a checkpoint if enough came since the last."""
+        if self._settings.warn and not self._warned and self.appended:
+            self._warned = True
+            for warning in self._settings.warnings():
+                logging.getLogger("bridge.audit").warning("%s", warning)
         if self._settings.signer is not None and self.appended >= self._settings.every:
             await self.make(minimum=self._settings.every)
 

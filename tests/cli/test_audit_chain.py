@@ -252,3 +252,28 @@ def test_a_keyed_log_is_not_continued_without_its_key(tmp_path: Path, keys: dict
     bad = dict(env, **{chain.KEY_ENV: "not-a-key"})
     result = audit("--store", db, "--verify", env=bad)
     assert result.returncode == 2 and "MCP_BRIDGE_AUDIT_KEY: each key must be 32 random bytes" in result.stderr
+
+
+def test_run_without_keys_says_once_what_its_audit_log_lacks(tmp_path: Path, no_keys: None) -> None:
+    proc, lines, _db, reader = start(tmp_path, "legacy")
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    for _ in range(2):
+        proc.stdin.write("!mcp call demo plan_trip\n")
+        proc.stdin.flush()
+        wait_line(lines, "asks you to fill in a form")
+        proc.stdin.write("!mcp cancel\n")
+        proc.stdin.flush()
+        wait_line(lines, "cancel")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    err = proc.stderr.read()
+    reader.join(timeout=10)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        pipe.close()
+    assert proc.returncode == 0, err
+    warned = [json.loads(e)["message"] for e in err.splitlines() if e.startswith("{") and "audit:" in e]
+    assert warned == [
+        "audit: MCP_BRIDGE_AUDIT_KEY is not set: the audit chain is unkeyed, so anyone who can write the store can "
+        "rewrite it unseen",
+        "audit: MCP_BRIDGE_AUDIT_SIGNING_KEY is not set: no signed checkpoints, so rows removed from the end or a "
+        "store rolled back to a copy go unseen"]
