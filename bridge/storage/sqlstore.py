@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import anyio
 
 from bridge import audit as chain
-from bridge.audit import Checkpoint
 from bridge.audit_keys import AuditSettings
 from bridge.errors import ConfigError, StoreError
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
@@ -122,10 +121,6 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     async def record(self, row: AuditRow) -> None:
         await self._db.transaction(self._append_audit(codec.row_values(row)))
         await self._checkpoints.due()
-
-    async def checkpoint(self) -> Checkpoint | None:
-        """Sign the audit chain's head now (None without a signing key or new rows)."""
-        return await self._checkpoints.make()
 
     async def _check_audit_key(self) -> None:
         """Refuse to append unkeyed rows to a keyed chain: `audit --verify` would call every one of them forged."""
