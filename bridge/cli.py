@@ -27,6 +27,7 @@ from bridge.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_aut
 if TYPE_CHECKING:
     import anyio
 
+    from bridge import audit_report
     from bridge.config import Config
     from bridge.host import Host
     from bridge.ports import Adapter
@@ -69,6 +70,8 @@ def setup_logging(level: str, json_lines: bool, stream: TextIO | None = None, de
     # The SDK and HTTP libraries are chatty at INFO; their warnings still show.
     for name in ("mcp", "httpx2", "httpcore2", "aiohttp.access", "nio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    # A checkpoint of the audit log is a record meant to be kept (shipped with the logs), whatever the level.
+    logging.getLogger("bridge.audit.checkpoint").setLevel(min(logging.INFO, root.level))
     # nio warns at every retry of a failed request ("Timed out, sleeping for 0s"); the adapter reports the failure.
     logging.getLogger("nio.client.async_client").setLevel(max(logging.ERROR, root.level))
 
@@ -118,10 +121,10 @@ def parser() -> argparse.ArgumentParser:
                          help="print a servers: block from an mcpServers JSON file")
     imp.add_argument("file")
     sub.add_parser("schema", parents=[common], help="print the config file's JSON Schema")
-    audit = sub.add_parser("audit", parents=[common], help="read the audit log, or --verify its hash chain")
+    audit = sub.add_parser("audit", parents=[common], help="read the audit log, or --verify it")
     audit.add_argument("-c", "--config", help="the bridge's config file: its store is read (default store: "
                                               f"{DEFAULT_STORE})")
-    audit.add_argument("--store", help="the store file itself, instead of -c")
+    audit.add_argument("--store", help="the store itself (a SQLite file or a postgresql:// URL), instead of -c")
     audit.add_argument("--since", help="only rows this recent: a duration (1d, 12h) or a date (2026-11-01)")
     audit.add_argument("--server", help="only this server's requests")
     audit.add_argument("--kind", help="only this kind: form, url, sampling, sampling_review, roots, tool")
@@ -129,7 +132,15 @@ def parser() -> argparse.ArgumentParser:
     shape = audit.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="one JSON object per line")
     shape.add_argument("--csv", action="store_true", help="CSV with a header row")
-    audit.add_argument("--verify", action="store_true", help="check the hash chain and name the first broken link")
+    audit.add_argument("--verify", action="store_true",
+                       help="check the keys, the hash chain and the signed checkpoints; name the first row that "
+                            "cannot be vouched for")
+    audit.add_argument("--checkpoints", action="append", metavar="FILE",
+                       help="a checkpoint file shipped away from the bridge (audit.checkpoint_file); repeatable")
+    audit.add_argument("--public-key", help="the checkpoints' Ed25519 public key (base64, PEM, or a file); default: "
+                                            "MCP_BRIDGE_AUDIT_PUBLIC_KEY, or derived from MCP_BRIDGE_AUDIT_SIGNING_KEY")
+    audit.add_argument("--public-key-of-signing-key", action="store_true",
+                       help="print the public key of MCP_BRIDGE_AUDIT_SIGNING_KEY (for those who only verify)")
     return p
 
 
@@ -163,6 +174,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         problems = preflight.problems(config)
         if problems:
             raise ConfigError(problems)
+        for warning in _audit_warnings():
+            print(f"warning: {warning}", file=sys.stderr)
         print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
         return EXIT_OK
     if args.command == "import-servers":
@@ -179,7 +192,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from bridge.config import load
 
-        return anyio.run(_run, load(args.config), args.worker_id, args.config)
+        return anyio.run(_run, load(args.config), args.worker_id, args.config, True)
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command in ("call", "tools"):
@@ -190,25 +203,64 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from bridge import audit_report
+    import anyio
+
+    from bridge import audit_keys, audit_report
     from bridge.config import store_path
 
+    if args.public_key_of_signing_key:
+        signer = audit_keys.signing_key()
+        if signer is None:
+            raise ConfigError([f"{audit_keys.SIGNING_KEY_ENV} is not set"])
+        print(audit_keys.public_text(signer.public_key()))
+        return EXIT_OK
     filters = audit_report.Filters(
         since=audit_report.since(args.since) if args.since else None, server=args.server,
         kind=audit_report.kind(args.kind) if args.kind else None, who=args.who)
-    path = args.store or (store_path(args.config) if args.config else DEFAULT_STORE)
-    db = audit_report.connect(path)
-    try:
-        if args.verify:
-            verdict = audit_report.verify(db)
-            print(audit_report.verdict_text(verdict), file=sys.stdout if verdict.broken is None else sys.stderr)
-            return EXIT_OK if verdict.broken is None else EXIT_TOOL_ERROR
-        items = audit_report.entries(db, filters)
-    finally:
-        db.close()
+    target = args.store or (store_path(args.config) if args.config else DEFAULT_STORE)
+    return anyio.run(_audit_store, args, target, filters, _verifying(args) if args.verify else None)
+
+
+def _verifying(args: argparse.Namespace) -> audit_report.Verifying:
+    from pathlib import Path
+
+    from bridge import audit_keys, audit_report
+    from bridge.config import audit_config
+
+    files = [Path(f) for f in args.checkpoints or ()]
+    notes = []
+    configured = audit_config(args.config).checkpoint_file if args.config else None
+    if configured and Path(configured).is_file():
+        files.append(Path(configured))
+    elif configured:
+        notes.append(f"the checkpoint file {configured} (audit.checkpoint_file) is not here; pass the copy you "
+                     "shipped away with --checkpoints")
+    shipped, problems = audit_report.read_checkpoints(files)
+    return audit_report.Verifying(audit_keys.ring(), audit_keys.verifying_key(args.public_key), shipped,
+                                  notes + problems)
+
+
+async def _audit_store(args: argparse.Namespace, target: str, filters: audit_report.Filters,
+                       verifying: audit_report.Verifying | None) -> int:
+    from bridge import audit_report
+
+    async with audit_report.opened(target) as log:
+        if verifying is not None:
+            ok, lines = await audit_report.verify_all(log, verifying)
+            for line in lines:
+                print(line, file=sys.stdout if ok else sys.stderr)
+            return EXIT_OK if ok else EXIT_TOOL_ERROR
+        items = await audit_report.entries(log, filters)
     write = audit_report.write_json if args.json else audit_report.write_csv if args.csv else audit_report.write_table
     write(items, sys.stdout)
     return EXIT_OK
+
+
+def _audit_warnings() -> list[str]:
+    """What is missing from the audit log's protection (the keys are read, so a bad one fails here too)."""
+    from bridge.audit_keys import AuditSettings
+
+    return AuditSettings.from_env().warnings()
 
 
 def _import_servers(path: str) -> int:
@@ -246,32 +298,36 @@ def load_adapter(name: str, host: Host, settings: Any, config: Config) -> Adapte
     return adapter
 
 
-async def open_store(config: Config, worker_id: str | None = None) -> AsyncStore:
+async def open_store(config: Config, worker_id: str | None = None, warn: bool = False) -> AsyncStore:
     """The configured store, migrated, this worker registered. A SQLite file is locked to this process first (a
     second `run` on the same file would close the first's live cards at start-up and resume its 2026 calls a second
-    time; the kernel drops the lock however this process dies); with Postgres several workers are the point."""
+    time; the kernel drops the lock however this process dies); with Postgres several workers are the point. `warn`:
+    say once, at the first audit row, what protection the audit log lacks (not for the demo's scratch store)."""
+    from bridge.addresses import shown
+    from bridge.audit_keys import AuditSettings
     from bridge.storage import open_store as open_async_store
 
+    audit = AuditSettings.from_env(config.audit.checkpoint_every, config.audit.checkpoint_file, warn=warn)
     try:
-        return await open_async_store(config.store, worker_id=worker_id, lease=config.worker_lease)
+        return await open_async_store(config.store, worker_id=worker_id, lease=config.worker_lease, audit=audit)
     except OSError as exc:  # the folder is missing or not writable
-        raise ConfigError([f"store: cannot open {config.store}: {exc.strerror or exc}"]) from None
+        raise ConfigError([f"store: cannot open {shown(config.store)}: {exc.strerror or exc}"]) from None
 
 
-async def _run(config: Config, worker_id: str | None = None, path: str = "FILE") -> int:
+async def _run(config: Config, worker_id: str | None = None, path: str = "FILE", warn: bool = False) -> int:
     from bridge import preflight
 
     problems = preflight.problems(config)
     if problems:
         raise ConfigError(problems)
     redaction.install(config.redactor)  # first: every later log line is redacted
-    return await _serve(config, worker_id, path)
+    return await _serve(config, worker_id, path, warn)
 
 
-async def _serve(config: Config, worker_id: str | None, path: str) -> int:
+async def _serve(config: Config, worker_id: str | None, path: str, warn: bool) -> int:
     from bridge.prestart import Prestarts
 
-    store = await open_store(config, worker_id)
+    store = await open_store(config, worker_id, warn)
     logger.info("store open (%s), worker %s", "shared" if store.shared else "this process only", store.worker_id)
     prestarts = Prestarts()
     try:

@@ -122,6 +122,15 @@ class HttpConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditConfig:
+    """The audit log's checkpoints (`bridge.storage.checkpoints`); its keys come from the environment
+    (`bridge.audit_keys`)."""
+
+    checkpoint_every: int = 100
+    checkpoint_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LLMConfig:
     provider: Literal["openai", "anthropic", "human"] = "human"
     model: str | None = None
@@ -159,6 +168,7 @@ class Config:
     """Per-channel policy by `<platform>:<channel id>` (globs allowed: `slack:D*` is every Slack DM)."""
     budgets: BudgetLimits = field(default_factory=BudgetLimits)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    audit: AuditConfig = AuditConfig()
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -176,6 +186,19 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
 
 def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
     """Only the `store:` of a config file: for readers of the store (`audit`), who need none of its secrets set."""
+    value = _only(path, "store", DEFAULT_STORE, env)
+    if not isinstance(value, str):
+        raise ConfigError(["store: must be a string"])
+    return value
+
+
+def audit_config(path: str | Path, env: Mapping[str, str] | None = None) -> AuditConfig:
+    """Only the `audit:` block of a config file (for `audit --verify`: where its checkpoints are)."""
+    value = _only(path, "audit", {}, env)
+    return _audit(value) if isinstance(value, dict) else AuditConfig()
+
+
+def _only(path: str | Path, key: str, default: Any, env: Mapping[str, str] | None) -> Any:
     try:
         raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
     except OSError as exc:
@@ -183,10 +206,10 @@ def store_path(path: str | Path, env: Mapping[str, str] | None = None) -> str:
     except yaml.YAMLError as exc:
         raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
     problems: list[str] = []
-    value = substitute(raw.get("store", DEFAULT_STORE) if isinstance(raw, dict) else DEFAULT_STORE,
-                        os.environ if env is None else env, "store", problems, set())
-    if problems or not isinstance(value, str):
-        raise ConfigError(problems or ["store: must be a string"])
+    value = substitute(raw.get(key, default) if isinstance(raw, dict) else default,
+                       os.environ if env is None else env, key, problems, set())
+    if problems:
+        raise ConfigError(problems)
     return value
 
 
@@ -321,7 +344,12 @@ def _build(data: dict[str, Any]) -> Config:
         budgets=BudgetLimits(*(((data.get("budgets") or {}).get(who) or {}).get("tokens_per_day")
                                for who in ("per_user", "per_conversation"))),
         telemetry=telemetry_config(data.get("telemetry") or {}),
+        audit=_audit(data.get("audit") or {}),
     )
+
+
+def _audit(a: dict[str, Any]) -> AuditConfig:
+    return AuditConfig(int(a.get("checkpoint_every", 100)), a.get("checkpoint_file"))
 
 
 def _http(h: dict[str, Any]) -> HttpConfig:

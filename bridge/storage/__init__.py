@@ -8,6 +8,7 @@ import os
 import socket
 from pathlib import Path
 
+from bridge.audit_keys import AuditSettings
 from bridge.storage.api import AsyncStore, Reaped
 from bridge.storage.driver import Driver
 from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, Unreadable
@@ -29,8 +30,9 @@ def is_postgres(target: str | Path) -> bool:
 
 
 async def open_store(target: str | Path, *, worker_id: str | None = None, lease: float = DEFAULT_LEASE,
-                     pool_size: int = 10) -> SqlStore:
-    """Open the store at `target`: a `postgresql://` URL, a SQLite file path, or `:memory:`."""
+                     pool_size: int = 10, audit: AuditSettings | None = None) -> SqlStore:
+    """Open the store at `target`: a `postgresql://` URL, a SQLite file path, or `:memory:`. `audit`: the audit log's
+    keys and checkpoints (none: an unkeyed chain, no checkpoints)."""
     if is_postgres(target):
         # Imported here: psycopg is an optional extra, and costs start-up time for those who do not use it.
         from bridge.storage.postgres import PostgresDriver
@@ -40,7 +42,7 @@ async def open_store(target: str | Path, *, worker_id: str | None = None, lease:
         from bridge.storage.sqlite import SqliteDriver
 
         driver = await SqliteDriver.open(target)
-    store = SqlStore(driver, worker_id or default_worker_id())
+    store = SqlStore(driver, worker_id or default_worker_id(), audit)
     try:
         await store.start(lease)
     except BaseException:

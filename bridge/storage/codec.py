@@ -102,7 +102,7 @@ def pending_call(row: Sequence[Any]) -> PendingCall:
 
 
 def audit_row(row: Sequence[Any]) -> AuditRow:
-    """A row of `AUDIT_COLUMNS, id, hash`."""
+    """A row of `AUDIT_COLUMNS, id, hash, key_id`."""
     return AuditRow(*row)
 
 

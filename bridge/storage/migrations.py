@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bridge import audit as chain
@@ -31,6 +32,8 @@ class Migration:
     what: str
     sqlite: tuple[str, ...]
     postgres: tuple[str, ...]
+    data: Callable[[Driver], Awaitable[list[Step]]] | None = None
+    """Steps made from the rows as they are, run after the statements in the same transaction."""
 
     def statements(self, dialect: Dialect) -> tuple[str, ...]:
         return self.sqlite if dialect == "sqlite" else self.postgres
@@ -88,7 +91,7 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
 
 def _v3(real: str, serial_pos: str, blob: str) -> tuple[str, ...]:
     return (
-        # The audit hash chain (`bridge.audit`); rows from before it are linked by `link_unchained`.
+        # The audit hash chain (`bridge.audit`); rows from before it are linked by `link_unchained`, in this step only.
         "ALTER TABLE audit ADD COLUMN IF NOT EXISTS hash TEXT",
         # Team approvals: grants ("allow this again") and the LLM token budgets' daily usage.
         f"""CREATE TABLE IF NOT EXISTS grants (
@@ -134,6 +137,16 @@ def _v6(real: str) -> tuple[str, ...]:
     )
 
 
+def _v8(real: str, key: str) -> tuple[str, ...]:
+    return (
+        # The key that hashed each audit row (NULL: plain SHA-256), and signed checkpoints of the chain's head.
+        "ALTER TABLE audit ADD COLUMN IF NOT EXISTS key_id TEXT",
+        f"""CREATE TABLE IF NOT EXISTS audit_checkpoints (
+            id {key}, at {real} NOT NULL, rows BIGINT NOT NULL, row_id BIGINT NOT NULL, head TEXT NOT NULL,
+            signature TEXT NOT NULL)""",
+    )
+
+
 def _v7(real: str, key: str) -> tuple[str, ...]:
     return (
         # Decisions forwarded to the worker holding a legacy card (several workers on Postgres): kept until that worker
@@ -142,6 +155,33 @@ def _v7(real: str, key: str) -> tuple[str, ...]:
             id {key}, interaction_id TEXT NOT NULL, message TEXT NOT NULL, at {real} NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS forwards_interaction ON forwards (interaction_id)",
     )
+
+
+async def link_unchained(driver: Driver) -> list[Step]:
+    """The links of audit rows written before the hash chain existed, oldest first: only in the step that brought the
+    chain. Never later: a row without a hash is then one whose hash was removed, and linking it would hide that."""
+    columns = await _columns(driver, "audit")
+    chained = "hash" in columns  # the synchronous store added and filled it itself
+    rows = await driver.fetch(f"SELECT id, {', '.join(chain.FIELDS)} FROM audit"
+                              f"{' WHERE hash IS NULL' if chained else ''} ORDER BY id")
+    if not rows:
+        return []
+    before = await driver.fetch("SELECT hash FROM audit WHERE id < ? ORDER BY id DESC LIMIT 1",
+                                (rows[0][0],)) if chained else []
+    previous: str | None = before[0][0] if before else None
+    steps = []
+    for row in rows:
+        previous = chain.link(previous, row[1:])
+        steps.append(Step("UPDATE audit SET hash = ? WHERE id = ? AND hash IS NULL", (previous, row[0])))
+    logger.info("linking %d audit rows from before the hash chain", len(rows))
+    return steps
+
+
+async def _columns(driver: Driver, table: str) -> set[str]:
+    if driver.dialect == "sqlite":
+        return {r[1] for r in await driver.fetch(f"PRAGMA table_info({table})")}
+    return {r[0] for r in await driver.fetch("SELECT column_name FROM information_schema.columns"
+                                             " WHERE table_schema = current_schema() AND table_name = ?", (table,))}
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -154,12 +194,15 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v2("DOUBLE PRECISION", "(body::json->>'expires_at')::double precision")),
     Migration(3, "audit hash chain, grants, token usage, OAuth tokens",
               _v3("REAL", "", "BLOB"),
-              _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA")),
+              _v3("DOUBLE PRECISION", ", pos BIGINT GENERATED ALWAYS AS IDENTITY", "BYTEA"),
+              data=link_unchained),
     Migration(4, "running calls", _v4("REAL"), _v4("DOUBLE PRECISION")),
     Migration(5, "parked cards", _v5(), _v5()),
     Migration(6, "sign-ins in flight", _v6("REAL"), _v6("DOUBLE PRECISION")),
     Migration(7, "forwarded decisions", _v7("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v7("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
+    Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+              _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -189,6 +232,8 @@ async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS
         steps = [*_lock(driver), Step("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                                       (step.version, time.time()))]
         steps += [Step(sql) for sql in await _portable(driver, step.statements(driver.dialect))]
+        if step.data is not None:
+            steps += await step.data(driver)
         try:
             await driver.transaction(steps)
         except StoreError as exc:
@@ -198,7 +243,6 @@ async def migrate(driver: Driver, migrations: tuple[Migration, ...] = MIGRATIONS
             raise StoreSchemaError(f"schema migration {step.version} ({step.what}) failed: {exc}") from exc
         logger.info("store schema migrated to version %d (%s)", step.version, step.what)
         version = step.version
-    await link_unchained(driver)
     return version
 
 
@@ -215,26 +259,8 @@ async def _portable(driver: Driver, statements: tuple[str, ...]) -> list[str]:
         match = _ADD_COLUMN.fullmatch(sql)
         if match:
             table, column, kind = match.groups()
-            columns = {r[1] for r in await driver.fetch(f"PRAGMA table_info({table})")}
-            if column in columns:
+            if column in await _columns(driver, table):
                 continue
             sql = f"ALTER TABLE {table} ADD COLUMN {column} {kind}"
         out.append(sql)
     return out
-
-
-async def link_unchained(driver: Driver) -> int:
-    """Audit rows written before the hash chain existed get their links, oldest first (once: they are only ever at
-    the start of the log). The number linked."""
-    rows = await driver.fetch(f"SELECT id, {', '.join(chain.FIELDS)} FROM audit WHERE hash IS NULL ORDER BY id")
-    if not rows:
-        return 0
-    before = await driver.fetch("SELECT hash FROM audit WHERE id < ? ORDER BY id DESC LIMIT 1", (rows[0][0],))
-    previous: str | None = before[0][0] if before else None
-    steps = [*_lock(driver)]
-    for row in rows:
-        previous = chain.link(previous, row[1:])
-        steps.append(Step("UPDATE audit SET hash = ? WHERE id = ? AND hash IS NULL", (previous, row[0])))
-    await driver.transaction(steps)
-    logger.info("linked %d audit rows from before the hash chain", len(rows))
-    return len(rows)

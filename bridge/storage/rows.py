@@ -39,6 +39,8 @@ class AuditRow:
     id: int = 0
     hash: str = ""
     """This row's link in the hash chain (`bridge.audit`)."""
+    key_id: str | None = None
+    """The audit key that hashed it (None: plain SHA-256)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,16 +7,21 @@ Only `claim` asks for a durable commit.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+import anyio
+
 from bridge import audit as chain
-from bridge.errors import StoreError
+from bridge.audit_keys import AuditSettings
+from bridge.errors import ConfigError, StoreError
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
+from bridge.storage.checkpoints import Checkpoints
 from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
 from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
@@ -25,6 +30,8 @@ from bridge.storage.running import RUNNING_COLUMNS, RunningRows, running_call
 from bridge.storage.signin_rows import SigninRows
 from bridge.storage.team import TeamRows
 from bridge.storage.token_rows import TokenRows
+
+logger = logging.getLogger(__name__)
 
 DECIDED_CHANNEL = "mcp_bridge_decided"
 FORWARD_CHANNEL = "mcp_bridge_forward"
@@ -36,7 +43,7 @@ AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
 
 T = TypeVar("T")
 
-_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
                        " expires_at, worker, parked)")
@@ -45,9 +52,11 @@ _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body
 class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
 
-    def __init__(self, driver: Driver, worker_id: str) -> None:
+    def __init__(self, driver: Driver, worker_id: str, audit: AuditSettings | None = None) -> None:
         self._db = driver
         self.worker_id = worker_id
+        self._audit = audit or AuditSettings()
+        self._checkpoints = Checkpoints(driver, self._audit)
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
@@ -55,6 +64,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         for `reap_workers` to hand over. With an exclusive store (SQLite's lock) every other worker on record is
         gone too: their leases end now."""
         await migrate(self._db)
+        await self._check_audit_key()
         me = (self.worker_id,)
         steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
                  Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me),
@@ -83,7 +93,12 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         return self._db.durable_commits
 
     async def aclose(self) -> None:
-        await self._db.aclose()
+        """Close the store; a clean stop signs the audit chain's head first (`bridge.storage.checkpoints`)."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._checkpoints.make()
+        finally:
+            await self._db.aclose()
 
     async def upkeep(self) -> None:
         await self._db.upkeep()
@@ -101,9 +116,22 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
         await self._db.transaction(self._append_audit(codec.audit_values(interaction, outcome, detail, time.time())))
+        await self._checkpoints.due()
 
     async def record(self, row: AuditRow) -> None:
         await self._db.transaction(self._append_audit(codec.row_values(row)))
+        await self._checkpoints.due()
+
+    async def _check_audit_key(self) -> None:
+        """Refuse to append unkeyed rows to a keyed chain: `audit --verify` would call every one of them forged."""
+        last = await self._db.fetch("SELECT key_id FROM audit ORDER BY id DESC LIMIT 1")
+        if last and last[0][0] and not self._audit.ring:
+            raise ConfigError([f"{chain.KEY_ENV}: the audit log is keyed (key {last[0][0]}), but the variable is not "
+                               "set: set it to the key ring the log was written with"])
+        if last and last[0][0] and last[0][0] not in self._audit.ring:
+            logger.warning("audit: the newest audit row was hashed with key %s, which %s does not hold: keep retired "
+                           "keys after the current one, or `audit --verify` cannot check the rows before",
+                           last[0][0], chain.KEY_ENV)
 
     def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False) -> list[Step]:
         """An audit row linked to the newest one (`bridge.audit`). Reading the last hash and appending after it must
@@ -112,18 +140,23 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK,), guarded)] if self._db.dialect == "postgres" \
             else []
 
+        current = self._audit.current
+
         def linked(before: list[Done]) -> tuple[Any, ...]:
             last = before[-1].rows
-            return (*values, chain.link(last[0][0] if last else None, values))
+            self._checkpoints.appended += 1  # called only when the insert runs (not for a claim that lost)
+            if current is None:
+                return (*values, chain.link(last[0][0] if last else None, values), None)
+            return (*values, chain.link(last[0][0] if last else None, values, current[1]), current[0])
 
         return [*steps, Step("SELECT hash FROM audit ORDER BY id DESC LIMIT 1", (), guarded),
                 Step(_INSERT_AUDIT, linked, guarded)]
 
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
         if interaction_id is None:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit ORDER BY id")
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id FROM audit ORDER BY id")
         else:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash FROM audit WHERE interaction_id = ?"
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id FROM audit WHERE interaction_id = ?"
                                         " ORDER BY id", (interaction_id,))
         return [codec.audit_row(r) for r in rows]
 
@@ -160,6 +193,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
             # Delivered at commit, to every worker listening (the owner of a legacy call answers its server).
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
         done = await self._db.transaction(steps, durable=True)
+        await self._checkpoints.due()
         return done[0].count == 1
 
     async def claim_parked(self, interaction: Interaction, outcome: Outcome, detail: str,
@@ -182,8 +216,10 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         if self._db.dialect == "postgres":
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
             done = await self._db.transaction(steps, durable=True)
+            await self._checkpoints.due()
             return done[0].count == 1, bool(done[-2].rows)
         done = await self._db.transaction(steps, durable=True)
+        await self._checkpoints.due()
         return done[0].count == 1, bool(done[-1].rows)
 
     async def forget_cards(self, platform: str) -> int:
@@ -220,6 +256,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
             Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
                  (outcome.status.value, codec.dump_outcome(outcome), row.id)),
             *self._append_audit(values, guarded=True)])
+        await self._checkpoints.due()
 
     async def decided(self, interaction_ids: Collection[str]) -> set[str]:
         if not interaction_ids:

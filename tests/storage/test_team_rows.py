@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 
 def verified(rows: list[AuditRow]) -> chain.Verdict:
-    return chain.verify((r.id, [getattr(r, f) for f in chain.FIELDS], r.hash) for r in rows)
+    return chain.verify((r.id, [getattr(r, f) for f in chain.FIELDS], r.hash, r.key_id) for r in rows)
 
 
 async def test_grants_are_listed_until_they_expire_or_are_revoked(store: SqlStore) -> None:
