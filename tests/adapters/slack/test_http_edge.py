@@ -3,13 +3,16 @@ half-sent requests are dropped at the deadline."""
 
 from __future__ import annotations
 
+import io
 import logging
-import socket
+from collections.abc import Iterator
 
 import aiohttp
+from yarl import URL
 import anyio
 import pytest
 
+from bridge import redaction
 from bridge.cli import setup_logging
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
 from tests.slackfake import FakeSlack, encode_http_body, sign_request, slash_command
@@ -38,10 +41,25 @@ def malformed(url_secret: str) -> list[tuple[str, str, dict[str, str]]]:
     ]
 
 
-@pytest.mark.parametrize("level", ["debug", "info", "warning"])
+@pytest.fixture(params=["debug", "info", "warning"])
+def bridge_logs(request: pytest.FixtureRequest) -> Iterator[io.StringIO]:
+    """The bridge's logging set up as `--log-level LEVEL` sets it, into a buffer; put back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {name: logging.getLogger(name).level for name in (*redaction.PAYLOAD_LOGGERS, "aiohttp.access")}
+    buffer = io.StringIO()
+    setup_logging(request.param, False, buffer)
+    try:
+        yield buffer
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name, old in levels.items():
+            logging.getLogger(name).setLevel(old)
+
+
 async def test_malformed_requests_get_a_4xx_and_their_bodies_are_never_logged(
-        slack: FakeSlack, level: str, capsys: pytest.CaptureFixture[str]) -> None:
-    setup_logging(level, json_lines=False)
+        slack: FakeSlack, bridge_logs: io.StringIO) -> None:
     async with running_bridge(slack, {}, settings=slack_settings(slack, mode="http")) as bridge, \
             aiohttp.ClientSession() as http:
         url = bridge.adapter.http_url
@@ -50,7 +68,33 @@ async def test_malformed_requests_get_a_4xx_and_their_bodies_are_never_logged(
             for what, body, headers in malformed(SECRET):
                 async with http.post(url, data=body.encode(), headers=headers) as response:
                     statuses[what] = response.status
-    logged = capsys.readouterr().err
-    logging.getLogger().handlers.clear()
+    logged = bridge_logs.getvalue()
     assert {what: status for what, status in statuses.items() if not 400 <= status < 500} == {}
     assert SECRET not in logged
+
+
+async def test_half_sent_requests_are_dropped_at_the_deadline_and_signed_ones_still_served(slack: FakeSlack) -> None:
+    http = {"host": "127.0.0.1", "port": 0, "idle_timeout": "1s", "read_timeout": "2s"}
+    settings = slack_settings(slack, mode="http", http=http)
+    async with running_bridge(slack, {}, settings=settings) as bridge, aiohttp.ClientSession() as client:
+        url = URL(bridge.adapter.http_url)
+        body, content_type = encode_http_body("slash_commands", slash_command("U1", "C1", "help",
+                                                                            response_url=slack.response_url))
+        head = (f"POST {url.path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body) + 100}\r\n")
+        half_sent = [b"", head.encode(), (head + "\r\n").encode(), (head + "\r\n" + body).encode()]
+        streams = []
+        for i in range(20):
+            stream = await anyio.connect_tcp(url.host, url.port)
+            await stream.send(half_sent[i % len(half_sent)] or b"P")
+            streams.append(stream)
+        signed = sign_request(SIGNING_SECRET, body) | {"Content-Type": content_type}
+        with anyio.fail_after(30):
+            async with client.post(str(url), data=body.encode(), headers=signed) as response:
+                assert response.status == 200  # served while the half-sent ones are held
+            for stream in streams:  # each is closed by the bridge (at its deadline, at the latest)
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    while await stream.receive():
+                        pass
+        for stream in streams:
+            await stream.aclose()
