@@ -128,7 +128,9 @@ class ConnectionGuard:
                             continue  # the client gave up before we took it; Linux also reports firewall drops so
                         raise
                     self._out_of_fds(loop.time(), self.open)
-                    if not self._shed(None):
+                    if self._shed(None):
+                        await asyncio.sleep(0)  # the shed socket's descriptor is freed on the loop's next turn
+                    else:
                         await self._wait_for_close(RETRY_ACCEPT)
                     continue
                 client = str(address[0]) if isinstance(address, tuple) else ""
