@@ -120,7 +120,7 @@ class HttpConfig:
     """How long a one-time web-form link works at most (it also ends with its card)."""
     form_link_secret: str = field(default="", repr=False)
     """Key that signs web-form links (from the environment); empty: a random key per run (links end at a restart)."""
-    connections: ConnectionLimits = ConnectionLimits()
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     """Deadlines and caps that shed slow and idle clients."""
 
 

@@ -23,6 +23,7 @@ byte itself, so it serves both uvicorn's h11 protocol (the bridge's HTTP server)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
@@ -131,7 +132,7 @@ class ConnectionGuard:
                     if self._shed(None):
                         await asyncio.sleep(0)  # the shed socket's descriptor is freed on the loop's next turn
                     else:
-                        await self._wait_for_close(RETRY_ACCEPT)
+                        await self._wait_for_close()
                     continue
                 client = str(address[0]) if isinstance(address, tuple) else ""
                 if not self._make_room(client, loop.time()):
@@ -145,12 +146,10 @@ class ConnectionGuard:
             for connection in list(self._open.values()):
                 connection.disarm()
 
-    async def _wait_for_close(self, timeout: float) -> None:
+    async def _wait_for_close(self) -> None:
         self._closed.clear()
-        try:
-            await asyncio.wait_for(self._closed.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closed.wait(), RETRY_ACCEPT)
 
     def _make_room(self, client: str, now: float) -> bool:
         """Whether a new connection from `client` may be served, shedding the oldest waiting one at a cap."""

@@ -66,9 +66,9 @@ class Listen:
 class HttpServer:
     """Routes registered by features, served until the owning task group is cancelled."""
 
-    def __init__(self, listen: str, public_url: str = "", limits: ConnectionLimits = ConnectionLimits()) -> None:
+    def __init__(self, listen: str, public_url: str = "", limits: ConnectionLimits | None = None) -> None:
         self.listen = Listen.parse(listen)
-        self.limits = limits
+        self.limits = limits or ConnectionLimits()
         self.public_url = public_url.rstrip("/")
         self._routes: list[Route] = []
         self._ready: dict[str, ReadinessCheck] = {}

@@ -14,6 +14,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from slack_bolt.request.internals import parse_body
 from slack_sdk.signature import SignatureVerifier
 
@@ -46,8 +47,7 @@ def refusal(verifier: SignatureVerifier, headers: Mapping[str, str], body: bytes
     return None
 
 
-def middleware(signing_secret: str, guard: ConnectionGuard) -> Callable[[web.Request, Handler],
-                                                                        Awaitable[web.StreamResponse]]:
+def middleware(signing_secret: str, guard: ConnectionGuard) -> Middleware:
     verifier = SignatureVerifier(signing_secret)
 
     @web.middleware

@@ -23,7 +23,7 @@ class HttpSettings:
     """0 picks a free port (tests); `SlackAdapter.http_url` tells which one."""
     path: str = "/slack/events"
     """One path for events, interactivity, select options and the slash command, as in the app manifest."""
-    connections: ConnectionLimits = ConnectionLimits()
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     """Deadlines and caps that shed slow and idle clients (the same keys as the `http:` block)."""
 
 

@@ -8,9 +8,9 @@ import logging
 from collections.abc import Iterator
 
 import aiohttp
-from yarl import URL
 import anyio
 import pytest
+from yarl import URL
 
 from bridge import redaction
 from bridge.cli import setup_logging
@@ -85,7 +85,7 @@ async def test_half_sent_requests_are_dropped_at_the_deadline_and_signed_ones_st
         half_sent = [b"", head.encode(), (head + "\r\n").encode(), (head + "\r\n" + body).encode()]
         streams = []
         for i in range(20):
-            stream = await anyio.connect_tcp(url.host, url.port)
+            stream = await anyio.connect_tcp(str(url.host), int(url.port or 80))
             await stream.send(half_sent[i % len(half_sent)] or b"P")
             streams.append(stream)
         signed = sign_request(SIGNING_SECRET, body) | {"Content-Type": content_type}
