@@ -63,13 +63,17 @@ async def test_malformed_requests_get_a_4xx_and_their_bodies_are_never_logged(
     async with running_bridge(slack, {}, settings=slack_settings(slack, mode="http")) as bridge, \
             aiohttp.ClientSession() as http:
         url = bridge.adapter.http_url
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
         statuses = {}
         with anyio.fail_after(30):
             for what, body, headers in malformed(SECRET):
                 async with http.post(url, data=body.encode(), headers=headers) as response:
                     statuses[what] = response.status
+            async with http.post(url, data=b"ssl_check=1&token=x", headers=form) as response:
+                ssl_check = response.status  # Slack's certificate check is not signed: bolt answers it, as before
     logged = bridge_logs.getvalue()
     assert {what: status for what, status in statuses.items() if not 400 <= status < 500} == {}
+    assert ssl_check == 200
     assert SECRET not in logged
 
 
