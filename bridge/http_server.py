@@ -135,7 +135,7 @@ class HttpServer:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(guard.serve, sock,
-                              lambda: GuardedH11Protocol(guard, config, server.server_state, {}))
+                              lambda: GuardedH11Protocol(guard, config, server.server_state, server.lifespan.state))
                 logger.info("HTTP server listening on %s:%d", self.listen.host, self.port)
                 task_status.started()
         finally:
