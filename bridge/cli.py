@@ -361,7 +361,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
             from bridge.http_server import HttpServer
 
-            http = HttpServer(config.http.listen, config.http.public_url)
+            http = HttpServer(config.http.listen, config.http.public_url, config.http.connections)
             host.accounts.serve_redirects(http)
         async with host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]

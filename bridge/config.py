@@ -22,6 +22,7 @@ from bridge import DEFAULT_STORE, approver_entries, limits
 from bridge.auth_config import AuthConfig, auth_problems, build_auth, default_token_store
 from bridge.config_problems import error_message, error_path, substitute
 from bridge.errors import ConfigError
+from bridge.http_guard import ConnectionLimits
 from bridge.limits import Limits
 from bridge.model import ConversationScope
 from bridge.redaction import Redactor
@@ -119,6 +120,8 @@ class HttpConfig:
     """How long a one-time web-form link works at most (it also ends with its card)."""
     form_link_secret: str = field(default="", repr=False)
     """Key that signs web-form links (from the environment); empty: a random key per run (links end at a restart)."""
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    """Deadlines and caps that shed slow and idle clients."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +358,17 @@ def _audit(a: dict[str, Any]) -> AuditConfig:
 def _http(h: dict[str, Any]) -> HttpConfig:
     return HttpConfig(listen=str(h.get("listen", "")), public_url=str(h.get("public_url", "")),
                       form_link_lifetime=parse_duration(h.get("form_link_lifetime", "15m")),
-                      form_link_secret=str(h.get("form_link_secret", "")))
+                      form_link_secret=str(h.get("form_link_secret", "")), connections=connection_limits(h))
+
+
+def connection_limits(h: Mapping[str, Any]) -> ConnectionLimits:
+    """The connection limits of a listener's block (`http:`, `chat.slack.http:`); the schema checked their shape."""
+    default = ConnectionLimits()
+    return ConnectionLimits(
+        idle_timeout=parse_duration(h.get("idle_timeout", default.idle_timeout)),
+        read_timeout=parse_duration(h.get("read_timeout", default.read_timeout)),
+        max_connections=int(h.get("max_connections", default.max_connections)),
+        max_per_client=int(h.get("max_connections_per_client", default.max_per_client)))
 
 
 def _rule(raw: Any) -> ApproverRule | None:

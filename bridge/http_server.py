@@ -1,15 +1,22 @@
 """The bridge's one small HTTP server: health, readiness, metrics, the OAuth callback and web forms.
 
 Features register their routes on one `HttpServer` before it starts; nothing else in the bridge listens on a port.
-It runs Starlette on uvicorn (both already installed with the `mcp` SDK) inside a task group the caller owns. The
-socket is bound here rather than by uvicorn, so a port in use is a clean `HttpServerError`, and uvicorn's own
+It runs Starlette on uvicorn's h11 protocol (both already installed with the `mcp` SDK) inside a task group the caller
+owns. The socket is bound here rather than by uvicorn, so a port in use is a clean `HttpServerError`, and uvicorn's own
 signal handling is not used: the bridge's `run` owns SIGINT and SIGTERM.
+
+Slow and idle clients are shed by a `ConnectionGuard` (bridge.http_guard), which also runs the accept loop. Why not a
+server that does it all: uvicorn's options cover part of it (`timeout_keep_alive` starts only after a first response,
+`limit_concurrency` answers 503 but keeps every connection open, and its accept loop is asyncio's, which logs once per
+attempt when file descriptors run out). Hypercorn has a read timeout but the same asyncio accept loop and no cap per
+client address; granian has header-read timeouts but runs its own runtime in worker processes or threads, away from
+the event loop the bridge's routes share with the host. So the bridge keeps uvicorn's well-tested HTTP parsing (h11)
+and adds the deadlines, the caps and the accept loop in one small layer of its own, which Slack's HTTP mode uses too.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +29,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bridge.errors import BridgeError
+from bridge.http_guard import ConnectionGuard, ConnectionLimits, bind
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +66,16 @@ class Listen:
 class HttpServer:
     """Routes registered by features, served until the owning task group is cancelled."""
 
-    def __init__(self, listen: str, public_url: str = "") -> None:
+    def __init__(self, listen: str, public_url: str = "", limits: ConnectionLimits | None = None) -> None:
         self.listen = Listen.parse(listen)
+        self.limits = limits or ConnectionLimits()
         self.public_url = public_url.rstrip("/")
         self._routes: list[Route] = []
         self._ready: dict[str, ReadinessCheck] = {}
         self.port = 0
         """The bound port once serving (useful with port 0 in tests)."""
+        self.guard: ConnectionGuard | None = None
+        """The connections being served, once serving."""
         self.route("/healthz", self._healthz)
         self.route("/readyz", self._readyz)
 
@@ -107,27 +118,30 @@ class HttpServer:
         import uvicorn  # loaded only when the bridge serves HTTP: it costs start time
 
         try:
-            sock = socket.create_server((self.listen.host, self.listen.port),
-                                        family=socket.AF_INET6 if ":" in self.listen.host else socket.AF_INET)
+            sock = bind(self.listen.host, self.listen.port)
         except OSError as exc:
             raise HttpServerError(f"http.listen: cannot listen on {self.listen.host}:{self.listen.port}: "
                                   f"{exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
+        from bridge.http_h11 import GuardedH11Protocol
+
         app = Starlette(routes=self._routes)
-        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, server_header=False)
-        server = uvicorn.Server(config)
+        config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,
+                                server_header=False, timeout_keep_alive=max(1, round(self.limits.idle_timeout)))
         config.load()
+        server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
+        self.guard = guard = ConnectionGuard(self.limits, "HTTP server")
         try:
-            await server.startup(sockets=[sock])
-            logger.info("HTTP server listening on %s:%d", self.listen.host, self.port)
-            task_status.started()
-            await anyio.sleep_forever()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(guard.serve, sock,
+                              lambda: GuardedH11Protocol(guard, config, server.server_state, server.lifespan.state))
+                logger.info("HTTP server listening on %s:%d", self.listen.host, self.port)
+                task_status.started()
         finally:
             with anyio.move_on_after(5, shield=True):
-                server.should_exit = True
-                await server.shutdown(sockets=[sock])
+                server.servers = []  # the accept loop was the guard's, and is over
+                await server.shutdown()
             sock.close()
-
 
 __all__ = ["HttpServer", "HttpServerError", "Listen", "ReadinessCheck"]

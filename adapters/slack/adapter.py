@@ -20,7 +20,7 @@ from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack import listeners, translate
+from adapters.slack import http_edge, listeners, translate
 from adapters.slack.background import Background
 from adapters.slack.clicks import Clicks
 from adapters.slack.client import clients
@@ -36,6 +36,7 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.config import Config
 from bridge.errors import AdapterError
+from bridge.http_guard import ConnectionGuard, GuardedProtocol, bind
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 from bridge.ports import Inbound
 
@@ -144,15 +145,30 @@ class SlackAdapter:
 
     async def _serve_http(self) -> None:
         http = self.settings.http
-        runner = web.AppRunner(self.app.web_app(path=http.path, port=http.port), access_log=None)
+        # The connection guard sheds idle and half-sent requests (aiohttp's keep-alive timer does not cover a body
+        # that never ends) and keeps the accept loop quiet when descriptors run out; http_edge refuses what Slack
+        # did not sign before bolt reads it.
+        guard = ConnectionGuard(http.connections, "Slack HTTP listener")
+        app = self.app.web_app(path=http.path, port=http.port)
+        app.middlewares.append(http_edge.middleware(self.settings.signing_secret, guard))
+        runner = web.AppRunner(app, access_log=None, keepalive_timeout=http.connections.idle_timeout)
         await runner.setup()
         try:
-            await web.TCPSite(runner, http.host, http.port).start()
-            host, port = runner.addresses[0][:2]
-            self.http_url = f"http://{host}:{port}{http.path}"
-            logger.info("Slack events, interactivity and %s served at %s", self.settings.slash_command, self.http_url)
-            self.ready.set()
-            await anyio.sleep_forever()
+            try:
+                sock = bind(http.host, http.port)
+            except OSError as exc:
+                raise AdapterError(f"chat.slack.http: cannot listen on {http.host}:{http.port}: "
+                                   f"{exc.strerror or exc}") from None
+            with sock:
+                host, port = sock.getsockname()[:2]
+                self.http_url = f"http://{host}:{port}{http.path}"
+                async with anyio.create_task_group() as tg:
+                    server = runner.server
+                    assert server is not None  # set up above
+                    tg.start_soon(guard.serve, sock, lambda: GuardedProtocol(server(), guard))
+                    logger.info("Slack events, interactivity and %s served at %s", self.settings.slash_command,
+                                self.http_url)
+                    self.ready.set()
         finally:
             with anyio.CancelScope(shield=True):
                 await runner.cleanup()

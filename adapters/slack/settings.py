@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bridge.config import connection_limits
+from bridge.http_guard import ConnectionLimits
+
 DEFAULT_API_URL = "https://slack.com/api/"
 
 
@@ -20,6 +23,8 @@ class HttpSettings:
     """0 picks a free port (tests); `SlackAdapter.http_url` tells which one."""
     path: str = "/slack/events"
     """One path for events, interactivity, select options and the slash command, as in the app manifest."""
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    """Deadlines and caps that shed slow and idle clients (the same keys as the `http:` block)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,7 @@ def from_mapping(raw: Mapping[str, Any]) -> SlackSettings:
         mode=mode,
         api_url=api_url,
         http=HttpSettings(host=str(http.get("host", "0.0.0.0")), port=int(http.get("port", 3000)),
-                          path=str(http.get("path", "/slack/events"))),
+                          path=str(http.get("path", "/slack/events")), connections=connection_limits(http)),
         slash_command=str(raw.get("slash_command", "/mcp")),
         allowed_channels=frozenset(map(str, raw.get("allowed_channels") or ())),
         allowed_users=frozenset(map(str, raw.get("allowed_users") or ())),

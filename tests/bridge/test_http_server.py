@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 import anyio
+import anyio.abc
 import httpx2
 import pytest
 
+from bridge.config import from_mapping
+from bridge.http_guard import ConnectionLimits
 from bridge.http_server import HttpServer, HttpServerError, Listen
 
 pytestmark = pytest.mark.anyio
@@ -64,3 +68,70 @@ def test_listen_forms_and_public_links() -> None:
     assert HttpServer("0.0.0.0:8780", "https://bridge.example.org/").url("/oauth/callback") == \
         "https://bridge.example.org/oauth/callback"
     assert HttpServer("127.0.0.1:8780").url("/healthz") == "http://127.0.0.1:8780/healthz"
+
+
+async def closed_by_server(stream: anyio.abc.SocketStream) -> None:
+    """Returns once the server has closed the connection (anything it answered is read and dropped)."""
+    with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+        while await stream.receive():
+            pass
+
+
+async def test_a_request_trickled_a_byte_at_a_time_is_cut_at_the_read_deadline() -> None:
+    server = HttpServer("127.0.0.1:0", limits=ConnectionLimits(idle_timeout=30, read_timeout=1))
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+
+            async def trickle() -> None:
+                with contextlib.suppress(anyio.BrokenResourceError, OSError):
+                    for byte in b"GET /healthz HTTP/1.1\r\nHost: bridge\r\nX-Padding: " + b"x" * 500:
+                        await stream.send(bytes([byte]))
+                        await anyio.sleep(0.05)  # the pace of a slow client, not a wait for anything
+
+            async with anyio.create_task_group() as sender:
+                sender.start_soon(trickle)
+                with anyio.fail_after(20):  # the trickle would take 27 s; the deadline is 1 s after its first byte
+                    await closed_by_server(stream)
+                sender.cancel_scope.cancel()
+        assert server.guard is not None and server.guard.expired == 1
+        tg.cancel_scope.cancel()
+
+
+async def test_one_address_past_its_cap_sheds_its_oldest_waiting_connection_and_healthz_still_answers() -> None:
+    limits = ConnectionLimits(idle_timeout=60, read_timeout=60, max_connections=100, max_per_client=5)
+    server = HttpServer("127.0.0.1:0", limits=limits)
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        streams = [await anyio.connect_tcp("127.0.0.1", server.port) for _ in range(8)]
+        await streams[-1].send(b"GET /healthz HTTP/1.1\r\nHost: bridge\r\nX-Half: ")
+        with anyio.fail_after(20):
+            for oldest in streams[:3]:  # 8 from one address, 5 at most: the three oldest go
+                await closed_by_server(oldest)
+            async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+                assert (await client.get("/healthz")).text == "ok\n"  # it takes the place of the oldest left
+            await closed_by_server(streams[3])
+        assert server.guard is not None and server.guard.shed == 4 and server.guard.open <= 5
+        for stream in streams:
+            await stream.aclose()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_keep_alive_connection_is_closed_once_idle_after_its_answer() -> None:
+    server = HttpServer("127.0.0.1:0", limits=ConnectionLimits(idle_timeout=1, read_timeout=30))
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+            await stream.send(b"GET /healthz HTTP/1.1\r\nHost: bridge\r\n\r\n")
+            with anyio.fail_after(20):
+                assert (await stream.receive()).startswith(b"HTTP/1.1 200 OK")
+                await closed_by_server(stream)
+        tg.cancel_scope.cancel()
+
+
+def test_the_limits_come_from_the_config() -> None:
+    config = from_mapping({"http": {"listen": ":8780", "idle_timeout": "2s", "read_timeout": "1m",
+                                    "max_connections": 10, "max_connections_per_client": 3}})
+    assert config.http.connections == ConnectionLimits(idle_timeout=2, read_timeout=60, max_connections=10,
+                                                       max_per_client=3)
+    assert from_mapping({}).http.connections == ConnectionLimits()
