@@ -17,7 +17,7 @@ from .payloads import (
     view_closed,
     view_submission,
 )
-from .server import APP_ID, BOT_ID, BOT_USER_ID, TEAM_ID, Call, EnvelopeType, FakeSlack, StoredMessage
+from .server import APP_ID, BOT_ID, BOT_USER_ID, TEAM_ID, Call, EnvelopeType, FakeSlack, Invalid, StoredMessage
 
 __all__ = [
     "APP_ID",
@@ -28,6 +28,7 @@ __all__ = [
     "Call",
     "EnvelopeType",
     "FakeSlack",
+    "Invalid",
     "StoredMessage",
     "block_actions",
     "encode_http_body",
