@@ -4,6 +4,7 @@ Point a real bolt ``AsyncApp`` (and ``AsyncSocketModeHandler``) at ``FakeSlack.a
 envelopes or signed HTTP requests; see ``test_fake_slack.py`` for the wiring.
 """
 
+from .blockkit import check_http_ack
 from .payloads import (
     DEFAULT_RESPONSE_URL,
     block_actions,
@@ -31,6 +32,7 @@ __all__ = [
     "Invalid",
     "StoredMessage",
     "block_actions",
+    "check_http_ack",
     "encode_http_body",
     "event_app_mention",
     "event_callback",

@@ -15,6 +15,7 @@ its message says 99999999.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -109,3 +110,15 @@ def _lost(sent: Any, kept: Any, path: str = "", skip: tuple[str, ...] = ()) -> l
             return [path]
         return [p for i, (a, b) in enumerate(zip(sent, kept, strict=True)) for p in _lost(a, b, f"{path}/{i}")]
     return []
+
+
+def check_http_ack(text: str) -> None:
+    """In HTTP mode a listener's ack is the HTTP response, which goes to the test rather than through the fake: the
+    test's sender checks it here, and a view Slack would refuse fails the test."""
+    try:
+        payload = json.loads(text) if text.strip() else None
+    except ValueError:
+        return  # plain text acks carry no Block Kit
+    problems = ack_problems(payload) if isinstance(payload, dict) else []
+    if problems:
+        raise AssertionError(f"Slack would have refused the ack's view: {' | '.join(problems)}")

@@ -5,6 +5,7 @@ These tests pin the fake's behaviour and show the wiring adapter tests should co
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.slackfake import (
     FakeSlack,
+    check_http_ack,
     encode_http_body,
     event_app_mention,
     sign_request,
@@ -357,3 +359,13 @@ async def test_a_bad_view_in_an_ack_is_recorded() -> None:
             async with socket_mode(app, slack):
                 with anyio.fail_after(5):
                     await slack.send_envelope("interactive", view_submission("U1", "V1", "ask", "req-1", {}))
+
+
+def test_an_http_mode_ack_with_a_view_slack_would_refuse_fails_the_sender() -> None:
+    view = {"type": "modal", "title": {"type": "plain_text", "text": "Ask"}, "submit": {"type": "plain_text",
+            "text": "OK"}, "blocks": [_date_input({"type": "datepicker", "initial_date": "2026-W01-1"})]}
+    check_http_ack("")
+    check_http_ack("pending: list")
+    check_http_ack(json.dumps({"response_action": "update", "view": view | {"blocks": [DIVIDER]}}))
+    with pytest.raises(AssertionError, match="YYYY-MM-DD"):
+        check_http_ack(json.dumps({"response_action": "update", "view": view}))
