@@ -115,7 +115,7 @@ class Dialog:
         if not stripped:
             if f.name in self.answers:
                 pass  # keep the current (pre-filled) value
-            elif f.has_default:
+            elif f.default_fits:
                 self.answers[f.name] = f.default
             elif f.required:
                 return Step(StepKind.REASK, self.question(), "This one is required.")

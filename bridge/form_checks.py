@@ -13,6 +13,10 @@ from jsonschema import FormatChecker
 
 FORMAT_CHECKER = FormatChecker()
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
+_CALENDAR_DATE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}")
+"""The start of RFC 3339's date-time (a space allowed for T). `fromisoformat` reads more (ISO week dates such as
+`2026-W01-1T10:00Z`, `20260131T1000Z`), which the format check (jsonschema's, RFC 3339) refuses: those are left
+as typed, so the person is told what to write instead of having them silently rewritten."""
 TRUE_WORDS = frozenset({"y", "yes", "true", "t", "1", "on"})
 FALSE_WORDS = frozenset({"n", "no", "false", "f", "0", "off"})
 
@@ -38,6 +42,8 @@ def shorten_answer(text: str, limit: int = 40) -> str:
 def normalise_datetime(text: str) -> str:
     """Accept `YYYY-MM-DD HH:MM[:SS]` with a zone as well as strict RFC 3339, and send RFC 3339."""
     candidate = text.replace(" ", "T", 1) if "T" not in text and " " in text else text
+    if not _CALENDAR_DATE_TIME.match(candidate):
+        return text
     try:
         parsed = _dt.datetime.fromisoformat(candidate.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError:

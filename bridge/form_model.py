@@ -105,11 +105,19 @@ class Field:
                 parts.append(f"at least {self.min_items}")
             if self.max_items is not None:
                 parts.append(f"at most {self.max_items}")
-        if self.has_default:
+        if self.default_fits:
             parts.append(f"default: {self.display(self.default)}")
+        elif self.has_default:
+            parts.append(f"suggested: {self.display(self.default)}" + ("" if self.required else ", optional"))
         elif not self.required:
             parts.append("optional")
         return ", ".join(parts)
+
+    @property
+    def default_fits(self) -> bool:
+        """There is a default, and it is an answer this field takes. A server may send one it does not (a date as
+        an ISO week date, `2026-W01-1`): it is then only suggested, never taken for an empty answer."""
+        return self.has_default and not self.problem(self.default)
 
     def display(self, value: Any) -> str:
         """A value as a person reads it: option titles instead of codes, yes/no for booleans."""

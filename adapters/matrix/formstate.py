@@ -201,7 +201,7 @@ class FormState:
         given = self.values.get(slot.field.name)
         if given is not None and given.value is not None:
             return given.value
-        return slot.field.default if slot.field.has_default else None
+        return slot.field.default if slot.field.default_fits else None  # one it refuses is only suggested
 
     def content(self) -> dict[str, Any]:
         """What accepting now would send: the latest answer of every field, else its default."""
@@ -229,7 +229,7 @@ def parse(f: Field, raw: str) -> Any:
     """One answer typed for a field: its value, None for a skip (the default, or empty); ValueError when it does
     not fit (an empty answer to a required field without a default included)."""
     if raw.strip().lower() in SKIP_WORDS or not raw.strip():
-        if f.required and not f.has_default:
+        if f.required and not f.default_fits:
             raise ValueError("this one is required")
         return None
     return f.parse_text(raw)

@@ -58,7 +58,7 @@ def join_with(parts: Sequence[Text], sep: str) -> Text:
 
 def hint(f: Field) -> str:
     """What fits (`Field.hint`), saying "required" too."""
-    return f.hint() + (", required" if f.required and not f.has_default else "")
+    return f.hint() + (", required" if f.required and not f.default_fits else "")
 
 
 def upper_first(text: str) -> str:
@@ -129,7 +129,7 @@ def question_line(layout: Layout, state: FormState, slot: Slot, share: int) -> T
         if given is not None and given.value is not None:
             shown = layout.display(f, given.value)
         else:
-            shown = f"{layout.display(f, f.default)} (default)" if f.has_default else "(left empty)"
+            shown = f"{layout.display(f, f.default)} (default)" if f.default_fits else "(left empty)"
         tail = fit("✓ " + shown, share)
     else:
         tail = fit(hint(f), share)

@@ -19,12 +19,16 @@ What Block Kit cannot express (patterns, lengths over 3000, minItems, bounds on 
 Slack rejects a whole view over one bad value, so what is pre-filled must fit: a text default longer than the input
 takes (`kept_default`) is not pre-filled, the input says that leaving it empty keeps the original, and
 `translate.page_answers` does so; integer bounds are rounded inwards; a default outside the bounds is not pre-filled.
+A date or date-time default its picker cannot take (`unshown_default`: a date not written YYYY-MM-DD, such as the
+ISO week date `2026-W01-1` that Python's `fromisoformat` reads, or a time before 1970 or past Slack's ten digits of
+UNIX seconds) leaves the picker empty, and the input's hint suggests it as the server wrote it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -43,6 +47,12 @@ HINT = 2000
 PLACEHOLDER = 150
 TEXT_LENGTH = 3000
 YES, NO = "0", "1"
+DATE_TIME_MAX = 9_999_999_999
+"""A datetimepicker's `initial_date_time` is UNIX seconds of at most ten digits, from 0 (Slack's reference)."""
+SUGGESTION = 100
+"""Characters of an unshown default quoted in the hint, so the field's own description still fits."""
+_FULL_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+"""RFC 3339's full-date, the only form a datepicker's `initial_date` takes."""
 
 
 def text(value: str, limit: int) -> JSON:
@@ -68,6 +78,8 @@ def input_block(f: Field, index: int) -> JSON:
     if kept is not None:
         hint = (f"Leave this empty to keep the original ({len(kept)} characters, too long to show here)."
                 + (f" {hint}" if hint else ""))
+    if (unshown := unshown_default(f)) is not None:
+        hint = f"Suggested: {one_line(unshown, SUGGESTION)}." + (f" {hint}" if hint else "")
     if hint:
         block["hint"] = text(hint, HINT)
     return block
@@ -86,6 +98,27 @@ def kept_default(f: Field) -> str | None:
             or not isinstance(f.default, str)):
         return None
     return f.default if len(f.default) > prefill_limit(f) else None
+
+
+def picker_default(f: Field) -> str | int | None:
+    """What a date picker (`initial_date`) or date-time picker (`initial_date_time`) starts at: the field's default
+    when the picker can take it, else None."""
+    if not f.has_default or not isinstance(f.default, str):
+        return None
+    if f.format == "date":
+        return f.default if _is_date(f.default) else None
+    if f.format == "date-time":
+        seconds = rfc3339_to_unix(f.default)
+        return seconds if seconds is not None and 0 <= seconds <= DATE_TIME_MAX else None
+    return None
+
+
+def unshown_default(f: Field) -> str | None:
+    """A date or date-time default its picker cannot take (Slack would refuse the whole view), or None."""
+    if (f.kind is FieldKind.TEXT and f.format in ("date", "date-time") and f.has_default
+            and isinstance(f.default, str) and f.default.strip() and picker_default(f) is None):
+        return f.default
+    return None
 
 
 def element(f: Field) -> JSON:
@@ -109,16 +142,10 @@ def element(f: Field) -> JSON:
 
 def _text_element(f: Field) -> JSON:
     default = f.default if f.has_default and isinstance(f.default, str) else None
-    if f.format == "date":
-        el: JSON = {"type": "datepicker"}
-        if default is not None and _is_date(default):
-            el["initial_date"] = default
-        return el
-    if f.format == "date-time":
-        el = {"type": "datetimepicker"}
-        seconds = rfc3339_to_unix(default) if default is not None else None
-        if seconds is not None:
-            el["initial_date_time"] = seconds
+    if f.format in ("date", "date-time"):
+        el: JSON = {"type": "datepicker" if f.format == "date" else "datetimepicker"}
+        if (initial := picker_default(f)) is not None:
+            el["initial_date" if f.format == "date" else "initial_date_time"] = initial
         return el
     if f.format in ("email", "uri"):
         el = {"type": "email_text_input" if f.format == "email" else "url_text_input"}
@@ -209,6 +236,10 @@ def number_text(value: float) -> str:
 
 
 def rfc3339_to_unix(value: str) -> int | None:
+    """UNIX seconds of an RFC 3339 date-time (one without a zone is read as UTC); None for anything else, such as
+    the ISO week date `2026-W01-1T10:00Z` that `fromisoformat` also reads."""
+    if not _FULL_DATE.match(value) or value[10:11] not in ("T", "t", " "):
+        return None
     try:
         parsed = dt.datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError:
@@ -224,8 +255,11 @@ def unix_to_rfc3339(seconds: int | float) -> str:
 
 
 def _is_date(value: str) -> bool:
+    """Exactly YYYY-MM-DD and a real date (`2026-02-30` is not)."""
+    if not _FULL_DATE.fullmatch(value):
+        return False
     try:
         dt.date.fromisoformat(value)
     except ValueError:
         return False
-    return len(value) == 10
+    return True

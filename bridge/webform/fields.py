@@ -34,6 +34,8 @@ OFFSETS = ("-12:00", "-11:00", "-10:00", "-09:30", "-09:00", "-08:00", "-07:00",
 
 MAX_TITLE = 200
 MAX_DESCRIPTION = 1000
+SUGGESTION = 100
+"""Characters of a server's unshown date default quoted in a field's hint."""
 MAX_OPTION = 200
 
 
@@ -50,6 +52,10 @@ class Widget(enum.StrEnum):
     RADIOS = "radios"
     SELECT = "select"
     CHECKBOXES = "checkboxes"
+
+
+PICKERS = frozenset({Widget.DATE, Widget.DATETIME})
+"""Inputs a browser shows only a value in their own format in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,8 @@ def raw_from_content(form: Form, content: Mapping[str, JSONValue]) -> dict[str, 
             continue
         value = content[f.name]
         widget = widget_of(f)
+        if widget in PICKERS and isinstance(value, str) and f.problem(value):
+            continue  # a browser's date input drops a value not in its format (or rewrites a week date): `hint`
         if widget is Widget.DATETIME and isinstance(value, str):
             local, zone = split_datetime(value)
             raw[name], raw[name + "_tz"] = [local], [zone]
@@ -257,7 +265,16 @@ def _attrs(f: Field, widget: Widget) -> dict[str, str]:
 
 
 def hint(f: Field) -> str:
-    """Limits a person should know before submitting; the widget already says what kind of value it wants."""
+    """Limits a person should know before submitting; the widget already says what kind of value it wants. A date
+    default the field refuses (an ISO week date such as `2026-W01-1`) is not pre-filled, so it is suggested here."""
+    limits = _limits(f)
+    if widget_of(f) not in PICKERS or not f.has_default or f.default_fits:
+        return limits
+    suggested = f"suggested: {_cut(str(f.default), SUGGESTION)}"
+    return f"{suggested}; {limits}" if limits else suggested
+
+
+def _limits(f: Field) -> str:
     if f.kind is FieldKind.TEXT:
         if f.min_length is not None and f.max_length is not None:
             return f"{f.min_length} to {f.max_length} characters"

@@ -22,7 +22,7 @@ import anyio
 import httpx2
 import yaml
 
-from tests.slackfake import Call, FakeSlack, encode_http_body, event_app_mention, sign_request
+from tests.slackfake import Call, FakeSlack, check_http_ack, encode_http_body, event_app_mention, sign_request
 from tests.slackfake.server import EnvelopeType
 
 SIGNING_SECRET = "fleet-signing-secret"
@@ -187,6 +187,7 @@ class Balancer:
                 continue
             if response.status_code != 200:
                 raise RuntimeError(f"{worker.name} answered {response.status_code}: {response.text[:200]}")
+            check_http_ack(response.text)
             self.delivered[worker.name] = self.delivered.get(worker.name, 0) + 1
             return worker.name
         raise RuntimeError(f"no worker took the request: {errors}")
@@ -196,6 +197,7 @@ class Balancer:
         headers = {"Content-Type": content_type, **sign_request(SIGNING_SECRET, body)}
         response = await self.http.post(worker.url, content=body, headers=headers)
         response.raise_for_status()
+        check_http_ack(response.text)
 
 
 def card_call(call: Call) -> bool:

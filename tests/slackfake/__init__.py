@@ -4,6 +4,7 @@ Point a real bolt ``AsyncApp`` (and ``AsyncSocketModeHandler``) at ``FakeSlack.a
 envelopes or signed HTTP requests; see ``test_fake_slack.py`` for the wiring.
 """
 
+from .blockkit import check_http_ack
 from .payloads import (
     DEFAULT_RESPONSE_URL,
     block_actions,
@@ -17,7 +18,7 @@ from .payloads import (
     view_closed,
     view_submission,
 )
-from .server import APP_ID, BOT_ID, BOT_USER_ID, TEAM_ID, Call, EnvelopeType, FakeSlack, StoredMessage
+from .server import APP_ID, BOT_ID, BOT_USER_ID, TEAM_ID, Call, EnvelopeType, FakeSlack, Invalid, StoredMessage
 
 __all__ = [
     "APP_ID",
@@ -28,8 +29,10 @@ __all__ = [
     "Call",
     "EnvelopeType",
     "FakeSlack",
+    "Invalid",
     "StoredMessage",
     "block_actions",
+    "check_http_ack",
     "encode_http_body",
     "event_app_mention",
     "event_callback",

@@ -26,6 +26,8 @@ from typing import Any, Literal, Self
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from .blockkit import VIEW_METHODS, ack_problems, payload_problems
+
 JSON = dict[str, Any]
 EnvelopeType = Literal["events_api", "interactive", "slash_commands"]
 
@@ -105,6 +107,15 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class Invalid:
+    """A Block Kit payload Slack would refuse: where it was sent and why (``[json-pointer:…]`` names the place)."""
+
+    method: str
+    """The API method, ``"response_url"``, or ``"ack"`` for a listener's ``response_action`` view."""
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _Failure:
     error: str
     status: int
@@ -114,10 +125,10 @@ class _Failure:
 class _ApiError(Exception):
     """An ``{"ok": false}`` answer; raised from method handlers to keep them linear."""
 
-    def __init__(self, error: str, detail: str | None = None) -> None:
+    def __init__(self, error: str, *details: str) -> None:
         super().__init__(error)
         self.error = error
-        self.detail = detail
+        self.details = details
 
 
 class FakeSlack:
@@ -142,6 +153,10 @@ class FakeSlack:
         """Channel id → member user ids, served by ``conversations.members`` (paged, 2 per page)."""
         self.usergroups: dict[str, list[str]] = {}
         """User group id → member user ids, served by ``usergroups.users.list``."""
+        self.invalid: list[Invalid] = []
+        """Every Block Kit payload Slack would have refused (see ``blockkit``): leaving the ``async with`` block
+        with any here fails the test, so every test that drives the adapter checks every payload. A test that sends
+        bad blocks on purpose takes them with ``take_invalid``."""
         self._failures: defaultdict[str, deque[_Failure]] = defaultdict(deque)
         self._drops: defaultdict[str, int] = defaultdict(int)
         self._holds: defaultdict[str, deque[asyncio.Event]] = defaultdict(deque)
@@ -191,6 +206,17 @@ class FakeSlack:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        try:
+            await self._close()
+        finally:
+            if self.invalid:
+                report = "; ".join(f"{i.method}: {' | '.join(i.problems)}" for i in self.invalid)
+                if exc is None:
+                    raise AssertionError(f"Slack would have refused {len(self.invalid)} Block Kit payload(s): "
+                                         f"{report}")
+                exc.add_note(f"Slack would also have refused these Block Kit payloads: {report}")
+
+    async def _close(self) -> None:
         # Close sockets first: aiohttp's graceful shutdown would otherwise wait on them for 60 s.
         for ws in list(self._sockets):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"fake slack shutting down")
@@ -243,6 +269,11 @@ class FakeSlack:
         message = StoredMessage(channel=channel, ts=self._next_ts(), text=text, user=user, thread_ts=thread_ts)
         self.messages[(channel, message.ts)] = message
         return message
+
+    def take_invalid(self) -> list[Invalid]:
+        """The refused payloads so far, no longer counted against the test (for tests that send bad ones)."""
+        taken, self.invalid = self.invalid, []
+        return taken
 
     def calls_to(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
@@ -310,8 +341,12 @@ class FakeSlack:
         return web.json_response(body, status=status, headers=headers)
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:
-        await self._record(Call("response_url", await request.json(), None, 200, {"ok": True}))
-        return web.Response(text="ok")
+        body = await request.json()
+        problems = payload_problems("response_url", body) if isinstance(body, dict) else []
+        if problems:
+            self.invalid.append(Invalid("response_url", tuple(problems)))
+        await self._record(Call("response_url", body, None, 400 if problems else 200, {"ok": not problems}))
+        return web.Response(text="invalid_blocks" if problems else "ok", status=400 if problems else 200)
 
     async def _handle_socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -340,6 +375,10 @@ class FakeSlack:
 
     def _on_ack(self, message: JSON) -> None:
         self.acks.append(message)
+        payload = message.get("payload")
+        problems = ack_problems(payload) if isinstance(payload, dict) else []
+        if problems:  # Slack shows the person an error in the modal; the test hears of it on exit
+            self.invalid.append(Invalid("ack", tuple(problems)))
         pending = self._pending_acks.get(message.get("envelope_id", ""))
         if pending is not None and not pending.done():
             pending.set_result(message)
@@ -364,11 +403,18 @@ class FakeSlack:
             missing = [name for name in _REQUIRED.get(method, ()) if name not in args]
             if missing:
                 raise _ApiError("invalid_arguments", f"[ERROR] missing required field: {missing[0]}")
+            problems = payload_problems(method, args)
+            if problems:
+                self.invalid.append(Invalid(method, tuple(problems)))
+                # Slack answers a bad view with `invalid_arguments` and a bad message with `invalid_blocks`, each
+                # with `[ERROR] … [json-pointer:…]` lines in `response_metadata.messages`.
+                raise _ApiError("invalid_arguments" if method in VIEW_METHODS else "invalid_blocks",
+                                *(f"[ERROR] {p}" for p in problems))
             return 200, handler(args | {"token": token}), {}
         except _ApiError as e:
             body: JSON = {"ok": False, "error": e.error}
-            if e.detail is not None:
-                body["response_metadata"] = {"messages": [e.detail]}
+            if e.details:
+                body["response_metadata"] = {"messages": list(e.details)}
             return 200, body, {}
 
     # -- Web API methods -------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ These tests pin the fake's behaviour and show the wiring adapter tests should co
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.slackfake import (
     FakeSlack,
+    check_http_ack,
     encode_http_body,
     event_app_mention,
     sign_request,
@@ -32,6 +34,7 @@ from tests.slackfake import (
     view_submission,
 )
 
+DIVIDER = {"type": "divider"}
 SIGNING_SECRET = "test-signing-secret"
 
 
@@ -212,12 +215,12 @@ async def test_messages_are_stored_updated_threaded_and_deleted(slack: FakeSlack
 @pytest.mark.anyio
 async def test_views_get_ids_and_updates_keep_them(slack: FakeSlack) -> None:
     client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
-    modal = {"type": "modal", "callback_id": "ask", "title": {"type": "plain_text", "text": "Ask"}, "blocks": []}
+    modal = {"type": "modal", "callback_id": "ask", "title": {"type": "plain_text", "text": "Ask"}, "blocks": [DIVIDER]}
 
     opened = (await client.views_open(trigger_id="t1", view=modal))["view"]
     updated = await client.views_update(view_id=opened["id"], hash=opened["hash"], view=modal | {"callback_id": "v2"})
     pushed = (await client.views_push(trigger_id="t2", view=modal))["view"]
-    home = (await client.views_publish(user_id="U1", view={"type": "home", "blocks": []}))["view"]
+    home = (await client.views_publish(user_id="U1", view={"type": "home", "blocks": [DIVIDER]}))["view"]
 
     assert updated["view"]["id"] == opened["id"]
     assert slack.views[opened["id"]]["callback_id"] == "v2"
@@ -280,7 +283,7 @@ async def test_send_envelope_fails_instead_of_hanging_when_the_socket_drops(slac
 
 @pytest.mark.anyio
 async def test_a_held_answer_comes_after_the_work_and_calls_show_their_connection(slack: FakeSlack) -> None:
-    modal = {"type": "modal", "callback_id": "ask", "title": {"type": "plain_text", "text": "Ask"}, "blocks": []}
+    modal = {"type": "modal", "callback_id": "ask", "title": {"type": "plain_text", "text": "Ask"}, "blocks": [DIVIDER]}
     release = slack.hold_next("views.open")
     answers: list[str] = []
     async with aiohttp.ClientSession() as session:
@@ -304,3 +307,65 @@ async def test_a_held_answer_comes_after_the_work_and_calls_show_their_connectio
     shared, single = slack.calls_to("auth.test")[:2], slack.calls_to("auth.test")[2:]
     assert shared[0].connection == shared[1].connection == held.connection  # one kept-alive connection
     assert single[0].connection != single[1].connection  # slack_sdk's default: a session per call
+
+
+def _date_input(element: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "input", "block_id": "b", "label": {"type": "plain_text", "text": "When"},
+            "element": {"action_id": "a", **element}}
+
+
+@pytest.mark.anyio
+async def test_block_kit_slack_would_refuse_is_refused_and_fails_the_test() -> None:
+    """Every payload is checked with slack_sdk's models: a bad view or message gets Slack's error, and leaving the
+    fake with one unclaimed fails the test (so every test driving the adapter checks every payload)."""
+    modal = {"type": "modal", "title": {"type": "plain_text", "text": "Ask"}, "submit": {"type": "plain_text",
+             "text": "OK"}, "blocks": [_date_input({"type": "datepicker", "initial_date": "2026-W01-1"})]}
+    with pytest.raises(AssertionError, match=r"views\.open: .*YYYY-MM-DD.*json-pointer:/view/blocks/0"):
+        async with FakeSlack() as slack:
+            client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
+            with pytest.raises(SlackApiError) as refused:
+                await client.views_open(trigger_id="t1", view=modal)
+            assert refused.value.response["error"] == "invalid_arguments"
+            assert not slack.views
+
+    async with FakeSlack() as slack:
+        client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
+        for element in ({"type": "datetimepicker", "initial_date_time": -14182940}, {"type": "nope"}):
+            with pytest.raises(SlackApiError, match="invalid_blocks"):
+                await client.chat_postMessage(channel="C1", text="x", blocks=[_date_input(element)])
+        with pytest.raises(SlackApiError, match="invalid_blocks"):
+            await client.chat_postMessage(channel="C1", text="x", blocks=[DIVIDER | {"colour": "red"}])
+        await client.chat_postMessage(channel="C1", text="x", blocks=[DIVIDER])
+        taken = slack.take_invalid()
+        assert [(i.method, len(i.problems)) for i in taken] == [("chat.postMessage", 1)] * 3
+        assert "initial_date_time" in taken[0].problems[0]
+        assert "json-pointer:/blocks/0/colour" in taken[2].problems[0]  # a key Slack does not know
+        assert len(slack.messages) == 1  # only the good one was posted
+
+
+@pytest.mark.anyio
+async def test_a_bad_view_in_an_ack_is_recorded() -> None:
+    with pytest.raises(AssertionError, match=r"ack: .*between 0 and"):
+        async with FakeSlack() as slack:
+            app = make_app(slack)
+
+            @app.view("ask")
+            async def next_page(ack: AsyncAck) -> None:
+                await ack(response_action="update", view={
+                    "type": "modal", "title": {"type": "plain_text", "text": "Ask"},
+                    "submit": {"type": "plain_text", "text": "OK"},
+                    "blocks": [_date_input({"type": "datetimepicker", "initial_date_time": 253402300799})]})
+
+            async with socket_mode(app, slack):
+                with anyio.fail_after(5):
+                    await slack.send_envelope("interactive", view_submission("U1", "V1", "ask", "req-1", {}))
+
+
+def test_an_http_mode_ack_with_a_view_slack_would_refuse_fails_the_sender() -> None:
+    view = {"type": "modal", "title": {"type": "plain_text", "text": "Ask"}, "submit": {"type": "plain_text",
+            "text": "OK"}, "blocks": [_date_input({"type": "datepicker", "initial_date": "2026-W01-1"})]}
+    check_http_ack("")
+    check_http_ack("pending: list")
+    check_http_ack(json.dumps({"response_action": "update", "view": view | {"blocks": [DIVIDER]}}))
+    with pytest.raises(AssertionError, match="YYYY-MM-DD"):
+        check_http_ack(json.dumps({"response_action": "update", "view": view}))

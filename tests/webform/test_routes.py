@@ -224,3 +224,26 @@ def test_the_http_block_sets_the_link_lifetime_and_key() -> None:
     assert "k" * 40 not in repr(config.http)
     with pytest.raises(ConfigError, match=r"http\.form_link_secret"):
         from_mapping({**base, "http": {"form_link_secret": "short"}})
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_date_default_the_field_refuses_is_suggested_not_pre_filled(protocol: str) -> None:
+    """An ISO week date is no RFC 3339 date: a browser's date input would drop it (and Python would rewrite
+    `2026-W01-1T10:00:00Z` as 2025-12-29), so the page leaves the input empty and suggests it in the hint."""
+    schema = json.dumps({"type": "object", "required": ["week"], "properties": {
+        "week": {"type": "string", "format": "date", "title": "Week", "default": "2026-W01-1"},
+        "at": {"type": "string", "format": "date-time", "title": "At", "default": "2026-W01-1T10:00:00Z"},
+        "day": {"type": "string", "format": "date", "title": "Day", "default": "2026-01-31"}}})
+    async with running({"forms": form_server()}, server_protocol=protocol) as site:
+        with anyio.fail_after(20):
+            card = await site.call("forms", "fill", {"schema": schema})
+            url = site.link(card)
+            page = await get(url)
+            sent = await post(site, url, [("f0", "2026-01-05"), ("f2", "2026-01-31")])
+            result = json.loads(await site.result("forms", "fill"))
+    week, at, day = (page.text.split(f'id="f{i}-field"', 1)[1].split('class="field', 1)[0] for i in range(3))
+    assert 'value=""' in week and "suggested: 2026-W01-1" in week
+    assert "2025-12-29" not in at and "suggested: 2026-W01-1T10:00:00Z; date, time and UTC offset" in at
+    assert 'value="2026-01-31"' in day and "suggested" not in day
+    assert sent.status_code == 200
+    assert result["content"] == {"week": "2026-01-05", "day": "2026-01-31"}

@@ -15,6 +15,7 @@ from bridge.config import ServerConfig
 from bridge.demo_server import server as demo
 from bridge.host import Host
 from bridge.testing import config_for, host_store
+from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
 
@@ -87,3 +88,37 @@ async def test_server_text_cannot_drive_the_terminal() -> None:
     out, _ = await converse(['!mcp call demo echo {"message": "\\u001b[2J\\u001b]0;pwned\\u0007hi\\u202e"}'])
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "[2J]0;pwnedhi" in out
+
+
+DATES = {"type": "object", "required": ["week"], "properties": {
+    "week": {"type": "string", "format": "date", "title": "Week", "default": "2026-W01-1"},
+    "at": {"type": "string", "format": "date-time", "title": "At", "default": "2026-W01-1T10:00:00Z"},
+    "landing": {"type": "string", "format": "date-time", "title": "Landing", "default": "1969-07-20T20:17:40Z"},
+}}
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_a_default_the_field_refuses_is_suggested_not_taken_and_week_dates_are_not_rewritten(
+        protocol: str) -> None:
+    """An ISO week date (`2026-W01-1`, which Python's `fromisoformat` reads) is no RFC 3339 date: as a server's
+    default it is only suggested (Enter does not take it), and typed it is refused, not silently rewritten."""
+    server = ServerConfig(name="forms", inprocess=form_server(), protocol=protocol)  # type: ignore[arg-type]
+    config = config_for({"forms": server})
+    out = io.StringIO()
+    script = [f"!mcp call forms fill {json.dumps({'schema': json.dumps(DATES)})}",
+              "", "2026-01-05", "2026-W02-1T10:00Z", "", "", "accept"]
+    host = Host(config, await host_store(config))
+    async with host:
+        console = ConsoleAdapter(host, lines(script), out)
+        host.attach(console)
+        with anyio.fail_after(20):
+            await console.serve()
+    text = out.getvalue()
+    assert "Week [a date, YYYY-MM-DD, suggested: 2026-W01-1]" in text
+    assert "At [a date and time, e.g. 2026-01-31T09:30:00Z, suggested: 2026-W01-1T10:00:00Z, optional]" in text
+    assert "Landing [a date and time, e.g. 2026-01-31T09:30:00Z, default: 1969-07-20T20:17:40Z]" in text
+    assert "✗ This one is required." in text
+    assert "✗ Enter a date and time like 2026-01-31T09:30:00Z." in text
+    result = json.loads(re.search(r'(\{"era".*\})', text).group(1))  # type: ignore[union-attr]
+    assert result["action"] == "accept"
+    assert result["content"] == {"week": "2026-01-05", "landing": "1969-07-20T20:17:40Z"}

@@ -235,3 +235,23 @@ def _js_to_json(js: str) -> str:
     js = re.sub(r"//[^\n]*", "", js)
     js = re.sub(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:", r'\1"\2":', js)
     return re.sub(r",(\s*[}\]])", r"\1", js)
+
+
+def test_a_default_the_field_refuses_is_suggested_and_a_skip_does_not_take_it() -> None:
+    """A date default written as an ISO week date is no answer the form takes: the card suggests it, and `-` leaves
+    the field empty (required: still needed) instead of keeping a value that could never be sent."""
+    f = form_from_schema({"type": "object", "required": ["week"], "properties": {
+        "week": {"type": "string", "format": "date", "title": "Week", "default": "2026-W01-1"},
+        "at": {"type": "string", "format": "date-time", "title": "At", "default": "2026-W01-1T10:00:00Z"},
+        "landing": {"type": "string", "format": "date-time", "title": "Landing", "default": "1969-07-20T20:17:40Z"}}})
+    state = FormState(plan(f))
+    assert formtext.hint(f.field("week")) == "a date, YYYY-MM-DD, suggested: 2026-W01-1, required"
+    assert formtext.hint(f.field("landing")).endswith("default: 1969-07-20T20:17:40Z")
+    assert state.problems(f) == {1: "This field is required."}
+    reply = state.reply("-\n-\n-", 1)
+    assert reply.failed == {1: "This one is required."} and reply.taken == (2, 3)
+    assert state.content() == {"landing": "1969-07-20T20:17:40Z"}
+    state.reply("1: 2026-01-05", 2)
+    assert state.problems(f) == {} and state.content() == {"week": "2026-01-05", "landing": "1969-07-20T20:17:40Z"}
+    card = formtext.card(interaction(f), plan(f), state, [], now=time.time(), in_thread=True, problems={})
+    assert "At: ✓ (left empty)" in card.body and "Landing: ✓ 1969-07-20T20:17:40Z (default)" in card.body

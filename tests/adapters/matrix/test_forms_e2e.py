@@ -44,6 +44,7 @@ from tests.adapters.matrix.harness import (
     register,
 )
 from tests.matrixhs.synapse import Synapse
+from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
 
@@ -379,3 +380,29 @@ async def test_a_vote_on_a_card_that_ended_with_the_last_run_is_told_how_it_ende
             await ada.vote(poll.event_id, ["2"])
             notice = await ada.wait(lambda i, e: i >= after and "That request was already" in body(e))
             assert content(notice)["msgtype"] == "m.notice"
+
+
+async def test_a_date_default_the_field_refuses_is_suggested_and_a_skip_does_not_take_it(synapse: Synapse,
+                                                                                         tmp_path: Path) -> None:
+    """An ISO week date (`2026-W01-1`) as a server's default is only suggested: `-` leaves the field empty, so a
+    required one is asked again instead of the card holding a value the form can never send."""
+    schema = {"type": "object", "required": ["week"], "properties": {
+        "week": {"type": "string", "format": "date", "title": "Week", "default": "2026-W01-1"},
+        "at": {"type": "string", "format": "date-time", "title": "At", "default": "2026-W01-1T10:00:00Z"},
+        "landing": {"type": "string", "format": "date-time", "title": "Landing", "default": "1969-07-20T20:17:40Z"}}}
+    config = Config(servers={"forms": ServerConfig(name="forms", inprocess=form_server(), protocol="legacy")},
+                    store=str(tmp_path / "bridge.db"))
+    async with ada_with_the_bot(synapse, tmp_path, config) as (ada, _, bot_id):
+        command = await ada.say(f"!mcp call forms fill {json.dumps({'schema': json.dumps(schema)})}")
+        root = await ada.wait(part("card"))
+        assert "Week: a date, YYYY-MM-DD, suggested: 2026-W01-1, required" in body(root), body(root)
+        await ada.say("-\n-\n-", thread=command, latest=root.event_id)
+        reask = await ada.wait(part("reask"))
+        assert "This one is required" in body(reask), body(reask)
+        await ada.say("2026-01-05", thread=command, latest=reask.event_id)
+        await ada.wait(bot_reaction(bot_id, root.event_id, ACCEPT))
+        await ada.react(root.event_id, ACCEPT)
+        result = await ada.wait(lambda i, e: "forms.fill:" in body(e))
+    sent = json.loads(body(result).split("forms.fill:", 1)[1].strip().strip("`").strip())
+    assert sent["action"] == "accept"
+    assert sent["content"] == {"week": "2026-01-05", "landing": "1969-07-20T20:17:40Z"}

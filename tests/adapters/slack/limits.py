@@ -8,11 +8,12 @@ only in modals; and about 12 000 characters of text in all a message's blocks (S
 beyond it; slackapi/bolt-js#2509). Beyond sizes, what Slack is known to reject a whole view or message for
 (`invalid_blocks`): a button URL that is not http(s) with a host or holds spaces, an `initial_value` longer than the
 input's `max_length`, number strings in exponent form, decimals in an integer input, an initial number outside its
-bounds.
+bounds, an `initial_date` not written YYYY-MM-DD, an `initial_date_time` outside 0 to 9999999999.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -138,10 +139,12 @@ def _element(element: JSON, surface: str) -> None:
         assert "options" not in element
     elif kind == "datepicker":
         if "initial_date" in element:
-            assert len(element["initial_date"]) == 10
+            assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", element["initial_date"]), element["initial_date"]
+            dt.date.fromisoformat(element["initial_date"])  # a real date
     elif kind == "datetimepicker":
         if "initial_date_time" in element:
-            assert isinstance(element["initial_date_time"], int)
+            seconds = element["initial_date_time"]
+            assert isinstance(seconds, int) and 0 <= seconds <= 9_999_999_999, f"initial_date_time {seconds}"
     else:
         assert kind in ("email_text_input", "url_text_input"), f"unexpected element {kind}"
         assert len(element.get("initial_value", "")) <= 3000

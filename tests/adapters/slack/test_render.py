@@ -350,6 +350,30 @@ def test_a_text_default_too_long_to_pre_fill_is_left_out_with_a_hint_that_empty_
     assert fits["element"]["initial_value"] == "ten chars!" and "hint" not in fits
 
 
+@pytest.mark.parametrize(("fmt", "default", "initial"), [
+    ("date", "2026-01-31", "2026-01-31"),
+    ("date", "2026-W01-1", None),  # an ISO week date: Python reads it, Slack takes only YYYY-MM-DD
+    ("date", "2026-02-30", None),
+    ("date", "20260131", None),
+    ("date", "2026-01-31T00:00:00Z", None),
+    ("date-time", "1970-01-01T00:00:00Z", 0),
+    ("date-time", "2286-11-20T17:46:39Z", 9_999_999_999),
+    ("date-time", "2286-11-20T17:46:40Z", None),  # eleven digits of UNIX seconds
+    ("date-time", "1969-12-31T23:59:59Z", None),
+    ("date-time", "2026-W01-1T10:00:00Z", None),
+    ("date-time", "2026-01-31T10:30:00+01:00", 1769851800),
+])
+def test_a_date_default_is_pre_filled_only_when_the_picker_takes_it_else_suggested_in_the_hint(
+        fmt: str, default: str, initial: str | int | None) -> None:
+    card = interaction(form=one_field({"type": "string", "format": fmt, "default": default, "description": "Hi."}))
+    view = modal.form_view(card, ids.ModalMeta(card.id))
+    limits.check_modal(view)
+    [block] = [b for b in view["blocks"] if b["type"] == "input"]
+    key = "initial_date" if fmt == "date" else "initial_date_time"
+    assert block["element"].get(key) == initial
+    assert block["hint"]["text"] == ("Hi." if initial is not None else f"Suggested: {default}. Hi.")
+
+
 def test_each_status_update_gets_fresh_block_ids() -> None:
     running = StatusView("call1", ServerLabel("everything"), "slow", "step 1", 1, 5)
     first, second = render.status_blocks(running), render.status_blocks(running)

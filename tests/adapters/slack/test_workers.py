@@ -25,6 +25,7 @@ from tests.slackfake import (
     EnvelopeType,
     FakeSlack,
     block_actions,
+    check_http_ack,
     encode_http_body,
     sign_request,
     slash_command,
@@ -66,7 +67,9 @@ async def send(bridge: Bridge, type_: EnvelopeType, payload: dict[str, Any]) -> 
     headers = sign_request(SIGNING_SECRET, body) | {"Content-Type": content_type}
     async with aiohttp.ClientSession() as http, http.post(bridge.adapter.http_url, data=body,
                                                            headers=headers) as response:
-        return response.status, await response.text()
+        text = await response.text()
+    check_http_ack(text)
+    return response.status, text
 
 
 async def card_on(slack: FakeSlack, a: Bridge) -> driver.Card:
