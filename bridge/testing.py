@@ -8,6 +8,7 @@ wherever `HOST_STORES.target` points (the project's test suite points it at a Po
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -28,6 +29,27 @@ from bridge.model import (
 from bridge.storage import AsyncStore, open_store
 
 T = TypeVar("T")
+
+TIME_SCALE_VARIABLE = "MCP_BRIDGE_TEST_TIME_SCALE"
+"""The one factor every test deadline is multiplied by (default 3). A deadline only bounds a test that hangs: what
+it waits for should come far sooner, so a loaded machine (CI beside other jobs, two cores running a whole suite) must
+never reach it. Raise it on a slower machine; nothing in a passing run gets slower."""
+
+
+def time_scale() -> float:
+    try:
+        scale = float(os.environ.get(TIME_SCALE_VARIABLE, "3"))
+    except ValueError:
+        raise SystemExit(f"{TIME_SCALE_VARIABLE} must be a number") from None
+    return max(scale, 1.0)
+
+
+_SCALE = time_scale()
+
+
+def patient(seconds: float) -> float:
+    """A test's deadline of `seconds`, scaled by `MCP_BRIDGE_TEST_TIME_SCALE` (see `TIME_SCALE_VARIABLE`)."""
+    return seconds * _SCALE
 
 ALICE = Actor("test", "U-alice", "Alice")
 BOB = Actor("test", "U-bob", "Bob")

@@ -13,12 +13,20 @@ import pytest
 
 from bridge import redaction
 from bridge.cli import setup_logging
-from bridge.testing import HOST_STORES
+from bridge.testing import HOST_STORES, time_scale
 from tests.matrixhs.synapse import Synapse
 from tests.pg.cluster import PostgresCluster, PostgresUnavailable, store_location
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-timeout's limit (pyproject's `timeout`, unless given on the command line) scales like every deadline a
+    # test sets itself (bridge.testing.patient), so a loaded machine never meets one before the other.
+    if config.getoption("timeout", None) is None:
+        config.option.timeout = float(config.getini("timeout")) * time_scale()
 
 
 @pytest.fixture

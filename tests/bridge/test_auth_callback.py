@@ -14,6 +14,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 from bridge.auth.callback import LoopbackListener
 from bridge.auth.signins import Authorization, Authorizations, Page, plain_oauth_error
 from bridge.errors import AuthError
+from bridge.testing import patient
 
 pytestmark = pytest.mark.anyio
 
@@ -113,7 +114,7 @@ async def test_the_loopback_listener_answers_the_redirect_over_http() -> None:
             forged = await http.get(listener.redirect_uri, params={"code": "C", "state": "nope"})
             assert forged.status_code == 400 and forged.headers["cache-control"] == "no-store"
             pages: list[httpx2.Response] = []
-            with anyio.fail_after(5):
+            with anyio.fail_after(patient(5)):
                 async with anyio.create_task_group() as tg:
                     async def browser() -> None:
                         pages.append(await http.get(listener.redirect_uri, params={"code": "C", "state": "S1"}))

@@ -21,7 +21,7 @@ from bridge.config import Config, HttpConfig
 from bridge.host import Host
 from bridge.http_server import HttpServer
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Verdict
-from bridge.testing import FakeChatPort, host_for
+from bridge.testing import FakeChatPort, host_for, patient
 from tests.servers.signin import Site, get, redirects, sign_in, site
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +78,7 @@ async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
         async def call(person: Actor) -> None:
             results[person.user_id] = await host.calls.run(CHANNEL, person, "s", "whoami", {})
 
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call, ADA)
                 tg.start_soon(call, BOB)
@@ -111,7 +111,7 @@ async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
 
 async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_state_too(web: Site) -> None:
     async with bridge(web) as (host, chat, http):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 result = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
@@ -128,7 +128,7 @@ async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_stat
 
 async def test_an_unknown_person_fails_closed(web: Site) -> None:
     async with bridge(web) as (host, chat, _):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             assert await host.calls.run(CHANNEL, None, "s", "whoami", {}) is None
             assert await host.calls.run(CHANNEL, Actor("test", ""), "s", "whoami", {}) is None
     assert [m.text for m in chat.messages] == [
@@ -139,7 +139,7 @@ async def test_an_unknown_person_fails_closed(web: Site) -> None:
 
 async def test_a_declined_prompt_ends_the_call_and_an_expired_one_says_to_run_it_again(web: Site) -> None:
     async with bridge(web, sign_in_time=1.0) as (host, chat, _):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.calls.run, CHANNEL, ADA, "s", "whoami", {})
                 card = await connect_card(chat, ADA)
@@ -158,7 +158,7 @@ async def test_accounts_lists_names_only_and_logout_forgets_and_revokes(web: Sit
             await host.run_message(MessageIn(CHANNEL, person, line, explicit_command=True))
             return "\n".join(m.text for m in chat.messages[before:])
 
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             assert "You have not connected" in await command(ADA, "accounts")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(command, ADA, "call s whoami")
@@ -201,7 +201,7 @@ async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token
         async def call() -> None:
             results.append(await host.calls.run(CHANNEL, ADA, "s", "whoami", {}))
 
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
                 await sign_in((await connect_card(chat, ADA)).url, "ada")
@@ -225,7 +225,7 @@ async def test_a_parked_call_continues_on_its_requester_s_own_session(web: Site)
                 tg.start_soon(host.calls.run, CHANNEL, person, "s", "whoami", {})
                 await sign_in((await connect_card(chat, person)).url, user)
 
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await connect(ADA, "ada")
             await connect(BOB, "bob")
             assert await host.calls.run(CHANNEL, ADA, "s", "whoami_asking", {}, park=True) is None  # parked

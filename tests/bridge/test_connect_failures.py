@@ -15,6 +15,7 @@ from mcp.types import CallToolResult
 
 from bridge.auth.tokens import VaultStorage
 from bridge.model import Actor, Status
+from bridge.testing import patient
 from tests.bridge.test_connect import ADA, CHANNEL, bridge, connect_card, start_whoami, text
 from tests.servers.signin import Site, get, sign_in, site
 
@@ -38,7 +39,7 @@ async def follow_back(url: str) -> httpx2.Response:
 async def test_a_refusal_at_the_consent_screen_is_told_in_plain_words_to_the_browser_card_and_chat(web: Site) -> None:
     web.provider.decline = True
     async with bridge(web) as (host, chat, _):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 results = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
@@ -56,7 +57,7 @@ async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words_to_the_b
         web: Site) -> None:
     web.provider.refuse_code = True
     async with bridge(web) as (host, chat, _):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 results = start_whoami(tg, host, ADA)
                 card = await connect_card(chat, ADA)
@@ -77,7 +78,7 @@ async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words_to_the_b
 
 async def test_a_redirect_after_its_prompt_expired_is_refused(web: Site) -> None:
     async with bridge(web, sign_in_time=1.0) as (host, chat, _):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.calls.run, CHANNEL, ADA, "s", "whoami", {})
                 card = await connect_card(chat, ADA)
@@ -101,7 +102,7 @@ async def test_an_expired_refresh_token_asks_the_person_again(web: Site) -> None
         async def call(person: Actor = ADA) -> None:
             results.append(await host.calls.run(CHANNEL, person, "s", "whoami", {}))
 
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
                 await sign_in((await connect_card(chat, ADA)).url, "ada")

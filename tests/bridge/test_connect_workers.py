@@ -20,7 +20,7 @@ from bridge.config import Config, HttpConfig
 from bridge.host import Host
 from bridge.http_server import HttpServer
 from bridge.storage import SqlStore, open_store
-from bridge.testing import FakeChatPort, host_for
+from bridge.testing import FakeChatPort, host_for, patient
 from tests.bridge.test_connect import ADA, CHANNEL, connect_card, start_whoami, text
 from tests.servers.signin import KEY_ENV, Site, Visit, get, redirects, sign_in, site
 
@@ -78,7 +78,7 @@ async def sign_in_at(url: str, user: str, http: HttpServer, *, denied: bool = Fa
 async def test_a_redirect_on_the_other_worker_signs_in_once_and_the_call_goes_on_as_that_person(
         web: Site, pg_url: str) -> None:
     async with two_workers(web, pg_url) as ((a, chat_a, http_a), (b, chat_b, http_b)):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 result = start_whoami(tg, a, ADA)
                 card = await connect_card(chat_a, ADA)
@@ -105,7 +105,7 @@ async def test_a_redirect_on_the_other_worker_signs_in_once_and_the_call_goes_on
 
 async def test_a_refusal_on_the_other_worker_ends_the_waiting_call_in_plain_words(web: Site, pg_url: str) -> None:
     async with two_workers(web, pg_url) as ((a, chat_a, _), (_b, _, http_b)):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 result = start_whoami(tg, a, ADA)
                 card = await connect_card(chat_a, ADA)
@@ -119,7 +119,7 @@ async def test_a_refusal_on_the_other_worker_ends_the_waiting_call_in_plain_word
 
 async def test_a_dead_worker_s_sign_in_is_told_plainly_and_the_next_call_asks_again(web: Site, pg_url: str) -> None:
     async with two_workers(web, pg_url) as ((a, chat_a, _), (b, chat_b, http_b)):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 start_whoami(tg, a, ADA)
                 card = await connect_card(chat_a, ADA)

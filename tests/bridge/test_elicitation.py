@@ -21,7 +21,7 @@ from bridge.host import Host
 from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.request_context import RequestContext
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from bridge.text import shorten
 from tests.servers.inline import form_server
 
@@ -62,7 +62,7 @@ TYPED_ANSWER: dict[str, Any] = {
 async def test_accept_with_every_field_type_reaches_the_server_typed(protocol: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             assert card.kind is Kind.FORM and card.server.name == "forms"
             assert card.requester == ALICE and card.approvers == {ALICE.key}
@@ -82,7 +82,7 @@ async def test_accept_with_every_field_type_reaches_the_server_typed(protocol: s
 async def test_decline_and_cancel_reach_the_server(protocol: str, action: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             await host.decide(DecisionIn(card.id, ALICE, action))  # type: ignore[arg-type]
             data = await tool_result(chat, "fill")
@@ -98,7 +98,7 @@ async def test_timeout_cancels_at_the_server_and_the_card_shows_expired(protocol
     server = form_server()
     async with bridge(server, protocol, server_elicitation_timeout=0.2) as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             outcome = await chat.wait_finished(card.id)
             data = await tool_result(chat, "fill")
@@ -111,7 +111,7 @@ async def test_timeout_cancels_at_the_server_and_the_card_shows_expired(protocol
 async def test_a_strangers_decision_is_refused_privately_and_the_card_stays_open(protocol: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "fill", {"schema": json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             refused = await host.decide(DecisionIn(card.id, BOB, "accept", {"ok": True}))
             assert refused.verdict is Verdict.REFUSED
@@ -127,7 +127,7 @@ async def test_configured_approvers_may_answer_for_the_requester(protocol: str) 
     server = form_server()
     async with bridge(server, protocol, server_approvers=(BOB.key,)) as (host, chat):
         await call(host, "fill", {"schema": json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             assert (await host.decide(DecisionIn(card.id, BOB, "accept", {"ok": True}))).verdict is Verdict.CLAIMED
             data = await tool_result(chat, "fill")
@@ -139,7 +139,7 @@ async def test_configured_approvers_may_answer_for_the_requester(protocol: str) 
 async def test_a_duplicate_decision_is_ignored_with_a_notice(protocol: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "fill", {"schema": json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             first = host.broker.decide_nowait(DecisionIn(card.id, ALICE, "decline"))
             second = await host.decide(DecisionIn(card.id, ALICE, "accept", {"ok": True}))
@@ -154,7 +154,7 @@ async def test_a_duplicate_decision_is_ignored_with_a_notice(protocol: str) -> N
 async def test_a_bad_answer_is_refused_with_field_errors_and_can_be_corrected(protocol: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             bad = await host.decide(DecisionIn(card.id, ALICE, "accept", {
                 **TYPED_ANSWER, "email": "not-an-email", "travellers": "40", "activities": []}))
@@ -174,7 +174,7 @@ NESTED = json.dumps({"type": "object", "properties": {"address": {"type": "objec
 async def test_a_schema_outside_the_subset_is_refused_cleanly(protocol: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "fill", {"schema": NESTED})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             notice = await chat.wait_message("cannot show")
             failure = await chat.wait_message("forms.fill")
     assert "property 'address': type 'object' is not supported" in notice
@@ -190,7 +190,7 @@ async def test_a_schema_outside_the_subset_is_refused_cleanly(protocol: str) -> 
 async def test_url_elicitation_shows_the_full_url_and_host(protocol: str) -> None:
     async with bridge(form_server(), protocol) as (host, chat):
         await call(host, "visit")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             assert card.kind is Kind.URL
             assert card.url == "https://xn--exmple-cua.com/login?x=1"
@@ -205,7 +205,7 @@ async def test_url_elicitation_shows_the_full_url_and_host(protocol: str) -> Non
 async def test_elicitation_disabled_cancels_without_asking() -> None:
     async with bridge(form_server(), "legacy", server_elicitation_enabled=False) as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             data = await tool_result(chat, "fill")
     assert data["action"] == "cancel" and not chat.cards
 
@@ -215,7 +215,7 @@ async def test_a_failed_card_post_fails_the_request_without_crashing(protocol: s
     async with bridge(form_server(), protocol) as (host, chat):
         chat.fail_posts = True
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             data = await tool_result(chat, "fill")
     assert data["action"] == "cancel"
 
@@ -226,13 +226,13 @@ async def test_a_crashed_server_is_reported_with_its_stderr_and_restarted() -> N
     host, chat = await host_for(config_for({"crashy": crashy}))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call crashy crash", explicit_command=True))
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             report = await chat.wait_message("stopped during the call")
         assert "flux capacitor overheated" in report
         assert "started again on next use" in report
         await host.handle_message(MessageIn(ROOM, ALICE, 'call crashy echo {"message": "back"}',
                                             explicit_command=True))
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             assert await chat.wait_message("crashy.echo:") == "crashy.echo:\nback"
 
 
@@ -242,7 +242,7 @@ async def test_a_server_that_fails_to_start_is_reported_with_its_stderr() -> Non
     host, chat = await host_for(config_for({"broken": broken}))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call broken echo", explicit_command=True))
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             report = await chat.wait_message("failed to start")
     assert "missing API_TOKEN" in report
 
@@ -254,7 +254,7 @@ async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(stor
     first = await open_store(store_path)
     async with bridge(server, "auto", store=first) as (host, chat):
         await call(host, "fill", {"schema": schema})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
         pending = await host.store.pending_calls()
         assert [(p.server, p.tool) for p in pending] == [("forms", "fill")]
@@ -265,7 +265,7 @@ async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(stor
     second = await open_store(store_path)
     host2, chat2 = await host_for(config_for({"forms": server}, server_protocol="auto"), second)
     async with host2:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await host2.broker.wait_open(card.id)
             assert chat2.finish_calls == []  # resumed, not closed: the card still takes answers
             result = await host2.decide(DecisionIn(card.id, ALICE, "accept", {"n": "7"}))
@@ -280,7 +280,7 @@ async def test_a_pending_2026_request_is_answered_after_the_bridge_restarts(stor
 async def test_shutdown_brings_legacy_cards_to_a_final_state() -> None:
     async with bridge(form_server(), "legacy") as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
     outcome = chat.finished[card.id]
     assert outcome.status is Status.CANCELLED and "shutting down" in outcome.reason
@@ -294,7 +294,7 @@ def test_config_for_keeps_explicit_server_configs() -> None:
 async def test_a_legacy_completion_notice_updates_the_url_card() -> None:
     async with bridge(form_server(), "legacy") as (host, chat):
         await call(host, "visit")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             await host.decide(DecisionIn(card.id, ALICE, "accept"))
             await tool_result(chat, "visit")
@@ -310,7 +310,7 @@ async def test_a_legacy_url_required_error_presents_its_links(everything_js: Pat
         await host.handle_message(MessageIn(
             ROOM, ALICE, 'call everything trigger-url-elicitation {"url": "https://example.com/x", "errorPath": true}',
             explicit_command=True))
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             note = await chat.wait_message("link(s) visited")
             card = await chat.wait_card("url")
             await host.decide(DecisionIn(card.id, ALICE, "accept"))
@@ -324,7 +324,7 @@ async def test_sessions_close_when_idle_and_the_pool_never_exceeds_its_maximum()
     other = replace(ROOM, thread="T2")
     async with bridge(server, "auto", idle_timeout=0.5, max_sessions=1) as (host, chat):
         await call(host, "echo", {"message": "one"})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("forms.echo:\none")
             first = host.pool.find(ROOM, "forms")
             assert first is not None
@@ -378,7 +378,7 @@ async def test_a_card_names_the_server_by_its_configured_title_else_the_one_it_r
 async def test_the_servers_command_shows_state_and_negotiated_version() -> None:
     async with bridge(form_server(), "legacy") as (host, chat):
         await host.handle_message(MessageIn(ROOM, ALICE, "servers", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             before = await chat.wait_message("Servers:")
             await call(host, "echo", {"message": "hi"})
             await chat.wait_message("forms.echo:")
@@ -394,7 +394,7 @@ async def test_a_shared_legacy_session_asks_in_the_conversation_of_the_call() ->
     schema = json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}})
     async with bridge(form_server(), "legacy", server_scope="shared") as (host, chat):
         await call(host, "fill", {"schema": schema})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             first = await chat.wait_card()
             await host.handle_message(MessageIn(other, BOB, f"call forms fill {json.dumps({'schema': schema})}",
                                                 explicit_command=True))
@@ -423,7 +423,7 @@ async def test_cards_of_calls_that_died_with_the_process_are_finished_at_the_nex
     store = await open_store(path)
     host, chat = await host_for(config_for({"forms": form_server()}), store)
     async with host:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await host.resumed.wait()
     outcome = chat.finished[card.id]
     assert outcome.status is Status.FAILED and "the bridge stopped while this was open" in outcome.reason
@@ -438,7 +438,7 @@ async def test_a_stopped_2026_call_does_not_come_back_after_a_restart(store_targ
     store = await open_store(store_target)
     async with bridge(form_server(), "auto", store=store) as (host, chat):
         await call(host, "fill")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             running = host.calls.find(ROOM, None)
             assert running is not None and await store.pending_calls() != []
@@ -455,18 +455,18 @@ async def test_a_stored_call_whose_server_is_gone_is_abandoned_cleanly(store_tar
     first = await open_store(path)
     async with bridge(form_server(), "auto", store=first) as (host, chat):
         await call(host, "fill", {"schema": schema})
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
     await first.aclose()
     # The config changed while the bridge was down: that server is gone.
     second = await open_store(path)
     host2, chat2 = await host_for(config_for({"other": form_server("other")}), second)
     async with host2:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             note = await chat2.wait_message("could not be finished after the restart")
             outcome = await chat2.wait_finished(card.id)
         await call(host2, "echo", {"message": "still alive"})  # the bridge itself keeps working
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat2.wait_message("There is no server named 'forms'")
     assert "no server named 'forms'" in note
     assert outcome.status is Status.CANCELLED
@@ -491,7 +491,7 @@ async def test_a_completion_notice_before_done_accepts_the_url_card() -> None:
     host, chat = await host_for(config_for({"early": server}, server_protocol="legacy"))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call early link", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("url")
             outcome = await chat.wait_finished(card.id)
             result = await chat.wait_message("early.link:")

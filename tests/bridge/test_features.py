@@ -17,7 +17,7 @@ from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import DecisionIn, Kind, MessageIn, Status
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.features import Observed, features_server
 
@@ -65,7 +65,7 @@ async def test_sampling_is_approved_then_the_answer_reviewed_and_changed(protoco
     llm.reply(Reply(body=openai_completion("Paris.")))
     async with bridge(protocol, openai(llm)) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "Capital of France?"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             approval = await chat.wait_card("sampling")
             assert [d.label for d in approval.details][:2] == ["System prompt", "Message 1 (user)"]
             assert approval.details[1].text == "Capital of France?"
@@ -86,7 +86,7 @@ async def test_an_edited_prompt_is_what_the_model_gets(protocol: str, llm: FakeL
     llm.reply(Reply(body=openai_completion("Rome.")))
     async with bridge(protocol, openai(llm), sampling=SamplingPolicy(review=False)) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "Capital of France?"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             approval = await chat.wait_card("sampling")
             await host.decide(DecisionIn(approval.id, ALICE, "accept",
                                          {"system_prompt": "Answer in Latin.", "prompt": "Capital of Italy?"}))
@@ -101,7 +101,7 @@ async def test_an_edited_prompt_is_what_the_model_gets(protocol: str, llm: FakeL
 async def test_a_denied_sampling_request_never_reaches_the_model(protocol: str, llm: FakeLLMServer) -> None:
     async with bridge(protocol, openai(llm)) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "x"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             approval = await chat.wait_card("sampling")
             await host.decide(DecisionIn(approval.id, ALICE, "decline"))
             failure = await chat.wait_message("feat.ask_model")
@@ -117,7 +117,7 @@ async def test_sampling_caps_and_rate_limits_hold_under_auto(protocol: str, llm:
     policy = SamplingPolicy(approval="auto", review=False, max_tokens=7, rate_per_minute=1)
     async with bridge(protocol, openai(llm), sampling=policy) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "a"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             first = await chat.wait_message("feat.ask_model:")
             await say(host, 'call feat ask_model {"prompt": "b"}')
             notice = await chat.wait_message("more than 1 times a minute")
@@ -133,7 +133,7 @@ async def test_sampling_caps_and_rate_limits_hold_under_auto(protocol: str, llm:
 async def test_sampling_times_out_as_a_rejection(protocol: str) -> None:
     async with bridge(protocol, sampling=SamplingPolicy(timeout=0.2)) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "x"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             approval = await chat.wait_card("sampling")
             assert (await chat.wait_finished(approval.id)).status is Status.EXPIRED
             failure = await chat.wait_message("feat.ask_model")
@@ -144,7 +144,7 @@ async def test_sampling_times_out_as_a_rejection(protocol: str) -> None:
 async def test_with_no_model_the_reviewer_writes_the_answer(protocol: str) -> None:
     async with bridge(protocol) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "Favourite colour?"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await host.decide(DecisionIn((await chat.wait_card("sampling")).id, ALICE, "accept"))
             review = await chat.wait_card("sampling_review")
             assert review.form.field("answer").required and not review.quick_accept
@@ -158,7 +158,7 @@ async def test_with_no_model_the_reviewer_writes_the_answer(protocol: str) -> No
 async def test_sampling_deny_policy_does_not_declare_the_capability() -> None:
     async with bridge("legacy", sampling=SamplingPolicy(approval="deny")) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "x"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             failure = await chat.wait_message("feat.ask_model")
     assert "sampling" in failure.lower() and not chat.cards
 
@@ -169,7 +169,7 @@ async def test_sampling_tools_reach_a_provider_that_supports_them(protocol: str,
         openai_tool_call("t1", "get_weather", '{"city": "Oslo"}')])))
     async with bridge(protocol, openai(llm), sampling=SamplingPolicy(approval="auto")) as (host, chat, _):
         await say(host, 'call feat ask_model_with_tools {"city": "Oslo"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             # Review is on: tool calls are shown for approval too (not editable) before they go back.
             review = await chat.wait_card("sampling_review")
             assert [(d.label, d.text) for d in review.details] == [("Tool call get_weather", '{"city": "Oslo"}')]
@@ -185,7 +185,7 @@ async def test_sampling_tools_reach_a_provider_that_supports_them(protocol: str,
 async def test_sampling_tools_are_not_declared_without_a_provider_that_uses_them() -> None:
     async with bridge("legacy", sampling=SamplingPolicy(approval="auto")) as (host, chat, _):
         await say(host, 'call feat ask_model_with_tools {"city": "Oslo"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             failure = await chat.wait_message("feat.ask_model_with_tools")
     assert "tools" in failure.lower() and not chat.cards
 
@@ -205,7 +205,7 @@ async def roots_card(host: Host, chat: FakeChatPort, index: int = 0) -> Any:
     (None, f"roots: alpha={A}, -={B}"), ({"roots": [B]}, f"roots: -={B}"), ("decline", "roots: ")])
 async def test_roots_are_shared_all_some_or_none(protocol: str, content: Any, expected: str) -> None:
     async with bridge(protocol) as (host, chat, _):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await say(host, f"roots add {A} alpha")  # commands run concurrently: one at a time keeps the order
             await chat.wait_message(f"Added {A}")
             await say(host, f"roots add {B}")
@@ -223,7 +223,7 @@ async def test_roots_are_shared_all_some_or_none(protocol: str, content: Any, ex
 @pytest.mark.parametrize("protocol", ERAS)
 async def test_always_for_this_server_here_is_remembered(protocol: str) -> None:
     async with bridge(protocol, roots=RootsPolicy(defaults=((A, "alpha"),))) as (host, chat, _):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await roots_card(host, chat)
             await host.decide(DecisionIn(card.id, ALICE, "accept", {"roots": [A], "remember": True}))
             await chat.wait_message("feat.my_roots:")
@@ -236,7 +236,7 @@ async def test_always_for_this_server_here_is_remembered(protocol: str) -> None:
 async def test_changed_roots_are_announced_to_legacy_sessions() -> None:
     async with bridge("legacy") as (host, chat, seen):
         await say(host, 'call feat add {"a": 1, "b": 2}')  # starts the session
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("feat.add:")
             await say(host, f"roots add {A}")
             await seen.roots_changed.wait()
@@ -260,7 +260,7 @@ async def test_roots_are_stored_per_conversation() -> None:
 async def test_a_destructive_tool_asks_first_and_a_denial_reaches_the_caller(protocol: str) -> None:
     async with bridge(protocol) as (host, chat, seen):
         await say(host, 'call feat wipe {"target": "/srv", "api_key": "sk-live-123"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             assert card.tool == "wipe" and "feat.wipe" in card.details[0].text
             assert "••••••" in card.details[1].text and "sk-live" not in card.details[1].text
@@ -275,7 +275,7 @@ async def test_rules_on_tool_names_override_annotations(protocol: str) -> None:
     rules = (("wipe", "never"), ("pe*", "always"))
     async with bridge(protocol, tool_rules=rules) as (host, chat, seen):
         await say(host, 'call feat wipe {"target": "/tmp/x"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("feat.wipe:")
             await say(host, 'call feat peek {"target": "/etc"}')
             card = await chat.wait_card("tool")
@@ -296,7 +296,7 @@ async def test_an_agent_turn_calls_two_tools_and_answers(protocol: str, llm: Fak
         Reply(body=openai_completion("2 + 3 = 5 and /srv looks fine.")))
     async with bridge(protocol, openai(llm)) as (host, chat, seen):
         await host.handle_message(MessageIn(ROOM, ALICE, "add 2 and 3, then look at /srv"))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             answer = await chat.wait_message("looks fine.")
         assert answer == "2 + 3 = 5 and /srv looks fine."
         second = llm.requests[1].body["messages"]
@@ -306,7 +306,7 @@ async def test_an_agent_turn_calls_two_tools_and_answers(protocol: str, llm: Fak
         assert {"feat__add", "feat__wipe", "feat__ask_model"} <= tools
         assert len(await host.store.history(ROOM)) == 4
         await say(host, "reset")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("Forgot")
         assert await host.store.history(ROOM) == []
     assert seen.ran == ["peek /srv"]
@@ -316,14 +316,14 @@ async def test_an_agent_model_failure_is_shown(llm: FakeLLMServer) -> None:
     llm.reply(Reply(status=500, body={"error": {"message": "boom", "type": "server_error"}}))
     async with bridge("auto", openai(llm)) as (host, chat, _):
         await host.handle_message(MessageIn(ROOM, ALICE, "hello"))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             assert "The model failed" in await chat.wait_message("model failed")
 
 
 async def test_without_a_model_messages_get_a_pointer_to_commands() -> None:
     async with bridge("auto") as (host, chat, _):
         await host.handle_message(MessageIn(ROOM, ALICE, "hello there"))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("only answer commands")
 
 
@@ -334,7 +334,7 @@ async def test_without_a_model_messages_get_a_pointer_to_commands() -> None:
 async def test_progress_is_shown_and_cancel_reaches_the_server(protocol: str) -> None:
     async with bridge(protocol) as (host, chat, seen):
         await say(host, "call feat slow")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await seen.started.wait()
             views = await chat.wait_for(lambda: next(iter(chat.statuses.values()), None))
             assert views[0].progress == 1 and views[0].total == 4 and views[0].text == "warming up"
@@ -349,7 +349,7 @@ async def test_progress_is_shown_and_cancel_reaches_the_server(protocol: str) ->
 async def test_server_logs_at_or_above_the_level_are_shown(protocol: str) -> None:
     async with bridge(protocol) as (host, chat, _):
         await say(host, "call feat noisy")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("feat.noisy:")
             log = await chat.wait_message("[feat warning]")
     assert "disk almost full" in log
@@ -362,7 +362,7 @@ async def test_server_logs_at_or_above_the_level_are_shown(protocol: str) -> Non
 async def test_show_prints_a_waiting_requests_full_details() -> None:
     async with bridge("auto") as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "' + "x" * 5000 + '"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("sampling")
             await say(host, f"show {card.id}")
             full = await chat.wait_message("Message 1 (user):")
@@ -383,7 +383,7 @@ async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(sto
     host.attach(chat)
     async with host:
         await say(host, 'call feat ask_model {"prompt": "Still there?"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             old = await chat.wait_card("sampling")
     await first_store.aclose()
 
@@ -392,7 +392,7 @@ async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(sto
     host2 = Host(config_for({"feat": server}, server_protocol="auto"), store, llm=HumanProvider())
     host2.attach(chat2)
     async with host2:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             retired = await chat2.wait_finished(old.id)
             again = await chat2.wait_card("sampling")
             await host2.decide(DecisionIn(again.id, ALICE, "accept"))
@@ -409,7 +409,7 @@ async def test_after_a_restart_a_sampling_step_of_a_2026_call_is_asked_again(sto
 async def test_a_tool_added_later_is_checked_against_its_annotations(protocol: str) -> None:
     async with bridge(protocol) as (host, chat, seen):
         await say(host, 'call feat peek {"target": "/a"}')  # fetches and caches the tool list
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("feat.peek:")
         server = host.config.servers["feat"].inprocess
 
@@ -419,7 +419,7 @@ async def test_a_tool_added_later_is_checked_against_its_annotations(protocol: s
 
         server.add_tool(zap, annotations=ToolAnnotations(destructive_hint=True))
         await say(host, 'call feat zap {"target": "/b"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             await host.decide(DecisionIn(card.id, ALICE, "decline"))
             await chat.wait_message("feat.zap reported an error")

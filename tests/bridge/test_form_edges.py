@@ -17,7 +17,7 @@ from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
 from bridge.model import ConversationKey, DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.edgy import repeating_server
 from tests.servers.inline import form_server
 
@@ -50,7 +50,7 @@ async def test_a_401_digit_maximum_is_shown_and_answered(protocol: str) -> None:
               "required": ["n"]}
     async with bridge(form_server(), protocol) as (host, chat):
         await fill(host, schema)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             field = card.form.field("n")
             assert field.hint() == "a whole number, at least 1"
@@ -67,7 +67,7 @@ async def test_a_401_digit_minimum_is_refused_with_invalid_params(protocol: str)
     schema = {"type": "object", "properties": {"n": {"type": "number", "minimum": HUGE}}}
     async with bridge(form_server(), protocol) as (host, chat):
         await fill(host, schema)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             notice = await chat.wait_message("cannot show")
             failure = await chat.wait_message("forms.fill")
     assert "property 'n': minimum is beyond any number a person can enter" in notice
@@ -80,7 +80,7 @@ async def test_an_integer_field_sends_an_integer_whatever_the_widget_gave(protoc
     schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}}}
     async with bridge(form_server(), protocol) as (host, chat):
         await fill(host, schema)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             await host.decide(DecisionIn(card.id, ALICE, "accept", {"n": 3.0, "x": 3.0}))
             message = await chat.wait_message("forms.fill:")
@@ -105,7 +105,7 @@ async def test_repeated_completions_make_one_option_each(protocol: str) -> None:
     host, chat = await host_for(config_for({"edgy": repeating_server()}, server_protocol=protocol))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "prompt edgy greet", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             assert [o.value for o in card.form.field("person").options] == ["ada", "grace"]
             assert card.form.schema["properties"]["person"]["enum"] == ["ada", "grace"]
@@ -128,7 +128,7 @@ async def test_a_stored_card_with_repeated_options_does_not_stop_a_start(tmp_pat
     store = await open_store(tmp_path / "bridge.db")
     host, _ = await host_for(config_for({"edgy": repeating_server()}), store)
     async with host:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await host.resumed.wait()
         stored = await store.interaction(card.id)
     # A legacy card of a process that stopped ends failed (its server session is gone), and the start went on.

@@ -18,7 +18,7 @@ from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import ConversationKey, DecisionIn, MessageIn
 from bridge.storage import open_store
 from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.features import Observed, features_server
 from tests.servers.inline import form_server
@@ -65,7 +65,7 @@ async def say(host: Host, text: str, where: ConversationKey = ROOM, explicit: bo
 async def test_a_channel_grant_runs_the_next_call_there_audited_until_revoked(protocol: str) -> None:
     async with bridge(protocol, tool_grants=GRANTS) as (host, chat, seen):
         await say(host, 'call feat wipe {"target": "/a"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             assert [(g.scope, g.label) for g in card.grants] == [("conversation", "Allow in this conversation for 1 h"),
                                                                  ("channel", "Allow in this channel until revoked")]
@@ -91,7 +91,7 @@ async def test_only_the_giver_or_an_approver_revokes_and_other_channels_never_se
     async with bridge(tool_grants=GRANTS) as (host, chat, _):
         grant = await host.grants.give("tool", "feat", "wipe", GRANTS[1], ROOM, ALICE)
         await host.handle_message(MessageIn(ROOM, BOB, f"revoke {grant.id}", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             refused = await chat.wait_message("can revoke")
             await say(host, 'call feat wipe {"target": "/x"}', OTHER_CHANNEL)
             await chat.wait_card("tool")
@@ -125,7 +125,7 @@ async def _no_say(conversation: ConversationKey, text: str) -> None:
 async def test_a_sampling_grant_skips_the_approval_but_not_the_review(protocol: str) -> None:
     async with bridge(protocol, sampling=SamplingPolicy(grants=GRANTS)) as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "one"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             approval = await chat.wait_card("sampling")
             await host.decide(DecisionIn(approval.id, ALICE, "accept", grant="conversation"))
             review = await chat.wait_card("sampling_review")
@@ -147,7 +147,7 @@ async def test_a_channel_sees_only_its_servers_and_runs_by_its_own_rules(protoco
     ops = {"test:C1": ChannelPolicy(tool_rules=(("feat.wipe", "never"),), servers=("feat",))}
     async with bridge(protocol, config={"channels": ops}) as (host, chat, seen):
         await say(host, 'call feat wipe {"target": "/ops"}')  # #ops runs it without asking
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("wiped /ops")
             await say(host, 'call forms echo {"message": "hi"}')
             refused = await chat.wait_message("forms")
@@ -165,7 +165,7 @@ async def test_the_agent_can_be_off_in_a_channel(llm: FakeLLMServer) -> None:
     channels = {"test:C*": ChannelPolicy(agent=False)}
     async with bridge(provider=provider, config={"channels": channels}) as (host, chat, _):
         await say(host, "hello there", explicit=False)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             text = await chat.wait_message("agent is off")
     assert text.startswith("The agent is off in this channel") and llm.requests == []
 
@@ -188,7 +188,7 @@ async def test_a_budget_stops_the_agent_with_its_message_and_resets(llm: FakeLLM
     async with bridge(provider=provider, config={"budgets": BudgetLimits(per_user=10)}) as (host, chat, _):
         now = [1_799_971_200.0 + 3600 * 20]  # 20:00 UTC
         host.budgets.clock = lambda: now[0]
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             for n in range(2):
                 await say(host, f"question {n}", explicit=False)
                 await chat.wait_message(f"answer {n}")
@@ -214,7 +214,7 @@ async def test_sampling_is_refused_over_the_conversation_budget(protocol: str, l
     async with bridge(protocol, provider, config={"budgets": BudgetLimits(per_conversation=5)}, sampling=policy) \
             as (host, chat, _):
         await say(host, 'call feat ask_model {"prompt": "Capital of France?"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("text=Paris.")
             await say(host, 'call feat ask_model {"prompt": "Capital of Spain?"}')
             told = await chat.wait_message("refused")

@@ -12,7 +12,7 @@ from mcp.types import ElicitRequestParams, ElicitResult, ErrorData
 from bridge.config import SamplingPolicy, ServerConfig
 from bridge.model import DecisionIn, MessageIn
 from bridge.request_context import RequestContext
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +37,7 @@ async def test_the_same_elicitation_handler_answers_a_legacy_callback_and_a_2026
         for n, server in enumerate(("old", "new")):
             await host.handle_message(MessageIn(ROOM, ALICE, f"call {server} fill {json.dumps({'schema': SCHEMA})}",
                                                 explicit_command=True))
-            with anyio.fail_after(10):
+            with anyio.fail_after(patient(10)):
                 card = await chat.wait_card(index=n)
                 await host.decide(DecisionIn(card.id, ALICE, "accept", {"n": 7}))
                 result = await chat.wait_message(f"{server}.fill:")
@@ -60,7 +60,7 @@ async def test_a_denied_capability_is_not_registered_for_either_era(protocol: st
     host, chat = await host_for(config)
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, 'call forms echo {"message": "hi"}', explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_message("forms.echo:")
         [session] = host.pool.sessions()
         assert session.client is not None

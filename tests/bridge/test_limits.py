@@ -17,7 +17,7 @@ from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
 from bridge.storage import open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.flood import flood_server
 from tests.servers.inline import form_server
 
@@ -49,7 +49,7 @@ async def cancel_all(host: Host, chat: FakeChatPort, who: Actor = ALICE) -> None
 async def test_one_legacy_call_gets_at_most_its_bound_of_cards_and_errors_for_the_rest() -> None:
     async with bridge(flood_server(), "legacy", open_cards_per_call=5) as (host, chat):
         await call(host, "many", {"n": 40})
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             # Every request has reached the bridge once the server has counted 35 refusals (shown as progress).
             await chat.wait_for(lambda: True if any(s.progress == 35 for v in chat.statuses.values() for s in v)
                                 else None)
@@ -65,7 +65,7 @@ async def test_one_legacy_call_gets_at_most_its_bound_of_cards_and_errors_for_th
 async def test_one_2026_call_over_its_bound_is_not_continued_and_its_cards_end() -> None:
     async with bridge(flood_server(), "auto", open_cards_per_call=5) as (host, chat):
         await call(host, "many", {"n": 40})
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             failure = await chat.wait_message("was not continued")
             await chat.wait_for(lambda: True if set(chat.finished) == set(chat.cards) else None)
     assert "Refused by the bridge: one call may have at most 5 open requests" in failure
@@ -79,7 +79,7 @@ async def test_one_persons_waiting_calls_are_bounded_across_conversations(protoc
         rooms = [replace(ROOM, thread=f"T{n}") for n in range(5)]
         for room in rooms:
             await call(host, "one", where=room)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             # Two refused calls: a notice and the call's end in each of their conversations.
             await chat.wait_for(lambda: True if len(chat.messages) == 2 + 2 and len(chat.cards) == 3 else None)
             await cancel_all(host, chat)
@@ -102,9 +102,9 @@ async def test_one_conversation_is_bounded_whoever_asks(protocol: str) -> None:
         for server, who in (("flood", ALICE), ("flood2", ALICE), ("flood3", BOB)):
             await host.handle_message(MessageIn(ROOM, who, f"call {server} one", explicit_command=True))
             if server == "flood2":
-                with anyio.fail_after(20):
+                with anyio.fail_after(patient(20)):
                     await chat.wait_for(lambda: True if len(chat.cards) == 2 else None)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             notice = await chat.wait_message("this conversation already has 2 open requests")
             failure = await chat.wait_message("was not continued" if protocol == "auto" else "error -32600")
             await cancel_all(host, chat)
@@ -120,13 +120,13 @@ async def test_a_server_asking_too_often_is_refused_at_once(protocol: str) -> No
     async with bridge(flood_server(), protocol, server_requests_per_minute=3) as (host, chat):
         for n in range(3):
             await call(host, "one")
-            with anyio.fail_after(10):
+            with anyio.fail_after(patient(10)):
                 card = await chat.wait_card(index=n)
                 await host.decide(DecisionIn(card.id, ALICE, "decline"))
                 await chat.wait_for(lambda n=n: True if len(  # type: ignore[misc]
                     [m for m in chat.messages if m.text.startswith("flood.one")]) == n + 1 else None)
         await call(host, "one")
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             notice = await chat.wait_message("more than 3 times a minute")
             result = await chat.wait_for(lambda: next((m.text for m in chat.messages[3:]
                                                        if m.text.startswith("flood.one")), None))
@@ -151,7 +151,7 @@ async def test_an_oversized_form_is_refused_with_invalid_params(protocol: str, s
     async with host:
         text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             notice = await chat.wait_message("cannot show")
             failure = await chat.wait_message("forms.fill")
     assert why in notice
@@ -163,7 +163,7 @@ async def test_an_oversized_form_is_refused_with_invalid_params(protocol: str, s
 async def test_a_long_result_is_shortened_in_chat_and_shown_whole_on_request(protocol: str) -> None:
     async with bridge(flood_server(), protocol, tool_result_size=200_000) as (host, chat):
         await call(host, "big", {"size": 500_000})
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             report = await chat.wait_message("flood.big:")
             assert len(report) < 4000
             result_id = report.rsplit("`show ", 1)[1].split("`", 1)[0]
@@ -186,12 +186,12 @@ async def test_cards_taken_up_after_a_restart_count_against_the_bounds(store_tar
     host, chat = await host_for(config, await open_store(store_target))
     async with host:
         await call(host, "one", who=ALICE)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await chat.wait_card()
     await host.store.aclose()
     again, chat2 = await host_for(config, await open_store(store_target))
     async with again:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await again.wait_open(card.id)  # parked again, and counted
             await call(again, "one", who=BOB)
             failure = await chat2.wait_message("was not continued")

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from bridge.model import DecisionIn, Kind, MessageIn
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers import links
 from tests.servers.links import TRICKS
 
@@ -32,7 +32,7 @@ async def test_a_url_card_and_show_name_the_host_a_browser_opens(protocol: str, 
         for n, (url, opened, seeming) in enumerate(TRICKS):
             await host.handle_message(MessageIn(ROOM, ALICE, f"call links visit {json.dumps({'url': url})}",
                                                 explicit_command=True))
-            with anyio.fail_after(60):
+            with anyio.fail_after(patient(60)):
                 card = await chat.wait_card("url", n)
                 await host.run_message(MessageIn(ROOM, ALICE, f"show {card.id}", explicit_command=True))
                 shown = await chat.wait_message(f"[id {card.id}")

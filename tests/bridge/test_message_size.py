@@ -19,7 +19,7 @@ from bridge.limits import Limits, from_mapping
 from bridge.message_bound import EventSizes
 from bridge.model import MessageIn
 from bridge.stdio import TOO_LONG, LineSplitter
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.bridge.test_prestart import WHOAMI, ask, bridge
 from tests.servers.serving import serve
 
@@ -42,7 +42,7 @@ async def test_a_stdio_line_past_the_bound_ends_the_call_with_a_notice_and_the_s
         first = await ask(host, chat, "call who pid")
         before = len(chat.messages)
         await host.run_message(MessageIn(ROOM, ALICE, f'call who text {{"size": {BIG}}}', explicit_command=True))
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             notice = await chat.wait_for(lambda: next((m.text for m in chat.messages[before:]
                                                        if "limits.message_size" in m.text), None))
         refused_notice(notice, "who")
@@ -72,7 +72,7 @@ async def test_an_http_answer_past_the_bound_ends_only_that_call_with_a_notice(j
         async with host:
             before = len(chat.messages)
             await host.run_message(MessageIn(ROOM, ALICE, f'call web text {{"size": {BIG}}}', explicit_command=True))
-            with anyio.fail_after(30):
+            with anyio.fail_after(patient(30)):
                 notice = await chat.wait_for(lambda: next((m.text for m in chat.messages[before:]
                                                            if "limits.message_size" in m.text), None))
             refused_notice(notice, "web")
@@ -125,6 +125,6 @@ async def test_a_greeting_past_the_bound_is_named_as_the_reason_the_server_did_n
     host, chat = await host_for(config_for({"wordy": wordy}, limits=Limits(message_size=LIMIT)))
     async with host:
         await host.run_message(MessageIn(ROOM, ALICE, "call wordy anything", explicit_command=True))
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             report = await chat.wait_message("failed to start")
     refused_notice(report, "wordy")

@@ -18,7 +18,7 @@ from bridge.config import ServerConfig
 from bridge.host import Host
 from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import two_forms_server
 
 pytestmark = pytest.mark.anyio
@@ -62,10 +62,10 @@ async def test_a_parked_form_holds_no_task_and_no_session() -> None:
     conversations = [ConversationKey("test", "W1", f"C{i}", "T1") for i in range(20)]
     host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="auto"))
     async with host:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await host.resumed.wait()
         tasks_before = len(anyio.get_running_tasks())
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             for conversation in conversations:
                 await host.run_message(book(conversation))  # returns once the card is posted and the call parked
         assert len(chat.cards) == 20 and host.broker.statistics()["parked"] == 20
@@ -75,7 +75,7 @@ async def test_a_parked_form_holds_no_task_and_no_session() -> None:
         assert host.pool.sessions() == []
         assert len(anyio.get_running_tasks()) == tasks_before
         assert len(host.calls.rounds.parked) == 20 and await host.store.running_calls() != []
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await decide_all(host, chat)
             done = await chat.wait_for(lambda: all_results(chat, 20))
     assert {tag: data["content"] for tag, data in done.items()} == {c.id(): answer_for(c.id()) for c in conversations}
@@ -92,7 +92,7 @@ async def test_300_parked_forms_with_max_sessions_10_all_complete() -> None:
     async with host:
         for conversation in conversations:
             await host.handle_message(book(conversation))
-        with anyio.fail_after(120):
+        with anyio.fail_after(patient(120)):
             await chat.wait_for(lambda: len(chat.cards) == 300 or None)
             assert host.broker.statistics()["parked"] == 300
             assert len(host.pool.sessions()) <= 10
@@ -107,7 +107,7 @@ async def test_a_stdio_server_may_exit_while_the_person_thinks() -> None:
     host, chat = await host_for(config_for({"forms": server}, idle_timeout=0.3))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, 'call forms book {"tag": "x"}', explicit_command=True))
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await chat.wait_card()
             [session] = host.pool.sessions()
             process = next(p for p in psutil.Process().children(recursive=True) if str(SCRIPT) in p.cmdline())
@@ -124,7 +124,7 @@ async def test_a_legacy_call_keeps_its_session_while_its_card_waits() -> None:
     host, chat = await host_for(config_for({"bench": bench_server()}, server_protocol="legacy"))
     async with host:
         await host.handle_message(book(ROOM))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             [session] = host.pool.sessions()
             assert session.busy and host.broker.statistics()["parked"] == 0
@@ -138,7 +138,7 @@ async def test_tool_rules_that_decide_skip_the_tool_list() -> None:
     host, chat = await host_for(config)
     async with host:
         await host.handle_message(book(ROOM))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await chat.wait_card()
         [session] = host.pool.sessions()
         assert session.tools is None  # no tools/list was needed to know the call needs no approval
@@ -149,7 +149,7 @@ async def test_a_round_with_two_parked_cards_goes_on_after_the_last_answer(order
     host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
     async with host:
         await host.run_message(MessageIn(ROOM, ALICE, "call pair pair", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             cards = {c.message.rstrip("?"): c for c in chat.cards.values()}
             assert set(cards) == {"a", "b"} and host.broker.statistics()["parked"] == 2
             await host.decide(DecisionIn(cards[order[0]].id, ALICE, "accept", {order[0]: "first"}))
@@ -164,7 +164,7 @@ async def test_a_refused_question_withdraws_the_parked_card_of_the_same_round() 
     host, chat = await host_for(config_for({"pair": two_forms_server()}, server_protocol="auto"))
     async with host:
         await host.run_message(MessageIn(ROOM, ALICE, 'call pair pair {"bad": true}', explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             outcome = await chat.wait_finished(card.id)
             failure = await chat.wait_message("was not continued")

@@ -21,7 +21,7 @@ from bridge.limits import Limits
 from bridge.model import ConversationKey, MessageIn
 from bridge.prestart import Prestarts
 from bridge.stdio import INHERITED, LineSplitter
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ async def ask(host: Host, chat: FakeChatPort, text: str, conversation: Conversat
     server_tool = text.split()[1] + "." + text.split()[2]
     before = len(chat.messages)
     await host.run_message(MessageIn(conversation, ALICE, text, explicit_command=True))
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         reply = await chat.wait_for(lambda: next((m.text for m in chat.messages[before:]
                                                   if m.text.startswith(server_tool)), None))
     return reply.split("\n", 1)[1].strip()
@@ -85,7 +85,7 @@ async def test_a_process_that_died_meanwhile_is_not_adopted() -> None:
 async def test_an_adopted_servers_last_words_are_reported() -> None:
     async with bridge(CRASHY) as (host, chat, _):
         await host.run_message(MessageIn(ROOM, ALICE, "call crashy crash", explicit_command=True))
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             text = await chat.wait_message("flux capacitor")
     assert "crashy stopped during the call" in text
 

@@ -17,7 +17,7 @@ from bridge.llm import HumanProvider
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import open_store
 from bridge.team_config import ApproverRule, GrantScope, Group
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.servers.features import Observed, features_server
 
 pytestmark = pytest.mark.anyio
@@ -55,7 +55,7 @@ async def test_two_of_three_needs_two_distinct_people_and_strangers_are_refused(
     async with bridge(protocol, tool_approvers=(("wipe", TWO_OF_THREE),), tool_grants=(GrantScope("channel", None),)) \
             as (host, chat, seen):
         await call(host, 'call feat wipe {"target": "/srv"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             assert (card.required, card.approvers, card.grants) == (2, frozenset({ALICE.key, BOB.key, CAROL.key}), ())
             assert await decide(host, card, DAVE) is Verdict.REFUSED
@@ -82,7 +82,7 @@ async def test_two_of_three_needs_two_distinct_people_and_strangers_are_refused(
 async def test_one_decline_by_an_approver_ends_it_at_once(protocol: str) -> None:
     async with bridge(protocol, tool_approvers=(("wipe", TWO_OF_THREE),)) as (host, chat, seen):
         await call(host, 'call feat wipe {"target": "/srv"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             assert await decide(host, card, CAROL) is Verdict.COUNTED
             assert await decide(host, card, BOB, "decline") is Verdict.CLAIMED
@@ -99,7 +99,7 @@ async def test_a_quorum_tool_is_never_auto_approved_by_a_grant(protocol: str) ->
                       tool_rules=(("*", "never"),)) as (host, chat, seen):
         await host.grants.give("tool", "feat", "wipe", GrantScope("channel", None), ROOM, ALICE)
         await call(host, 'call feat wipe {"target": "/a"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")  # neither the grant nor the `never` rule skips the quorum
             await decide(host, card, ALICE)
             await decide(host, card, CAROL)
@@ -113,7 +113,7 @@ async def test_a_sampling_request_needs_its_quorum_then_one_review(protocol: str
     rule = ApproverRule((ALICE.key, BOB.key), required=2, requester=False)
     async with bridge(protocol, sampling=SamplingPolicy(approvers=rule)) as (host, chat, _):
         await call(host, 'call feat ask_model {"prompt": "Capital of France?"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             approval = await chat.wait_card("sampling")
             assert approval.required == 2
             edited = {"system_prompt": "Be rude.", "prompt": "Capital of France?"}
@@ -134,7 +134,7 @@ async def test_approvers_outside_the_conversation_get_a_private_copy_that_decide
     rule = ApproverRule((ALICE.key, BOB.key, CAROL.key), required=2, requester=True)
     async with bridge(protocol, chat=chat, tool_approvers=(("wipe", rule),)) as (host, chat, seen):
         await call(host, 'call feat wipe {"target": "/srv"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             assert card.asked == (BOB.key,)
             copy = await chat.wait_for(lambda: next((c for i, c in chat.cards.items() if "~" in i), None))
@@ -152,7 +152,7 @@ async def test_notify_dm_asks_every_approver_but_the_requester_privately() -> No
     rule = ApproverRule((ALICE.key, BOB.key, CAROL.key), notify="dm", requester=True)
     async with bridge("legacy", tool_approvers=(("wipe", rule),)) as (host, chat, _):
         await call(host, 'call feat wipe {"target": "/srv"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             await chat.wait_for(lambda: len(chat.cards) == 3 or None)
             await decide(host, f"{card.id}~2", CAROL, "decline")
@@ -171,7 +171,7 @@ async def test_groups_are_config_lists_and_slack_user_groups() -> None:
     async with bridge("legacy", groups=groups, tool_approvers=(("wipe", rule),)) as (host, chat, seen):
         host.attach(slack)
         await call(host, 'call feat wipe {"target": "/srv"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card("tool")
             assert card.approvers == {CAROL.key, oncall.key}
             assert card.asked == (oncall.key,)  # on another platform: reached in a Slack DM
@@ -187,6 +187,6 @@ async def test_a_quorum_that_cannot_be_met_fails_with_the_reason() -> None:
     rule = ApproverRule(groups=("empty",), required=2, requester=False)
     async with bridge("legacy", groups={"empty": Group()}, tool_approvers=(("wipe", rule),)) as (host, chat, seen):
         await call(host, 'call feat wipe {"target": "/srv"}')
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             result = await chat.wait_message("feat.wipe")
     assert "it needs 2 approvers and only 0 could be found" in result and seen.ran == []

@@ -36,7 +36,7 @@ from bridge.request_context import RequestContext, new_interaction
 from bridge.storage import open_store
 from bridge.storage import sqlite as sqlite_engine
 from bridge.storage.driver import Step
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_serv
     host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "book", {"tag": "t1"})
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await chat.wait_card()
         [old_pid] = server_pids()
     await first.aclose()
@@ -80,7 +80,7 @@ async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_serv
     second = await open_store(path)
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await host2.wait_open(card.id)
             decided = await host2.decide(DecisionIn(card.id, ALICE, "accept", {"guests": "4"}))
             assert decided.verdict is Verdict.CLAIMED
@@ -98,7 +98,7 @@ async def test_an_answer_reaches_a_fresh_process_when_the_server_was_killed_whil
     host, chat = await host_for(stdio_config())
     async with host:
         await call(host, "book", {"tag": "t2"})
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await chat.wait_card()
             [pid] = server_pids()
             process = psutil.Process(pid)
@@ -116,7 +116,7 @@ async def test_every_round_s_answers_are_reused_when_the_call_runs_again(store_t
     host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "two_steps")
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             who = await chat.wait_card()
             await host.decide(DecisionIn(who.id, ALICE, "accept", {"who": "Ada"}))
             when = await chat.wait_card(index=1)
@@ -124,7 +124,7 @@ async def test_every_round_s_answers_are_reused_when_the_call_runs_again(store_t
     second = await open_store(path)
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await host2.wait_open(when.id)
             await host2.decide(DecisionIn(when.id, ALICE, "accept", {"when": "Friday"}))
             data = await result_of(chat2, "two_steps")
@@ -139,13 +139,13 @@ async def test_a_question_that_changed_is_asked_again_and_the_card_says_why(stor
     host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "changing")
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await chat.wait_card()
     await first.aclose()
     second = await open_store(path)
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await host2.wait_open(card.id)
             await host2.decide(DecisionIn(card.id, ALICE, "accept", {"pick": "first"}))
             again = await chat2.wait_card()
@@ -171,7 +171,7 @@ async def test_unreadable_rows_are_closed_and_reported_and_the_start_goes_on(sto
     host, chat = await host_for(stdio_config(), first)
     async with host:
         await call(host, "book", {"tag": "good"})
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             good = await chat.wait_card()
     poison = _poison(RequestContext(ROOM, ServerLabel("forms"), ALICE, frozenset({ALICE.key})))
     await first.save_interaction(poison)
@@ -189,7 +189,7 @@ async def test_unreadable_rows_are_closed_and_reported_and_the_start_goes_on(sto
     second = await open_store(path)
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await host2.resumed.wait()
             await host2.decide(DecisionIn(good.id, ALICE, "accept", {"guests": 3}))
             data = await result_of(chat2, "book")
@@ -222,7 +222,7 @@ async def test_a_call_is_on_record_on_disk_before_it_is_shown_running(tmp_path: 
     host, chat = await host_for(config_for({"crashy": server}), store, Looking())
     try:
         async with host:
-            with anyio.fail_after(30):
+            with anyio.fail_after(patient(30)):
                 await host.resumed.wait()  # the start's own writes are done: nothing else carries the record
                 await host.handle_message(MessageIn(ROOM, ALICE, "call crashy hang", explicit_command=True))
                 await chat.wait_for(lambda: chat.statuses or None)
@@ -241,7 +241,7 @@ async def test_calls_running_with_no_card_are_reported_as_interrupted_after_a_re
                           args=(str(Path(__file__).parent.parent / "servers/crashy.py"),))
     host, chat = await host_for(config_for({"crashy": server}), first)
     async with host:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             told = await chat.wait_message("forms.slow_report was interrupted")
             await host.handle_message(MessageIn(ROOM, ALICE, "call crashy hang", explicit_command=True))
             await chat.wait_for(lambda: chat.statuses or None)  # it is running at the server
@@ -251,7 +251,7 @@ async def test_calls_running_with_no_card_are_reported_as_interrupted_after_a_re
     second = await open_store(path)
     host2, chat2 = await host_for(config_for({"crashy": server}), second)
     async with host2:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             again = await chat2.wait_message("crashy.hang was interrupted")
     assert "run it again" in told and "run it again" in again
     assert await second.running_calls() == []
@@ -273,7 +273,7 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
     host, chat = await host_for(config_for({"prompts": server}))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "prompt prompts greet", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             decided = await host.decide(DecisionIn(card.id, ALICE, "accept", {"name": "grace"}))
             assert decided.verdict is Verdict.CLAIMED

@@ -18,7 +18,7 @@ from bridge.config import from_mapping
 from bridge.model import DecisionIn, MessageIn
 from bridge.secret_answers import GIVEN, withheld
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +78,7 @@ async def test_a_secret_looking_answer_reaches_the_server_and_is_stored_as_given
     async with host:
         text = f"call forms fill {json.dumps({'schema': json.dumps(schema)})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             await host.decide(DecisionIn(card.id, ALICE, "accept", {"name": "Ada", "password": "hunter2-horse"}))
             result = await chat.wait_message("forms.fill:")

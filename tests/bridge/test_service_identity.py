@@ -13,7 +13,7 @@ import pytest
 from bridge.auth_config import AuthConfig
 from bridge.config import Config, ServerConfig
 from bridge.model import Actor, ConversationKey
-from bridge.testing import host_for
+from bridge.testing import host_for, patient
 from tests.bridge.test_connect import text
 from tests.servers.service_account import Accounts, key_pair, service_server
 from tests.servers.serving import bound_socket, serve
@@ -46,7 +46,7 @@ async def test_a_client_secret_gets_the_service_token_used_for_everyones_calls(
     auth = AuthConfig(identity="service", client_id="svc", client_secret="s3cr3t-value",
                       token_endpoint_auth_method=method, issuer=base)
     host, chat = await host_for(config(base, auth))
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         async with host:
             ada = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})
             bob = await host.calls.run(CHANNEL, BOB, "s", "whoami", {})
@@ -61,7 +61,7 @@ async def test_a_private_key_jwt_gets_the_service_token(site: tuple[str, Account
     accounts.keys["keyed"] = public
     host, chat = await host_for(config(base, AuthConfig(identity="service", client_id="keyed", private_key=private,
                                                   signing_algorithm="ES256", issuer=base)))
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         async with host:
             result = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})
     assert text(result) == "client keyed for keyed"
@@ -73,7 +73,7 @@ async def test_refused_credentials_are_told_in_plain_words(site: tuple[str, Acco
     accounts.secrets["svc"] = "the-real-one"
     auth = AuthConfig(identity="service", client_id="svc", client_secret="a-wrong-one", issuer=base)
     host, chat = await host_for(config(base, auth))
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         async with host:
             assert await host.calls.run(CHANNEL, ADA, "s", "whoami", {}) is None
     said = "\n".join(m.text for m in chat.messages)

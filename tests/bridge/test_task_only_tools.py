@@ -15,7 +15,7 @@ from bridge.host import Host
 from bridge.llm import LLMRequest, LLMResponse
 from bridge.model import MessageIn
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort
+from bridge.testing import ALICE, ROOM, FakeChatPort, patient
 from tests.servers.edges import Edges, edge_app
 from tests.servers.serving import serve
 
@@ -51,7 +51,7 @@ async def test_task_only_tools_are_hidden_from_tools_and_the_agent_with_a_note(u
     chat = FakeChatPort()
     host = Host(config, await open_store(":memory:"), llm=model)
     host.attach(chat)
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         async with host:
             await host.handle_message(MessageIn(ROOM, ALICE, "tools s", explicit_command=True))
             listing = await chat.wait_message("s: ")

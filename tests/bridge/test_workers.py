@@ -17,7 +17,7 @@ from bridge.llm import HumanProvider
 from bridge.model import CardRef, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import SqlStore, open_store
 from bridge.team_config import ApproverRule
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.pg.cluster import PostgresCluster
 from tests.servers.features import features_server
 from tests.servers.inline import form_server, two_forms_server
@@ -56,7 +56,7 @@ async def card_on(host: Host, chat: FakeChatPort) -> Interaction:
 async def test_a_click_on_another_worker_counts_once_and_the_holder_answers_its_server(
         pg_url: str, protocol: str) -> None:
     async with workers(pg_url, protocol) as [(a, chat_a), (b, chat_b)]:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await card_on(a, chat_a)
             assert b.broker.interaction(card.id) is None  # waited on by a only
             # Checking before opening a dialog never decides, wherever the card is held.
@@ -83,7 +83,7 @@ async def test_a_click_on_another_worker_counts_once_and_the_holder_answers_its_
 @pytest.mark.parametrize("protocol", ERAS)
 async def test_a_card_expires_once_across_workers(pg_url: str, protocol: str) -> None:
     async with workers(pg_url, protocol, server_elicitation_timeout=1) as [(a, chat_a), (b, chat_b)]:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await card_on(a, chat_a)
             await chat_a.wait_message("forms.fill:")
             assert (await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": 1}))).verdict is Verdict.LATE
@@ -94,7 +94,7 @@ async def test_a_card_expires_once_across_workers(pg_url: str, protocol: str) ->
 
 async def test_a_starting_worker_leaves_a_live_worker_s_cards_alone(pg_url: str) -> None:
     async with workers(pg_url, "legacy") as [(a, chat_a), _]:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await card_on(a, chat_a)
             store = await open_store(pg_url, worker_id="c")
             host, chat_c = await host_for(config_for({"forms": form_server()}), store)
@@ -111,7 +111,7 @@ async def test_a_forwarded_decision_nobody_holds_is_not_counted(pg_url: str) -> 
     # the survivor's take-over, which ends it as failed and tells the conversation.
     store = await open_store(pg_url, worker_id="gone")
     async with workers(pg_url, "legacy") as [_, (b, chat_b)]:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             item = interaction(expires_at=time.time() + 600)
             await store.save_interaction(item)
             result = await b.decide(DecisionIn(item.id, ALICE, "accept", {"n": 3}))
@@ -128,10 +128,10 @@ async def test_a_worker_that_stops_hands_its_2026_calls_to_another_at_once(pg_ur
         async with b:
             a, chat_a = await host_for(config_for({"forms": server}, server_protocol="auto"), stores[0])
             async with a:
-                with anyio.fail_after(20):
+                with anyio.fail_after(patient(20)):
                     card = await card_on(a, chat_a)
             # a stopped cleanly: its 2026 card stays open in the store and its lease ended, so b takes the call over.
-            with anyio.fail_after(20):
+            with anyio.fail_after(patient(20)):
                 await b.broker.wait_open(card.id)
                 assert (await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": 5}))).verdict is Verdict.CLAIMED
                 done = await chat_b.wait_message("forms.fill:")
@@ -171,7 +171,7 @@ async def wipe_card(host: Host, chat: FakeChatPort) -> Interaction:
 async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_the_card_is_held(
         pg_url: str, protocol: str) -> None:
     async with quorum_workers(pg_url, protocol) as ([(a, chat_a), (b, _)], seen):
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await wipe_card(a, chat_a)
             # Only the worker holding the card knows who approved so far: b passes each approval to it.
             assert (await b.decide(DecisionIn(card.id, ALICE, "accept"))).verdict is Verdict.COUNTED
@@ -188,7 +188,7 @@ async def test_approvals_of_several_clicked_on_another_worker_are_counted_where_
 async def test_an_approval_forwarded_while_the_holder_is_not_listening_is_counted_once_it_listens(
         pg_url: str, postgres: PostgresCluster) -> None:
     async with quorum_workers(pg_url, "legacy") as ([(a, chat_a), (b, _)], seen):
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await wipe_card(a, chat_a)
             # Every worker's forward listener is cut (as when its connection drops) and gone before b's click: b
             # tells Alice her approval counted, so a must count it once it listens again (it reconnects in 1 s).
@@ -218,7 +218,7 @@ async def test_a_round_answered_on_two_workers_goes_on_once_where_its_last_answe
                 await stack.enter_async_context(host)
                 hosts.append((host, chat))
             (a, chat_a), (b, chat_b) = hosts
-            with anyio.fail_after(20):
+            with anyio.fail_after(patient(20)):
                 await a.run_message(MessageIn(ROOM, ALICE, "call pair pair", explicit_command=True))
                 cards = {c.message.rstrip("?"): c for c in chat_a.cards.values()}
                 assert a.broker.statistics()["parked"] == 2 and b.broker.statistics()["parked"] == 0
@@ -252,7 +252,7 @@ async def test_a_dead_worker_s_legacy_card_and_running_call_are_ended_and_told_o
     await dead.heartbeat(0)  # its lease ends now, as if it had been silent for the whole lease
     await dead.aclose()
     async with workers(pg_url, "legacy") as [(a, chat_a), (b, chat_b)]:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await a.resumed.wait()
             await b.resumed.wait()
         said = [(m.conversation, m.text) for chat in (chat_a, chat_b) for m in chat.messages]

@@ -17,7 +17,7 @@ import pytest
 from adapters.console import ConsoleAdapter
 from bridge.config import RootsPolicy, ServerConfig
 from bridge.host import Host
-from bridge.testing import config_for, host_store
+from bridge.testing import config_for, host_store, patient
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +52,7 @@ async def drive(everything_js: Path, script: Script, **fields: Any) -> str:
     async with host:
         console = ConsoleAdapter(host, script(screen), screen)
         host.attach(console)
-        with anyio.fail_after(45):
+        with anyio.fail_after(patient(45)):
             await console.serve()
     return screen.getvalue()
 

@@ -27,7 +27,7 @@ from mcp.types import CallToolResult
 from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.tokens import Cipher, SqliteVault, VaultStorage
 from bridge.config import load
-from bridge.testing import ALICE, ROOM, FakeChatPort, host_for
+from bridge.testing import ALICE, ROOM, FakeChatPort, host_for, patient
 from tests.servers.oauth import Provider, protected_server
 from tests.servers.serving import bound_socket, serve
 
@@ -87,7 +87,7 @@ async def run_cli(args: list[str], env: dict[str, str], browser: Browser | None 
     out: list[bytes] = []
     err: list[str] = []
     links: list[str] = []
-    with anyio.fail_after(60):
+    with anyio.fail_after(patient(60)):
         async with await anyio.open_process(command, env=env) as proc, anyio.create_task_group() as tg:
             assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
             await proc.stdin.aclose()
@@ -254,7 +254,7 @@ async def test_the_chat_bridge_uses_the_admins_sign_in_and_says_what_to_run_with
         try:
             async with host:
                 host.pool.auth = lambda session: clients.for_server(session.server, None)
-                with anyio.fail_after(30):
+                with anyio.fail_after(patient(30)):
                     return await host.calls.run(ROOM, ALICE, "s", "whoami", {}), chat
         finally:
             await clients.aclose()

@@ -25,6 +25,7 @@ import yaml
 from bridge.storage import open_store
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch
+from bridge.testing import patient
 from tests.cli.fleet import SIGNING_SECRET, Balancer, Output, Worker, free_port, spawn
 from tests.servers.signin import KEY_ENV, Site, site
 from tests.slackfake import Call, FakeSlack, event_app_mention
@@ -121,7 +122,7 @@ async def test_a_sign_in_finishes_on_any_worker_and_a_killed_worker_s_is_told_pl
             (w0, base0), (w1, base1) = [await start(tmp_path, n, pg_url, web, slack.api_url) for n in ("w0", "w1")]
             workers += [w0, w1]
             lb = Balancer(workers, http)
-            with anyio.fail_after(60):
+            with anyio.fail_after(patient(60)):
                 # Ada's call starts on w0; her redirect comes back to w1.
                 await lb.send_to(w0, "events_api", event_app_mention("U1", "C1", "<@UBOT> call s whoami",
                                                                       "1700000000.000001"))

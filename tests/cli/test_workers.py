@@ -20,6 +20,7 @@ import pytest
 from adapters.slack import ids
 from bridge.storage import AsyncStore, open_store
 from bridge.storage.watch import DecisionWatch
+from bridge.testing import patient
 from tests.cli.fleet import Balancer, Worker, final, finished, mcp_server, post_cards, posted, start_worker
 from tests.slackfake import Call, FakeSlack, block_actions
 
@@ -51,7 +52,7 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
             threads = [f"1700000000.{i:06d}" for i in range(CARDS)]
             eras = ["old" if i % 2 == 0 else "new" for i in range(CARDS)]
             owner = [workers[i % 3].name for i in range(CARDS)]
-            with anyio.fail_after(240):
+            with anyio.fail_after(patient(240)):
                 cards = await post_cards(slack, lb, eras, threads, "t")
             limit = anyio.CapacityLimiter(16)  # people clicking at once; the rest queue at the balancer
             ids_ = [next(b for b in c.args["blocks"] if b["type"] == "actions")["elements"][0]["value"] for c in cards]
@@ -65,7 +66,7 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
                 took[i].append(await lb.send("interactive", payload))
 
             dead = workers[1]
-            with anyio.fail_after(240):
+            with anyio.fail_after(patient(240)):
 
                 async def limited(i: int, action: str) -> None:
                     async with limit:
@@ -143,7 +144,7 @@ async def check(store: AsyncStore, slack: FakeSlack, ids_: list[str], cards: lis
             assert in_thread(ts, "chat.postEphemeral"), (i, outcome, took[i])
         if eras[i] == "old" and owner[i] == dead and outcome == "failed":
             failed_dead += 1
-            with anyio.fail_after(30):
+            with anyio.fail_after(patient(30)):
                 told = await slack.wait_for_call("chat.postMessage", posted(ts, "The bridge stopped while"))
             assert "old.pick" in str(told.args["text"])
             continue

@@ -34,12 +34,13 @@ from nio import (
     UnknownEvent,
 )
 
+from bridge.testing import patient
 from tests.matrixhs.synapse import RegisteredUser, Synapse
 
 POLL_START = "org.matrix.msc3381.poll.start"
 POLL_RESPONSE = "org.matrix.msc3381.poll.response"
 MEGOLM = "m.megolm.v1.aes-sha2"
-WAIT = 20.0  # seconds for anything the server should deliver at once
+WAIT = patient(20.0)  # seconds for anything the server should deliver at once
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ class Party:
 
     async def sync_until(self, predicate: Predicate) -> Any:
         """Long-poll /sync until an event matching ``predicate`` arrives; return it."""
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             while True:
                 for room_id, event in self.seen:
                     if predicate(room_id, event):

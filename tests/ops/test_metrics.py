@@ -24,7 +24,7 @@ from bridge.errors import AdapterError
 from bridge.host import Host
 from bridge.http_server import HttpServer
 from bridge.storage import open_store
-from bridge.testing import config_for
+from bridge.testing import config_for, patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import slack_settings
 from tests.adapters.slack.inline_server import make_server
@@ -138,7 +138,7 @@ async def answered(slack: FakeSlack, count: int) -> None:
 
 async def test_every_metric_has_its_value_after_a_scripted_conversation(slack: FakeSlack, tmp_path: Path) -> None:
     async with bridge(slack, tmp_path) as running:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             # Not connected to Slack yet: not ready, and /readyz says which part.
             early = await running.http.get("/readyz")
             assert early.status_code == 503
@@ -196,7 +196,7 @@ async def test_every_metric_has_its_value_after_a_scripted_conversation(slack: F
 
 async def test_readyz_fails_while_the_store_cannot_be_written(slack: FakeSlack, tmp_path: Path) -> None:
     async with bridge(slack, tmp_path) as running:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             running.tg.start_soon(running.adapter.serve)
             await running.adapter.ready.wait()
             assert (await running.http.get("/readyz")).status_code == 200

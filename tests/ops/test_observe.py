@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bridge import observe
 from bridge.metrics import Metrics
 from bridge.model import DecisionIn, Interaction, Kind, Outcome, Status, Verdict
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.adapters.slack.interactions import interaction
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +66,7 @@ async def test_an_observer_that_fails_is_logged_and_the_decision_goes_on(caplog:
             card = interaction(conversation=ROOM, requester=ALICE, approvers=frozenset({ALICE.key}),
                                expires_at=time.time() + 60)
             tg.start_soon(host.broker.ask, card)
-            with anyio.fail_after(10):
+            with anyio.fail_after(patient(10)):
                 await chat.wait_open_card()
                 assert (await host.decide(DecisionIn(card.id, ALICE, "accept"))).verdict is Verdict.CLAIMED
                 assert (await chat.wait_finished(card.id)).status is Status.ACCEPTED

@@ -23,7 +23,7 @@ from opentelemetry.trace import StatusCode
 from bridge import observe
 from bridge.errors import PlatformAPIError
 from bridge.model import DecisionIn, JSONValue, MessageIn
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from bridge.tracing import TelemetryConfig, Tracing, traces, wanted
 from tests.servers.inline import form_server
 
@@ -56,7 +56,7 @@ async def test_a_tool_call_and_its_form_are_spans(spans: tuple[InMemorySpanExpor
     host, chat = await host_for(config_for({"forms": form_server()}, server_protocol=protocol))
     async with host:
         await host.handle_message(MessageIn(ROOM, ALICE, "call forms fill", explicit_command=True))
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             card = await chat.wait_card()
             await host.decide(DecisionIn(card.id, ALICE, "accept", ANSWER))
             await chat.wait_message("forms.fill:")

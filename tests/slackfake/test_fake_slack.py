@@ -24,6 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bridge.testing import patient
 from tests.slackfake import (
     FakeSlack,
     check_http_ack,
@@ -89,7 +90,7 @@ async def test_app_mention_over_socket_mode_is_acked_and_reaches_the_listener(sl
         await client.chat_postMessage(channel=event["channel"], thread_ts=event["ts"], text="pong")
 
     async with socket_mode(app, slack):
-        with anyio.fail_after(5):
+        with anyio.fail_after(patient(5)):
             ack = await slack.send_envelope("events_api", event_app_mention("U1", "C1", "<@UBOT> ping", "1.000001"))
             call = await slack.wait_for_call("chat.postMessage")
 
@@ -113,7 +114,7 @@ async def test_view_submission_ack_carries_response_action_errors(slack: FakeSla
 
     state = {"b": {"name": {"type": "plain_text_input", "value": "A"}}}
     async with socket_mode(app, slack):
-        with anyio.fail_after(5):
+        with anyio.fail_after(patient(5)):
             ack = await slack.send_envelope("interactive", view_submission("U1", "V1", "ask", "req-1", state))
 
     assert ack["payload"] == {"response_action": "errors", "errors": {"b": "'A' is too short"}}
@@ -124,7 +125,7 @@ async def test_rate_limited_post_is_retried_by_slack_sdk(slack: FakeSlack) -> No
     app = make_app(slack, retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)])
     slack.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0)
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(patient(5)):
         response = await app.client.chat_postMessage(channel="C1", text="hi")
 
     assert response["ok"]
@@ -137,7 +138,7 @@ async def test_a_dropped_connection_follows_the_work_and_is_retried_by_slack_sdk
                             retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)])
     slack.drop_next("chat.postMessage")
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(patient(5)):
         response = await client.chat_postMessage(channel="C1", text="hi")
 
     assert response["ok"]
@@ -181,7 +182,7 @@ async def test_signed_slash_command_over_http_is_answered_and_a_bad_signature_is
         bad = sign_request("wrong-secret", body) | {"Content-Type": content_type}
         async with http.post(url, data=body, headers=bad) as response:
             assert response.status == 401
-        with anyio.fail_after(5):
+        with anyio.fail_after(patient(5)):
             follow_up = await slack.wait_for_call("response_url")
     assert follow_up.args["text"] == "done"
 
@@ -258,7 +259,7 @@ async def test_wait_for_call_returns_past_calls_and_waits_for_future_ones(slack:
     async def post_second() -> None:
         await client.chat_postMessage(channel="C1", text="second")
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(patient(5)):
         assert (await slack.wait_for_call("chat.postMessage")).args["text"] == "first"
         async with anyio.create_task_group() as tg:
             tg.start_soon(post_second)
@@ -275,7 +276,7 @@ async def test_send_envelope_fails_instead_of_hanging_when_the_socket_drops(slac
             await ws.receive_json()
             await ws.close()
 
-        with anyio.fail_after(5), pytest.RaisesGroup(ConnectionError):
+        with anyio.fail_after(patient(5)), pytest.RaisesGroup(ConnectionError):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(drop_after_envelope)
                 await slack.send_envelope("events_api", event_app_mention("U1", "C1", "hi", "1.000001"))
@@ -292,7 +293,7 @@ async def test_a_held_answer_comes_after_the_work_and_calls_show_their_connectio
         async def open_view() -> None:
             answers.append((await client.views_open(trigger_id="t1", view=modal))["view"]["id"])
 
-        with anyio.fail_after(5):
+        with anyio.fail_after(patient(5)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(open_view)
                 held = await slack.wait_for_call("views.open")
@@ -357,7 +358,7 @@ async def test_a_bad_view_in_an_ack_is_recorded() -> None:
                     "blocks": [_date_input({"type": "datetimepicker", "initial_date_time": 253402300799})]})
 
             async with socket_mode(app, slack):
-                with anyio.fail_after(5):
+                with anyio.fail_after(patient(5)):
                     await slack.send_envelope("interactive", view_submission("U1", "V1", "ask", "req-1", {}))
 
 

@@ -10,7 +10,7 @@ import pytest
 from bridge.errors import StoreError
 from bridge.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import SqlStore
-from bridge.testing import ALICE, BOB, ROOM
+from bridge.testing import ALICE, BOB, ROOM, patient
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +75,7 @@ async def test_a_hundred_concurrent_claimers_make_exactly_one_winner(store: SqlS
         if await store.claim(item, accepted(n=n % 10)):
             wins.append(n)
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(patient(60)):
         async with anyio.create_task_group() as tg:
             for n in range(100):
                 tg.start_soon(claimer, n)

@@ -10,7 +10,7 @@ import pytest
 from bridge.model import Outcome, Status
 from bridge.storage import SqlStore, Unreadable
 from bridge.storage.driver import Step
-from bridge.testing import ROOM
+from bridge.testing import ROOM, patient
 from tests.storage.support import accepted, interaction, pending, worker
 
 pytestmark = pytest.mark.anyio
@@ -73,7 +73,7 @@ async def test_two_workers_answering_a_round_s_last_two_cards_at_once_continue_i
             if last:
                 lasts[n].append(store.worker_id)
 
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             async with anyio.create_task_group() as tg:
                 for n in range(rounds):
                     tg.start_soon(claim, pg_store, n, 0)

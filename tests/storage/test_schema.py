@@ -15,7 +15,7 @@ from bridge.storage import SqlStore, open_store
 from bridge.storage.codec import INTERACTION_COLUMNS
 from bridge.storage.driver import Step
 from bridge.storage.migrations import LATEST, MIGRATIONS, Migration, migrate
-from bridge.testing import ALICE, ROOM
+from bridge.testing import ALICE, ROOM, patient
 from tests.storage.legacy_store import Store
 from tests.storage.support import accepted, interaction, pending
 
@@ -101,7 +101,7 @@ async def test_workers_starting_together_migrate_once(pg_target: str) -> None:
         opened.append(await open_store(pg_target, worker_id=f"w{n}"))
 
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             async with anyio.create_task_group() as tg:
                 for n in range(4):
                     tg.start_soon(start, n)

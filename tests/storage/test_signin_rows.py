@@ -11,6 +11,7 @@ import pytest
 
 from bridge.storage import SqlStore
 from bridge.storage.signin_rows import SIGNAL_PREFIX
+from bridge.testing import patient
 from tests.storage.support import worker
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +64,7 @@ async def test_only_the_worker_that_started_a_sign_in_takes_its_code_and_its_dea
 
 async def test_changes_are_announced_on_the_decisions_channel(pg_store: SqlStore) -> None:
     heard: list[str] = []
-    with anyio.fail_after(10):
+    with anyio.fail_after(patient(10)):
         async with pg_store.decisions() as stream:
             await pg_store.save_signin("h", "srv", "test:U-ada", time.time() + 600)
             await pg_store.return_signin("h", "code", None, None)

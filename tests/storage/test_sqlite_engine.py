@@ -19,7 +19,7 @@ from bridge.model import CardRef
 from bridge.storage import SqlStore, open_store
 from bridge.storage.driver import Step
 from bridge.storage.sqlite import SqliteDriver
-from bridge.testing import ROOM
+from bridge.testing import ROOM, patient
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio
@@ -55,7 +55,7 @@ async def test_a_second_process_on_the_same_file_refuses_naming_the_first(tmp_pa
     store = await open_store(path)
     try:
         second = holder(path)
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             out, err = await anyio.to_thread.run_sync(second.communicate)
         assert second.returncode == 2 and out == ""
         assert err.endswith("\n") and err.count("\n") == 1, err
@@ -71,7 +71,7 @@ async def test_the_lock_dies_with_its_process_even_on_kill_9(tmp_path: Path) -> 
     first = holder(path)
     try:
         assert first.stdout is not None
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             assert await anyio.to_thread.run_sync(first.stdout.readline) == "opened\n"
         with pytest.raises(StoreLocked) as refused:
             await open_store(path)
@@ -112,7 +112,7 @@ async def test_a_blocked_write_stalls_neither_the_event_loop_nor_reads(sqlite_st
     other.execute("BEGIN IMMEDIATE")
     claimed = anyio.Event()
     try:
-        with anyio.fail_after(4):
+        with anyio.fail_after(patient(4)):
             async with anyio.create_task_group() as tg:
 
                 async def claim() -> None:
@@ -150,7 +150,7 @@ async def test_concurrent_writes_share_commits_and_a_failing_one_fails_alone(sql
         except StoreError as exc:
             failures.append(exc)
 
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         async with anyio.create_task_group() as tg:
             for n in range(50):
                 tg.start_soon(claim, n)
@@ -194,7 +194,7 @@ async def test_bookkeeping_is_written_behind_read_back_at_once_and_committed_soo
 
         # Nothing else writes: the upkeep commits it within its interval.
         await store.end_running_call("call-1")
-        with anyio.fail_after(5):
+        with anyio.fail_after(patient(5)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(store.upkeep)
                 while committed()[0]:  # noqa: ASYNC110 - another connection's view of the file: no event to await

@@ -11,6 +11,7 @@ import pytest
 from bridge import audit as chain
 from bridge.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import AuditRow, SqlStore, open_store
+from bridge.testing import patient
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +79,7 @@ async def test_workers_appending_at_once_keep_one_unbroken_chain(pg_target: str)
             await store.record(AuditRow(float(n), items[n].id, "tool", "s", "c", "approved", None, None, None, ""))
             await store.claim(items[n], Outcome(Status.DECLINED, reason=f"no {n}"))
 
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             async with anyio.create_task_group() as tg:
                 for n in range(len(items)):
                     tg.start_soon(decide, n)

@@ -15,6 +15,7 @@ import pytest
 from bridge.storage import SqlStore
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch, keep_alive
+from bridge.testing import patient
 from tests.pg.cluster import PostgresCluster
 from tests.storage.support import accepted, interaction, worker
 
@@ -37,14 +38,14 @@ async def test_the_owner_hears_another_workers_decision_by_notification(pg_targe
     # Polling set far beyond the test's deadline: only notifications can wake the owner in time.
     async with worker(pg_target) as other, watching(pg_store, poll=3600, poll_listening=3600) as watch:
         assert watch.listening
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             async with anyio.create_task_group() as tg:
                 for item in items:
                     await tg.start(watch.wait, item.id)
                 for item in items:
                     assert await other.claim(item, accepted()) is True
         # Already decided: returns at once.
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await watch.wait(items[0].id)
 
 
@@ -54,7 +55,7 @@ async def test_with_the_listening_connection_lost_the_owner_hears_by_polling(
     await pg_store.save_interaction(item)
     # Reconnecting set beyond the deadline: only polling can wake the owner once its listener is gone.
     async with worker(pg_target) as other, watching(pg_store, poll=0.05, poll_listening=3600, reconnect=3600) as watch:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             async with anyio.create_task_group() as tg:
                 await tg.start(watch.wait, item.id)
                 killed = postgres.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -83,7 +84,7 @@ class Beating:
 async def test_keep_alive_renews_the_workers_lease(store: SqlStore) -> None:
     beating = Beating(store, beats=3)
     before = time.time()
-    with anyio.fail_after(20):
+    with anyio.fail_after(patient(20)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(functools.partial(keep_alive, beating, 600.0, every=0.01))
             await beating.enough.wait()
@@ -114,7 +115,7 @@ async def test_a_sign_in_handed_over_elsewhere_is_seen_by_notification_and_by_po
             await pg_store.save_signin(key, "srv", "test:U-ada", time.time() + 600)
         # Notifications only (polling beyond the deadline).
         async with watching(pg_store, poll=3600, poll_listening=3600) as watch:
-            with anyio.fail_after(20):
+            with anyio.fail_after(patient(20)):
                 async with anyio.create_task_group() as tg:
                     assert await watch.changed(SIGNAL_PREFIX + "heard", handing_over("heard", tg)) == "returned"
         # The listening connection lost (reconnecting beyond the deadline): polling alone.
@@ -122,6 +123,6 @@ async def test_a_sign_in_handed_over_elsewhere_is_seen_by_notification_and_by_po
             killed = postgres.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                                    " WHERE query LIKE 'LISTEN %'")
             assert killed == "1"
-            with anyio.fail_after(20):
+            with anyio.fail_after(patient(20)):
                 async with anyio.create_task_group() as tg:
                     assert await watch.changed(SIGNAL_PREFIX + "polled", handing_over("polled", tg)) == "returned"

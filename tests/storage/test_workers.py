@@ -14,6 +14,7 @@ from bridge.model import CardRef, Outcome, Status
 from bridge.storage import SqlStore, open_store
 from bridge.storage.driver import Step
 from bridge.storage.postgres import lock_key
+from bridge.testing import patient
 from tests.pg.cluster import PostgresCluster
 from tests.storage.support import accepted, interaction, pending, worker
 
@@ -34,7 +35,7 @@ async def test_claimers_on_two_pools_make_exactly_one_winner_per_card(pg_target:
             if await store.claim(item, accepted(n=n % 10)):
                 wins[item.id].append(store.worker_id)
 
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             async with anyio.create_task_group() as tg:
                 for n in range(1000):
                     tg.start_soon(claimer, pg_store if n % 2 else other, n)
@@ -152,7 +153,7 @@ async def test_a_decision_by_one_worker_is_heard_by_another_pool(pg_target: str,
         await store.save_interaction(item)
     heard: list[str] = []
     async with worker(target) as other, other.decisions() as stream:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             for item in items:
                 await store.claim(item, accepted())
             await store.claim(items[0], accepted())  # lost: no notification
@@ -178,7 +179,7 @@ async def test_a_forward_waits_in_the_store_until_its_holder_takes_it_once_or_it
         assert await holder.take_forwarded(["card-2"]) == []
         async with holder.forwarded() as heard:  # the notification names the card only
             await pg_store.forward("card-3", "approve 3")
-            with anyio.fail_after(20):
+            with anyio.fail_after(patient(20)):
                 assert await anext(aiter(heard)) == "card-3"
         assert await holder.take_forwarded(["card-3"]) == ["approve 3"]
 
@@ -219,7 +220,7 @@ async def test_leadership_is_held_by_one_worker_passes_on_and_is_lost_with_its_s
             async with other.leadership("matrix:@bot:hs", retry=0.2) as lease:
                 order.append("w2 leads")
                 entered.set()
-                with anyio.fail_after(30):
+                with anyio.fail_after(patient(30)):
                     await release.wait()
                     # Its session is killed: the lock is gone with it, and the lease says so.
                     cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
@@ -227,7 +228,7 @@ async def test_leadership_is_held_by_one_worker_passes_on_and_is_lost_with_its_s
                     await lease.lost.wait()
                 order.append("w2 lost the lead")
 
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 async with store.leadership("matrix:@bot:hs", retry=0.2) as lease:
                     order.append("w1 leads")

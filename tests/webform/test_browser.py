@@ -23,7 +23,7 @@ import yaml
 from playwright.async_api import Browser, Page, Response, async_playwright
 
 from bridge.config import ServerConfig
-from bridge.testing import BOB
+from bridge.testing import BOB, patient
 from bridge.webform import LinkClaims
 from bridge.webform.page import CSP
 from tests.servers.inline import form_server
@@ -120,7 +120,7 @@ async def test_server_everythings_full_form_filled_on_a_phone_reaches_it_exactly
         browser: Browser, everything_js: Path, artifacts: Path) -> None:
     everything = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
     async with running({"everything": everything}) as site:
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             card = await site.call("everything", "trigger-elicitation-request")
             page = await phone_page(browser)
             opened = await page.goto(site.link(card))
@@ -187,7 +187,7 @@ async def test_the_console_offers_the_link_and_a_browser_answer_finishes_the_car
         return match
 
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             await until("Type `!mcp help`")
             await process.stdin.send(b"!mcp call everything trigger-elicitation-request\n")
             link = (await until(r"Or fill it in on the web: (\S+)")).group(1)
@@ -207,7 +207,7 @@ async def test_the_console_offers_the_link_and_a_browser_answer_finishes_the_car
 
 async def test_a_2026_form_with_a_date_time_and_an_offset_round_trips(browser: Browser, artifacts: Path) -> None:
     async with running({"forms": form_server()}, server_protocol="auto") as site:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await site.call("forms", "fill")
             page = await phone_page(browser)
             await page.goto(site.link(card))
@@ -235,7 +235,7 @@ async def test_server_text_is_shown_as_text_under_the_strict_policy(browser: Bro
         "x": {"type": "string", "title": "<script>document.title='pwned'</script>",
               "description": "<b>bold?</b>"}}})
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await site.call("forms", "fill", {"schema": schema})
             page = await phone_page(browser)
             response = await page.goto(site.link(card))
@@ -254,7 +254,7 @@ async def test_expired_strangers_reused_tampered_and_cross_site_links_are_refuse
     schema = json.dumps({"type": "object", "properties": {"ok": {"type": "boolean", "title": "OK?"}},
                          "required": ["ok"]})
     async with running({"forms": form_server()}, lifetime=120) as site:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await site.call("forms", "fill", {"schema": schema})
             url = site.link(card)
             page = await phone_page(browser)

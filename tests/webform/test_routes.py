@@ -14,7 +14,7 @@ import pytest
 from bridge.config import HttpConfig
 from bridge.http_server import HttpServer
 from bridge.model import DecisionIn, Status
-from bridge.testing import ALICE, BOB
+from bridge.testing import ALICE, BOB, patient
 from bridge.webform import web_forms
 from bridge.webform.page import CSP
 from tests.servers.inline import form_server
@@ -51,7 +51,7 @@ async def get(url: str) -> httpx2.Response:
 @pytest.mark.parametrize("protocol", ERAS)
 async def test_a_posted_form_reaches_the_server_typed_through_the_same_door_as_a_chat_answer(protocol: str) -> None:
     async with running({"forms": form_server()}, server_protocol=protocol) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill")
             url = site.link(card)
             page = await get(url)
@@ -70,7 +70,7 @@ async def test_headers_and_server_text_escaped() -> None:
         "x": {"type": "string", "title": "<script>alert(1)</script>", "description": "<img src=x onerror=alert(2)>",
               "default": '"><script>alert(3)</script>'}}})
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": schema})
             page = await get(site.link(card))
     assert page.headers["content-security-policy"] == CSP
@@ -85,7 +85,7 @@ async def test_headers_and_server_text_escaped() -> None:
 
 async def test_a_refused_answer_is_shown_beside_its_field_with_the_values_kept_then_corrected() -> None:
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill")
             url = site.link(card)
             bad = [(k, "ada@example" if k == "f1" else v) for k, v in FULL_POST]
@@ -104,7 +104,7 @@ async def test_a_refused_answer_is_shown_beside_its_field_with_the_values_kept_t
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_decline_and_cancel_need_nothing_filled_in(action: str) -> None:
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill")
             sent = await post(site, site.link(card), [], action)
             result = json.loads(await site.result("forms", "fill"))
@@ -113,7 +113,7 @@ async def test_decline_and_cancel_need_nothing_filled_in(action: str) -> None:
 
 async def test_a_link_is_spent_by_its_decision_and_refused_after() -> None:
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": OK_SCHEMA})
             url = site.link(card)
             assert (await post(site, url, [("f0", "on")])).status_code == 200
@@ -125,7 +125,7 @@ async def test_a_link_is_spent_by_its_decision_and_refused_after() -> None:
 
 async def test_expired_tampered_and_strangers_links_are_refused_and_the_card_stays_open() -> None:
     async with running({"forms": form_server()}, lifetime=60) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": OK_SCHEMA})
             url = site.link(card)
             assert site.forms.link_for(card, BOB) is None
@@ -153,7 +153,7 @@ async def test_expired_tampered_and_strangers_links_are_refused_and_the_card_sta
 async def test_a_post_from_the_public_address_is_taken_as_the_browser_names_its_origin() -> None:
     # Written with capitals and the default port; a browser's Origin header has neither.
     async with running({"forms": form_server()}, public_url="HTTPS://Bridge.Example:443/chat") as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": OK_SCHEMA})
             link = site.forms.link_for(card, ALICE)
             assert link is not None and link.startswith("HTTPS://Bridge.Example:443/chat/form/")
@@ -167,7 +167,7 @@ async def test_a_post_from_the_public_address_is_taken_as_the_browser_names_its_
 
 async def test_a_request_answered_in_chat_closes_its_web_link() -> None:
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": OK_SCHEMA})
             url = site.link(card)
             await site.host.decide(DecisionIn(card.id, ALICE, "decline"))
@@ -186,7 +186,7 @@ async def test_a_request_answered_in_chat_closes_its_web_link() -> None:
 ])
 async def test_a_post_that_is_not_our_form_gets_a_clear_page(body: str, content_type: str) -> None:
     async with running({"forms": form_server()}) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": OK_SCHEMA})
             async with httpx2.AsyncClient() as client:
                 sent = await client.post(site.link(card), content=body.encode(),
@@ -235,7 +235,7 @@ async def test_a_date_default_the_field_refuses_is_suggested_not_pre_filled(prot
         "at": {"type": "string", "format": "date-time", "title": "At", "default": "2026-W01-1T10:00:00Z"},
         "day": {"type": "string", "format": "date", "title": "Day", "default": "2026-01-31"}}})
     async with running({"forms": form_server()}, server_protocol=protocol) as site:
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             card = await site.call("forms", "fill", {"schema": schema})
             url = site.link(card)
             page = await get(url)

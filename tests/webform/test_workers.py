@@ -16,7 +16,7 @@ from anyio.abc import TaskGroup
 
 from bridge.http_server import HttpServer
 from bridge.model import DecisionIn, Status, Verdict
-from bridge.testing import ALICE, BOB, config_for, host_for
+from bridge.testing import ALICE, BOB, config_for, host_for, patient
 from bridge.webform import FormLinks, LinkClaims, WebForms
 from tests.bridge.test_workers import card_on
 from tests.servers.inline import form_server
@@ -57,7 +57,7 @@ def on(site: Site, url: str) -> str:
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 async def test_a_link_made_on_one_worker_is_answered_on_the_other_once(pg_url: str, protocol: str) -> None:
     async with two_sites(pg_url, protocol) as (a, b):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await card_on(a.host, a.chat)
             link = a.link(card)
             page = await get(on(b, link))
@@ -84,7 +84,7 @@ async def test_a_link_made_on_one_worker_is_answered_on_the_other_once(pg_url: s
 async def test_a_link_opened_on_the_other_worker_is_still_only_for_its_person_and_its_open_card(
         pg_url: str) -> None:
     async with two_sites(pg_url, "legacy") as (a, b):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await card_on(a.host, a.chat)
             link = a.link(card)
             stranger = a.forms.links.sign(LinkClaims(card.id, BOB, "n" * 22, card.expires_at))

@@ -15,6 +15,7 @@ from adapters.console import ConsoleAdapter
 from bridge.config import Config
 from bridge.host import Host
 from bridge.storage import open_store
+from bridge.testing import patient
 from tests.servers.signin import Site, redirects, sign_in, site
 
 pytestmark = pytest.mark.anyio
@@ -62,7 +63,7 @@ async def test_the_connect_link_goes_to_stderr_and_the_call_completes(web: Site)
     host = Host(config, await open_store(":memory:"))
     console = ConsoleAdapter(host, typed(), out, err=err)
     host.attach(console)
-    with anyio.fail_after(30):
+    with anyio.fail_after(patient(30)):
         async with host, redirects(host), anyio.create_task_group() as tg:
             tg.start_soon(console.serve)
             await send.send("!mcp call s whoami")

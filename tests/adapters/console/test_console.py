@@ -14,7 +14,7 @@ from adapters.console import ConsoleAdapter
 from bridge.config import ServerConfig
 from bridge.demo_server import server as demo
 from bridge.host import Host
-from bridge.testing import config_for, host_store
+from bridge.testing import config_for, host_store, patient
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +32,7 @@ async def converse(script: Sequence[str], protocol: str = "auto") -> tuple[str, 
     async with host:
         console = ConsoleAdapter(host, lines(script), out)
         host.attach(console)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await console.serve()
     return out.getvalue(), host
 
@@ -111,7 +111,7 @@ async def test_a_default_the_field_refuses_is_suggested_not_taken_and_week_dates
     async with host:
         console = ConsoleAdapter(host, lines(script), out)
         host.attach(console)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await console.serve()
     text = out.getvalue()
     assert "Week [a date, YYYY-MM-DD, suggested: 2026-W01-1]" in text

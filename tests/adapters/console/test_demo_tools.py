@@ -16,7 +16,7 @@ from bridge.config import RootsPolicy, ServerConfig
 from bridge.demo_server import build
 from bridge.host import Host
 from bridge.storage import open_store
-from bridge.testing import config_for
+from bridge.testing import config_for, patient
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,7 @@ async def converse(script: Sequence[str], protocol: str) -> tuple[str, list[tupl
     async with Host(config_for({"demo": server}), store) as host:
         console = ConsoleAdapter(host, lines(script), out)
         host.attach(console)
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await console.serve()
     audit = [(row.kind, row.outcome) for row in await store.audit_rows()]
     await store.aclose()

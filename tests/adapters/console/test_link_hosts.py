@@ -13,7 +13,7 @@ import pytest
 
 from adapters.console import ConsoleAdapter
 from bridge.host import Host
-from bridge.testing import config_for, host_store
+from bridge.testing import config_for, host_store, patient
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
 
@@ -37,7 +37,7 @@ async def test_a_link_that_reads_as_another_host_is_shown_with_the_host_a_browse
     async with host:
         console = ConsoleAdapter(host, lines(script), out)
         host.attach(console)
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             await console.serve()
     text = out.getvalue()
     for _, opened, seeming in TRICKS:
@@ -56,6 +56,6 @@ async def test_a_result_reaches_the_console_without_a_stray_joiner() -> None:
     async with host:
         console = ConsoleAdapter(host, lines(["!mcp call links joined"]), out)
         host.attach(console)
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             await console.serve()
     assert out.getvalue() == f"links.joined:\npaypal says hi {FAMILY}\n"

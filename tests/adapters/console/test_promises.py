@@ -21,7 +21,7 @@ from bridge.config import ServerConfig
 from bridge.demo_server import server as demo
 from bridge.host import Host
 from bridge.storage import open_store
-from bridge.testing import config_for
+from bridge.testing import config_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -74,13 +74,13 @@ async def console(steps: Sequence[Step], **overrides: Any) -> tuple[str, Host]:
     async with host:
         adapter = ConsoleAdapter(host, typed(screen, steps), screen)
         host.attach(adapter)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await adapter.serve()
     return screen.getvalue(), host
 
 
 async def test_cancel_stops_a_running_call() -> None:
-    # The countdown would take 250 s; the console's fail_after(20) ends the test long before unless cancel stops it.
+    # The countdown would take 250 s; the console's deadline ends the test long before unless cancel stops it.
     out, _ = await console(['!mcp call demo count_down {"steps": 50, "seconds": 5}',
                             after(r"… demo\.count_down .* to go", "!mcp cancel")])
     assert "Stopped demo.count_down." in out
@@ -147,10 +147,10 @@ async def test_call_exits_after_the_result_while_its_input_stays_open() -> None:
     assert process.stdin is not None and process.stdout is not None
     try:
         await process.stdin.send(b"accept\n")  # and the input stays open, as a terminal's does
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             code = await process.wait()
         chunks = []
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async for chunk in process.stdout:  # the whole output, whatever the pipe's chunking
                 chunks.append(chunk)
         out = b"".join(chunks).decode()
@@ -172,7 +172,7 @@ async def test_cards_are_printed_through_the_one_cleaner() -> None:
     async with host:
         adapter = ConsoleAdapter(host, typed(screen, script), screen)
         host.attach(adapter)
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await adapter.serve()
     out = screen.getvalue()
     assert "(1/1) Name! (desc) [text, optional]" in out

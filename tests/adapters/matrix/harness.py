@@ -33,9 +33,10 @@ from bridge.config import Config, ServerConfig
 from bridge.host import Host
 from bridge.model import MessageIn
 from bridge.storage import AsyncStore, open_store
+from bridge.testing import patient
 from tests.matrixhs.synapse import RegisteredUser, Synapse
 
-WAIT = 30.0
+WAIT = patient(30.0)
 MEGOLM = "m.megolm.v1.aes-sha2"
 EVERYTHING = Path(__file__).resolve().parents[3] / "tests/npm/node_modules/@modelcontextprotocol/server-everything/" \
                                                   "dist/index.js"
@@ -97,7 +98,7 @@ class Person:
 
     async def wait(self, predicate: Callable[[int, Any], bool]) -> Any:
         """Sync until an event matching `predicate(index, event)` has arrived; return the first such event."""
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             while True:
                 for index, event in enumerate(self.seen):
                     if predicate(index, event):
@@ -222,7 +223,7 @@ async def bridge(config: Config, block: Mapping[str, Any], db: Path | str,
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(adapter.serve)
-            with anyio.fail_after(WAIT):
+            with anyio.fail_after(patient(WAIT)):
                 await adapter.ready.wait()
             async with host:
                 yield Bridge(host, adapter, store)

@@ -23,6 +23,7 @@ from bridge.config import Config, ServerConfig
 from bridge.errors import PlatformAPIError
 from bridge.forms import Field, FieldKind, Form, Option, approval_form
 from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.testing import patient
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,
@@ -256,7 +257,7 @@ async def test_events_being_handled_at_a_stop_are_handled_after_the_restart(syna
 
             monkeypatch.setattr(first.adapter.intake, "handle", stuck)
             command = await ada.say("!mcp pending")
-            with anyio.fail_after(WAIT):
+            with anyio.fail_after(patient(WAIT)):
                 await reached.wait()
         async with bridge(config, block, tmp_path / "bridge.db"):
             await ada.wait(in_thread(command))  # the sync after the restart brought it again
@@ -333,7 +334,7 @@ async def test_rooms_outside_allowed_rooms_are_ignored(synapse: Synapse, tmp_pat
         await ada.wait_joined(bot.user_id)
         await round_trip(ada)
         new_room = await ada.create_room([bot.user_id], encrypted=False)
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             while bot.user_id not in getattr(ada.client.rooms.get(new_room), "users", {}):
                 await ada.client.sync(timeout=5_000)
         # The bot stays in the old room, but the config now allows only the new one.
@@ -385,7 +386,7 @@ async def test_a_revoked_login_is_renewed_with_the_password(synapse: Synapse, tm
         finally:
             await other.close()
         await ada.say("wakes the bot's sync; its next one is refused")
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             await renewed.wait()
         assert adapter.device_id != old_device
         kept = json.loads((tmp_path / "bot" / "credentials.json").read_text("utf-8"))

@@ -24,6 +24,7 @@ from adapters.matrix.render import ACCEPT, POLL_END
 from bridge.config import Config, ServerConfig
 from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
 from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.testing import patient
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,
@@ -141,7 +142,7 @@ async def test_everything_form_answered_as_element_sends_it(synapse: Synapse, tm
                                 "accepted by" in content(e)["m.new_content"]["body"].lower())
         assert "Piano, Violin" in content(edited)["m.new_content"]["body"]
         ends = 0
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             while ends < 3:
                 ends = sum(1 for e in ada.seen if getattr(e, "type", "") == POLL_END)
                 if ends < 3:
@@ -247,7 +248,7 @@ async def test_a_late_reply_to_a_question_is_told_and_other_talk_goes_on(synapse
         await ada.say("Ada Lovelace", reply_to=root.event_id)  # a reply to the card itself
         await ada.wait(lambda i, e: i >= after and "already ended (expired)" in body(e))
         await ada.say("thanks, what else can you do?", thread=command, latest=result.event_id)
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             while not handled:
                 await ada.client.sync(timeout=1_000)
         assert [m.text for m in handled] == ["thanks, what else can you do?"]

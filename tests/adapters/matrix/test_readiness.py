@@ -16,6 +16,7 @@ from bridge import observe
 from bridge.config import Config
 from bridge.host import Host
 from bridge.storage import open_store
+from bridge.testing import patient
 from tests.adapters.matrix.harness import WAIT, matrix_block, register
 from tests.matrixhs.synapse import Synapse
 
@@ -30,7 +31,7 @@ async def test_not_ready_until_the_first_sync_is_done(synapse: Synapse, tmp_path
         assert await adapter.readiness() == "not caught up with the homeserver yet (first sync)"
         async with anyio.create_task_group() as tg:
             tg.start_soon(adapter.serve)
-            with anyio.fail_after(WAIT):
+            with anyio.fail_after(patient(WAIT)):
                 await adapter.ready.wait()
             assert await adapter.readiness() is None
             tg.cancel_scope.cancel()
@@ -67,7 +68,7 @@ async def test_a_rate_limited_call_nio_waits_out_is_reported(tmp_path: Path) -> 
     client.restore_login(Credentials("@bot:example.org", "DEVICE", "t"))
     waits = Waits()
     try:
-        with observe.observing(waits), anyio.fail_after(WAIT):
+        with observe.observing(waits), anyio.fail_after(patient(WAIT)):
             assert await client.send("!room:example.org", "m.room.message", {"body": "hi"}) == "$sent"
     finally:
         await client.close()

@@ -21,6 +21,7 @@ from anyio.streams.text import TextReceiveStream
 
 from adapters.matrix.render import ACCEPT, DECLINE
 from bridge.config import Config
+from bridge.testing import patient
 from tests.adapters.matrix.harness import (
     WAIT,
     Bridge,
@@ -97,7 +98,7 @@ async def process_worker(spec: dict[str, Any], log: Path) -> AsyncIterator[Proce
                                             json.dumps(spec)], stdout=subprocess.PIPE, stderr=err, cwd=ROOT)
         try:
             assert process.stdout is not None
-            with anyio.fail_after(2 * WAIT):
+            with anyio.fail_after(patient(2 * WAIT)):
                 async for line in TextReceiveStream(process.stdout):
                     if "ready" in line:
                         break
@@ -119,7 +120,7 @@ def spec(synapse: Synapse, bot: RegisteredUser, tmp_path: Path, pg_url: str, nam
 async def lease_renewed(pg_url: str, worker_id: str, lease: float) -> None:
     """Wait until a worker has beaten with its configured lease (from then on, its death is seen within it)."""
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        with anyio.fail_after(WAIT):
+        with anyio.fail_after(patient(WAIT)):
             while True:
                 cur = await conn.execute("SELECT lease_until - heartbeat_at FROM workers WHERE id = %s",
                                          (worker_id,))

@@ -21,7 +21,7 @@ from adapters.slack import SlackAdapter, create
 from bridge.config import ServerConfig
 from bridge.host import Host
 from bridge.storage import AsyncStore
-from bridge.testing import config_for, host_store
+from bridge.testing import config_for, host_store, patient
 from tests.slackfake import FakeSlack
 
 SIGNING_SECRET = "test-signing-secret"
@@ -74,7 +74,7 @@ async def running_bridge(slack: FakeSlack, servers: Mapping[str, Any], *, scope:
     host.attach(adapter)
     async with host, anyio.create_task_group() as tg:
         tg.start_soon(adapter.serve)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await adapter.ready.wait()
         yield Bridge(host, adapter)
         tg.cancel_scope.cancel()

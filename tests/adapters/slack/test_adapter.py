@@ -16,6 +16,7 @@ import pytest
 from adapters.slack import ids
 from bridge.forms import Form
 from bridge.model import Interaction, Outcome, Status
+from bridge.testing import patient
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.inline_server import make_server
@@ -43,7 +44,7 @@ async def asking(bridge: Bridge, card: Interaction) -> AsyncIterator[list[Outcom
 async def test_a_single_boolean_is_answered_by_an_inline_button(slack: FakeSlack) -> None:
     # ctx.elicit is the legacy back-channel (the 2026 era would need a resolver-style tool)
     async with running_bridge(slack, {"inline": make_server()}, server_protocol="legacy"):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await driver.mention(slack, "call inline confirm", "1800000000.000100")
             card = await driver.wait_card(slack, "1800000000.000100")
             assert card.actions() == ["mcp.choice.0", "mcp.choice.1", ids.DECLINE, ids.CANCEL]
@@ -55,7 +56,7 @@ async def test_a_single_boolean_is_answered_by_an_inline_button(slack: FakeSlack
 
 async def test_a_tool_call_is_approved_by_button(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, tool_approval()) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 assert card.actions() == [ids.ACCEPT, ids.DECLINE]
@@ -67,7 +68,7 @@ async def test_a_tool_call_is_approved_by_button(slack: FakeSlack) -> None:
 
 async def test_a_sampling_request_is_approved_as_shown_or_edited_in_a_modal(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, sampling()) as shown:
                 card = await driver.wait_card(slack, ROOM.thread)
                 await driver.click(slack, card, ids.ACCEPT)
@@ -87,7 +88,7 @@ async def _card(slack: FakeSlack, interaction_id: str) -> driver.Card:
 
 async def test_roots_are_picked_in_a_modal(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, roots()) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 assert card.actions() == [ids.OPEN_FORM, ids.DECLINE]
@@ -102,7 +103,7 @@ async def test_a_form_longer_than_one_modal_is_answered_page_by_page_without_los
                                                for i in range(120)}}
     card_in = interaction(form=form(schema), id="paged001")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)
@@ -119,7 +120,7 @@ async def test_long_option_lists_are_searched_through_block_suggestions(slack: F
     values = [f"option-{i}" for i in range(150)]
     card_in = interaction(form=one_field({"type": "string", "enum": values}), id="long0001")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in):
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)
@@ -136,7 +137,7 @@ async def test_long_option_lists_are_searched_through_block_suggestions(slack: F
 
 async def test_a_running_call_shows_a_status_line_with_a_stop_button(slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await driver.mention(slack, "call inline forever", "1800000000.000700")
             status = await slack.wait_for_call("chat.postMessage",
                                                lambda c: "stop" in str(c.args.get("blocks", "")).lower())
@@ -152,7 +153,7 @@ async def test_a_running_call_shows_a_status_line_with_a_stop_button(slack: Fake
 
 async def test_the_app_home_lists_what_waits_for_the_viewer(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, tool_approval()):
                 card = await driver.wait_card(slack, ROOM.thread)
                 opened = {"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home",
@@ -170,7 +171,7 @@ async def test_the_app_home_lists_what_waits_for_the_viewer(slack: FakeSlack) ->
 async def test_direct_messages_and_replies_in_the_bot_s_thread_are_addressed_and_bot_messages_ignored(
         slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await slack.send_envelope("events_api", event_message_im("U1", "D1", "call inline echo {\"message\": "
                                                                      "\"from a DM\"}", "1800000000.000900"))
             dm = await slack.wait_for_call("chat.postMessage", lambda c: "from a DM" in str(c.args.get("text")))
@@ -192,7 +193,7 @@ async def test_direct_messages_and_replies_in_the_bot_s_thread_are_addressed_and
 
 async def test_an_empty_form_is_accepted_by_its_button(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, interaction(form=Form(), accept_label="OK")) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 await driver.click(slack, card, ids.ACCEPT)

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from adapters.slack import ids
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.servers.signin import Site, redirects, sign_in, site
@@ -59,7 +60,7 @@ async def test_ephemeral_connect_button_then_the_call_completes_as_each_person(s
     slack.users.update({"U9": "Stranger"})
     async with running_bridge(slack, {"s": web.server()}, scope="channel", **web.settings()) as bridge, \
             redirects(bridge.host):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, "call s whoami", "1800000000.000100", user="U1")
             ada = await connect_prompt(slack, "U1")
             [link, done, not_now] = buttons(ada)

@@ -11,6 +11,7 @@ import pytest
 
 from adapters.slack import ids
 from bridge.config import ServerConfig
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.slackfake import FakeSlack
@@ -37,7 +38,7 @@ ANSWERS = {
 async def test_a_form_is_filled_in_a_modal_and_the_server_gets_exactly_the_typed_values(
         slack: FakeSlack, everything: ServerConfig) -> None:
     async with running_bridge(slack, {"everything": everything}):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000100")
             card = await driver.wait_card(slack, "1800000000.000100")
             assert card.actions() == [ids.OPEN_FORM, ids.DECLINE, ids.CANCEL]
@@ -70,7 +71,7 @@ async def test_a_form_is_filled_in_a_modal_and_the_server_gets_exactly_the_typed
 @pytest.mark.parametrize("action", [ids.DECLINE, ids.CANCEL])
 async def test_decline_and_cancel_by_button(slack: FakeSlack, everything: ServerConfig, action: str) -> None:
     async with running_bridge(slack, {"everything": everything}):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000200")
             card = await driver.wait_card(slack, "1800000000.000200")
             ack = await driver.click(slack, card, action)
@@ -85,7 +86,7 @@ async def test_decline_and_cancel_by_button(slack: FakeSlack, everything: Server
 
 async def test_closing_the_modal_cancels(slack: FakeSlack, everything: ServerConfig) -> None:
     async with running_bridge(slack, {"everything": everything}):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000300")
             card = await driver.wait_card(slack, "1800000000.000300")
             view = await driver.open_form(slack, card)
@@ -97,7 +98,7 @@ async def test_closing_the_modal_cancels(slack: FakeSlack, everything: ServerCon
 async def test_expiry_updates_the_card_and_replaces_the_open_modal(slack: FakeSlack,
                                                                   everything: ServerConfig) -> None:
     async with running_bridge(slack, {"everything": everything}, server_elicitation_timeout=2.0):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000400")
             card = await driver.wait_card(slack, "1800000000.000400")
             view = await driver.open_form(slack, card)
@@ -114,7 +115,7 @@ async def test_expiry_updates_the_card_and_replaces_the_open_modal(slack: FakeSl
 async def test_a_stranger_is_refused_privately_and_a_duplicate_click_changes_nothing(
         slack: FakeSlack, everything: ServerConfig) -> None:
     async with running_bridge(slack, {"everything": everything}):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000500")
             card = await driver.wait_card(slack, "1800000000.000500")
             await driver.click(slack, card, ids.DECLINE, user="U2")

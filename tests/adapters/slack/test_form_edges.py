@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from bridge.model import Status
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, form, interaction
@@ -23,7 +24,7 @@ async def test_a_401_digit_maximum_opens_a_modal(slack: FakeSlack) -> None:
     schema = {"type": "object", "required": ["n"], "properties": {
         "n": {"type": "integer", "title": "How many", "minimum": 1, "maximum": 10**400}}}
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, interaction(form=form(schema), id="huge0001")) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)
@@ -50,7 +51,7 @@ async def test_date_defaults_no_picker_can_show_are_hints_and_the_modal_opens(sl
     pre-fills them (the fake checks every view with slack_sdk's models), so the picker starts empty and the hint
     suggests the server's value; defaults that fit are still pre-filled."""
     async with running_bridge(slack, {"forms": form_server()}, server_protocol=protocol):
-        with anyio.fail_after(20):
+        with anyio.fail_after(patient(20)):
             await driver.mention(slack, f"call forms fill {json.dumps({'schema': json.dumps(DATES)})}",
                                  "1800000000.000100")
             card = await driver.wait_card(slack, "1800000000.000100")

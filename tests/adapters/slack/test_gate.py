@@ -24,6 +24,7 @@ from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.model import Interaction
+from bridge.testing import patient
 from tests.slackfake import FakeSlack, block_actions, event_app_mention, slash_command
 
 pytestmark = pytest.mark.anyio
@@ -115,7 +116,7 @@ async def slack() -> AsyncIterator[FakeSlack]:
 
 async def test_a_slash_command_from_a_stranger_or_another_channel_is_refused_in_its_ack(slack: FakeSlack) -> None:
     async with gated(slack, {"U1"}, frozenset({"C1"})) as gate:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             stranger = await slack.send_envelope("slash_commands", slash_command("U2", "C1", "from a stranger"))
             elsewhere = await slack.send_envelope("slash_commands", slash_command("U1", "C9", "from elsewhere"))
             allowed = await slack.send_envelope("slash_commands", slash_command("U1", "C1", "allowed"))
@@ -129,7 +130,7 @@ async def test_a_slash_command_from_a_stranger_or_another_channel_is_refused_in_
 
 async def test_a_stranger_s_click_is_acked_and_refused_privately_but_links_are_open(slack: FakeSlack) -> None:
     async with gated(slack, {"slack:U1"}) as gate:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             refused = await slack.send_envelope("interactive", block_actions("U2", "C1", "1.1", ids.ACCEPT, "i1"))
             await slack.send_envelope("interactive", block_actions("U2", "C1", "1.1", ids.OPEN_URL, "i1"))
             await slack.send_envelope("interactive", block_actions("U1", "C1", "1.1", ids.DECLINE, "i1"))
@@ -143,7 +144,7 @@ async def test_a_stranger_s_click_is_acked_and_refused_privately_but_links_are_o
 
 async def test_a_stranger_s_mention_is_refused_once_and_other_channels_stay_quiet(slack: FakeSlack) -> None:
     async with gated(slack, {"U1"}, frozenset({"C1"})) as gate:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             mention = event_app_mention("U2", "C1", "<@UBOT> hello", "1.1", thread_ts="1.0")
             await slack.send_envelope("events_api", mention)
             await slack.send_envelope("events_api", mention)  # Slack redelivers

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from bridge.model import Status
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
 from tests.adapters.slack.inline_server import make_server
@@ -31,7 +32,7 @@ async def test_a_signed_slash_command_runs_over_http_and_a_bad_signature_gets_40
         async with http.post(url, data=body, headers=forged) as response:
             assert response.status == 401
         signed = sign_request(SIGNING_SECRET, body) | {"Content-Type": content_type}
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with http.post(url, data=body, headers=signed) as response:
                 assert (response.status, await response.text()) == (200, "")
             anchor = await slack.wait_for_call("chat.postMessage", lambda c: "ran" in str(c.args.get("text")))
@@ -45,7 +46,7 @@ async def test_a_signed_slash_command_runs_over_http_and_a_bad_signature_gets_40
 async def test_a_rate_limited_post_is_retried(slack: FakeSlack) -> None:
     slack.fail_next("chat.postMessage", "ratelimited", retry_after=0)
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, tool_approval()):
                 card = await driver.wait_card(slack, ROOM.thread)
                 await driver.click(slack, card, "mcp.decline")
@@ -56,7 +57,7 @@ async def test_a_failed_post_is_logged_and_the_bridge_keeps_working(slack: FakeS
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     async with running_bridge(slack, {"inline": make_server()}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             slack.fail_next("chat.postMessage", "channel_not_found")
             await driver.mention(slack, 'call inline echo {"message": "lost"}', "1800000000.000100")
             await slack.wait_for_call("chat.postMessage", lambda c: c.response.get("error") == "channel_not_found")
@@ -72,7 +73,7 @@ async def test_a_failed_post_is_logged_and_the_bridge_keeps_working(slack: FakeS
 async def test_people_outside_allowed_users_are_refused_privately(slack: FakeSlack) -> None:
     settings = slack_settings(slack, allowed_users=["U1"], allowed_channels=["C1"])
     async with running_bridge(slack, {"inline": make_server()}, settings=settings) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await driver.mention(slack, "help", "1800000000.000100", user="U2")
             refusal = await slack.wait_for_call("chat.postEphemeral")
             await driver.mention(slack, "help", "1800000000.000200", channel="C9")

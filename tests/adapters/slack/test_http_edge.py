@@ -14,6 +14,7 @@ from yarl import URL
 
 from bridge import redaction
 from bridge.cli import setup_logging
+from bridge.testing import patient
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
 from tests.slackfake import FakeSlack, encode_http_body, sign_request, slash_command
 
@@ -65,7 +66,7 @@ async def test_malformed_requests_get_a_4xx_and_their_bodies_are_never_logged(
         url = bridge.adapter.http_url
         form = {"Content-Type": "application/x-www-form-urlencoded"}
         statuses = {}
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             for what, body, headers in malformed(SECRET):
                 async with http.post(url, data=body.encode(), headers=headers) as response:
                     statuses[what] = response.status
@@ -93,7 +94,7 @@ async def test_half_sent_requests_are_dropped_at_the_deadline_and_signed_ones_st
             await stream.send(half_sent[i % len(half_sent)] or b"P")
             streams.append(stream)
         signed = sign_request(SIGNING_SECRET, body) | {"Content-Type": content_type}
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             async with client.post(str(url), data=body.encode(), headers=signed) as response:
                 assert response.status == 200  # served while the half-sent ones are held
             for stream in streams:  # each is closed by the bridge (at its deadline, at the latest)

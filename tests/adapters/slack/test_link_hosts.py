@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from adapters.slack import ids
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.servers import links
@@ -33,7 +34,7 @@ async def test_a_link_that_reads_as_another_host_gets_no_button_and_a_warning_na
     async with running_bridge(slack, {"links": links.config(transport)}, server_protocol=protocol):
         for n, (url, opened, seeming) in enumerate(TRICKS):
             thread = f"18000000{n:02d}.000100"
-            with anyio.fail_after(60):
+            with anyio.fail_after(patient(60)):
                 await driver.mention(slack, f"call links visit {json.dumps({'url': url})}", thread)
                 card = await driver.wait_card(slack, thread)
                 await driver.click(slack, card, ids.DECLINE)
@@ -48,7 +49,7 @@ async def test_a_link_that_reads_as_another_host_gets_no_button_and_a_warning_na
 
 async def test_a_plain_link_gets_a_button_with_the_url_a_browser_opens(slack: FakeSlack) -> None:
     async with running_bridge(slack, {"links": links.config("inline")}, server_protocol="auto"):
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             url = "HTTPS://Example.COM:443/caf\u00e9?q=1"
             await driver.mention(slack, f"call links visit {json.dumps({'url': url})}", "1800000100.000100")
             card = await driver.wait_card(slack, "1800000100.000100")

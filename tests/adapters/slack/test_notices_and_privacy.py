@@ -12,6 +12,7 @@ import pytest
 from adapters.slack import ids
 from adapters.slack.gate import NOT_ALLOWED
 from bridge.model import Kind, Status
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge, slack_settings
 from tests.adapters.slack.inline_server import make_server
@@ -37,7 +38,7 @@ async def test_notices_reach_someone_previewing_the_channel_through_their_click_
         slack: FakeSlack) -> None:
     settings = slack_settings(slack, allowed_users=["U1", "U2"])
     async with running_bridge(slack, {}, settings=settings) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, tool_approval()) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 # U2 previews the channel: Slack refuses an ephemeral message to them.
@@ -60,7 +61,7 @@ async def test_notices_reach_someone_previewing_the_channel_through_their_click_
 
 async def test_slash_command_text_is_read_as_typed(slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             # The builder escapes &, < and > as Slack does; the server must get what the person typed.
             typed = 'call inline echo {"message": "a <b> & c"}'
             await slack.send_envelope("slash_commands", slash_command("U1", "C1", typed,
@@ -72,7 +73,7 @@ async def test_slash_command_text_is_read_as_typed(slack: FakeSlack) -> None:
 async def test_the_public_line_of_a_slash_command_keeps_the_arguments_to_the_person_who_ran_it(
         slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             command = slash_command("U1", "C1", 'call inline echo {"message": "merger with acme"}',
                                     response_url=slack.response_url)
             await slack.send_envelope("slash_commands", command)
@@ -92,7 +93,7 @@ async def test_the_public_line_of_a_slash_command_keeps_the_arguments_to_the_per
 async def test_a_modal_answered_before_views_open_returns_is_left_alone(slack: FakeSlack) -> None:
     card_in = interaction(form=one_field({"type": "string", "title": "Name"}), id="quick001")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 release = slack.hold_next("views.open")  # Slack opened the modal; its answer to us is slow
@@ -109,7 +110,7 @@ async def test_a_modal_answered_before_views_open_returns_is_left_alone(slack: F
 async def test_a_submission_after_the_request_ended_says_what_happened(slack: FakeSlack) -> None:
     card_in = interaction(form=one_field({"type": "string", "title": "Name"}), id="late0001")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in):
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)
@@ -124,7 +125,7 @@ async def test_a_look_alike_link_gets_no_button_and_shows_where_it_really_goes(s
     card_in = interaction(Kind.URL, url="https://\u0430pple.com/signin", message="Sign in to continue.",
                           accept_label="Done", quick_accept=True, id="link0001")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in):
                 posted: Call = await slack.wait_for_call("chat.postMessage", lambda c: "link0001" in str(c.args))
                 card = driver.Card("link0001", posted.response["channel"], posted.response["ts"],
@@ -137,7 +138,7 @@ async def test_a_look_alike_link_gets_no_button_and_shows_where_it_really_goes(s
 async def test_a_two_second_timeout_reads_as_seconds_and_the_card_ends_as_expired(slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}, server_protocol="legacy",
                               server_elicitation_timeout=2):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await driver.mention(slack, "call inline confirm", "1800000000.000200")
             card = await driver.wait_card(slack, "1800000000.000200")
             ended = await slack.wait_for_call("chat.update", lambda c: c.args.get("ts") == card.ts)

@@ -18,6 +18,7 @@ from adapters.slack.people import People
 from adapters.slack.threads import BotThreads
 from bridge.errors import PlatformAPIError
 from bridge.model import ConversationKey
+from bridge.testing import patient
 from tests.slackfake import FakeSlack, event_app_mention
 
 pytestmark = pytest.mark.anyio
@@ -42,7 +43,7 @@ async def slack() -> AsyncIterator[FakeSlack]:
 
 async def test_people_are_looked_up_once_and_a_failed_lookup_keeps_the_payload_s_name(slack: FakeSlack) -> None:
     people = People(web_client("xoxb-test", slack.api_url))
-    with anyio.fail_after(10):
+    with anyio.fail_after(patient(10)):
         first = await people.actor("U1", "ada")
         again = await people.of({"id": "U1", "name": "someone else"})
         slack.fail_next("users.info", "internal_error")
@@ -57,7 +58,7 @@ async def test_people_are_looked_up_once_and_a_failed_lookup_keeps_the_payload_s
 async def test_a_cached_person_needs_no_lookup(slack: FakeSlack) -> None:
     people = People(web_client("xoxb-test", slack.api_url))
     assert people.cached({"id": "U1", "name": "ada"}).display_name == "ada"
-    with anyio.fail_after(10):
+    with anyio.fail_after(patient(10)):
         await people.actor("U1")
     assert people.cached({"id": "U1", "name": "ada"}).display_name == "ada.lovelace"
     assert len(slack.calls_to("users.info")) == 1
@@ -89,7 +90,7 @@ async def test_background_work_runs_only_while_running_and_a_failure_ends_nothin
         raise RuntimeError("boom")
 
     assert not background.spawn("too early", done.wait)
-    with anyio.fail_after(10):
+    with anyio.fail_after(patient(10)):
         async with background.running():
             assert background.spawn("failing", fail)
             assert background.spawn("finishing", _set(done))

@@ -16,6 +16,7 @@ from adapters.slack import port as slack_port
 from bridge.forms import Field, FieldKind, approval_form
 from bridge.model import Status
 from bridge.storage import open_store
+from bridge.testing import patient
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
@@ -32,7 +33,7 @@ def _texts(slack: FakeSlack, needle: str) -> list[str]:
 
 async def test_an_edited_or_redelivered_mention_runs_its_command_once(slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             first = event_app_mention("U1", "C1", '<@UBOT> call inline echo {"message": "once"}', "1800000000.000100")
             await slack.send_envelope("events_api", first)
             await slack.wait_for_call("chat.postMessage", lambda c: "echo: once" in str(c.args.get("text")))
@@ -51,14 +52,14 @@ async def test_replies_in_the_bot_s_thread_need_no_mention_after_a_restart(slack
     thread = "1800000000.000100"
     first = await open_store(store_target)
     async with running_bridge(slack, {"inline": make_server()}, store=first):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             await driver.mention(slack, 'call inline echo {"message": "before"}', thread)
             await slack.wait_for_call("chat.postMessage", lambda c: "echo: before" in str(c.args.get("text")))
     await first.aclose()
     second = await open_store(store_target)
     try:
         async with running_bridge(slack, {"inline": make_server()}, store=second):
-            with anyio.fail_after(10):
+            with anyio.fail_after(patient(10)):
                 reply = event_message_im("U1", "C1", 'call inline echo {"message": "after the restart"}',
                                          "1800000000.000500", thread_ts=thread)
                 reply["event"]["channel_type"] = "channel"
@@ -76,7 +77,7 @@ async def test_a_default_too_long_to_pre_fill_is_kept_when_its_input_is_left_emp
                                 required=True)])
     card_in = replace(sampling(), form=edit, id="long0002")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)  # the fake opened it: Slack would have, too
@@ -93,7 +94,7 @@ async def test_a_later_page_submitted_after_a_restart_goes_back_to_the_first_pag
     card_in = interaction(form=form(schema), id="paged002")
     answers = {f"Question {i}": f"answer {i}" for i in range(120)}
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 # Page 2 of a modal this run never saw: its page-1 answers were only in the old process's memory.
@@ -117,7 +118,7 @@ async def test_a_rate_limited_final_update_closes_the_modal_first_and_is_resched
     monkeypatch.setattr(slack_client, "FINAL_RATE_LIMIT_WAIT", 0.0)  # any Retry-After is too long to wait out
     caplog.set_level(logging.INFO, logger=slack_port.__name__)
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, sampling()) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)
@@ -135,7 +136,7 @@ async def test_a_rate_limited_final_update_closes_the_modal_first_and_is_resched
 
 async def test_a_slash_command_where_the_bot_is_not_a_member_is_answered_privately(slack: FakeSlack) -> None:
     async with running_bridge(slack, {"inline": make_server()}):
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             slack.fail_next("chat.postMessage", "not_in_channel")
             command = slash_command("U1", "C7", "tools", response_url=slack.response_url)
             await slack.send_envelope("slash_commands", command)
@@ -147,7 +148,7 @@ async def test_a_slash_command_where_the_bot_is_not_a_member_is_answered_private
 async def test_a_post_whose_connection_dropped_is_not_repeated_but_other_calls_are_retried(
         slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             slack.drop_next("chat.postMessage")  # Slack posted it; the answer was lost
             async with asking(bridge, tool_approval()) as dropped:
                 pass
@@ -169,7 +170,7 @@ async def test_the_app_home_of_an_approver_is_republished_when_a_card_opens_and_
         return lambda c: c.args.get("user_id") == user and needle in str(c.args.get("view"))
 
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, tool_approval()):
                 card = await driver.wait_card(slack, ROOM.thread)
                 listed = await slack.wait_for_call("views.publish", home_of("U1", "Open the card"))

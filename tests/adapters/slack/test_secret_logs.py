@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from bridge.model import Status
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, interaction, one_field
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_modal_submission_is_not_logged_at_debug_level(slack: FakeSlack, debug_logs: io.StringIO) -> None:
     card_in = interaction(form=one_field({"type": "string", "title": "Favourite colour"}), id="colour01")
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking(bridge, card_in) as outcomes:
                 card = await driver.wait_card(slack, ROOM.thread)
                 view = await driver.open_form(slack, card)

@@ -14,6 +14,7 @@ from adapters.slack import ids
 from bridge.config import LLMConfig
 from bridge.model import Actor, ConversationKey
 from bridge.team_config import ApproverRule, BudgetLimits, GrantScope, Group
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
@@ -60,7 +61,7 @@ async def result(slack: FakeSlack, thread: str) -> str:
 async def test_two_of_three_by_button_counts_people_once_and_refuses_strangers(slack: FakeSlack) -> None:
     async with running_bridge(team(slack), {"inline": make_server()}, server_tool_approvers=(("echo", TWO_OF_THREE),)) \
             as bridge:
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, ECHO, "1800000000.000100")
             card = await driver.wait_card(slack, "1800000000.000100")
             assert card.actions() == [ids.ACCEPT, ids.DECLINE]  # no Edit, no grants on a quorum card
@@ -82,7 +83,7 @@ async def test_two_of_three_by_button_counts_people_once_and_refuses_strangers(s
 
 async def test_one_decline_by_button_ends_it(slack: FakeSlack) -> None:
     async with running_bridge(team(slack), {"inline": make_server()}, server_tool_approvers=(("echo", TWO_OF_THREE),)):
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, ECHO, "1800000000.000200")
             card = await driver.wait_card(slack, "1800000000.000200")
             await driver.click(slack, card, ids.ACCEPT, user="U2")
@@ -100,7 +101,7 @@ async def test_a_grant_by_button_runs_the_next_call_in_the_channel_until_it_expi
                               server_tool_grants=(GrantScope("channel", 3600.0),)) as bridge:
         now = [bridge.host.grants.clock()]
         bridge.host.grants.clock = lambda: now[0]
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, ECHO, "1800000000.000300")
             card = await driver.wait_card(slack, "1800000000.000300")
             assert card.actions() == [ids.ACCEPT, ids.grant_action("channel"), ids.DECLINE]
@@ -124,7 +125,7 @@ async def test_a_quorum_tool_is_never_auto_approved_by_a_grant(slack: FakeSlack)
         # A grant for the channel, as if given before the rule needed two people.
         await bridge.host.grants.give("tool", "inline", "echo", GrantScope("channel", None),
                                 ConversationKey("slack", "T111", "C1", "x"), Actor("slack", "U1", "Ada"))
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, ECHO, "1800000000.000600")
             card = await driver.wait_card(slack, "1800000000.000600")
     assert card.actions() == [ids.ACCEPT, ids.DECLINE]
@@ -134,7 +135,7 @@ async def test_an_approver_outside_the_thread_decides_in_a_dm_and_the_thread_car
     team(slack).members["C1"] = ["U1", "U2"]  # Grace is not in the channel
     rule = ApproverRule(("slack:U3",), requester=False)
     async with running_bridge(slack, {"inline": make_server()}, server_tool_approvers=(("echo", rule),)):
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, ECHO, "1800000000.000700")
             card = await driver.wait_card(slack, "1800000000.000700")
             assert "Also asked privately: <@U3>." in json.dumps(card.blocks)
@@ -156,7 +157,7 @@ async def test_a_slack_user_group_decides(slack: FakeSlack) -> None:
     rule = ApproverRule(groups=("oncall",), requester=False)
     async with running_bridge(slack, {"inline": make_server()}, groups={"oncall": Group(slack_usergroup="S0ONCALL")},
                               server_tool_approvers=(("echo", rule),)):
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, ECHO, "1800000000.000800")
             card = await driver.wait_card(slack, "1800000000.000800")
             await driver.click(slack, card, ids.ACCEPT, user="U2")
@@ -172,7 +173,7 @@ async def test_a_budget_stops_the_agent_with_its_message_and_resets(slack: FakeS
     async with running_bridge(team(slack), {}, **config) as bridge:
         now = [1_799_971_200.0 + 23 * 3600]  # 23:00 UTC
         bridge.host.budgets.clock = lambda: now[0]
-        with anyio.fail_after(15):
+        with anyio.fail_after(patient(15)):
             await driver.mention(slack, "hello", "1800000000.000900")
             await slack.wait_for_call("chat.postMessage", lambda c: c.args.get("text") == "first answer")
             await driver.mention(slack, "again", "1800000000.001000")

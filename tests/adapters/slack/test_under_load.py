@@ -19,6 +19,7 @@ from adapters.slack.client import clients
 from adapters.slack.people import NAME_TTL, People
 from adapters.slack.settings import SlackSettings
 from bridge.model import CardRef, Interaction, Outcome, Status
+from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.interactions import tool_approval
@@ -98,7 +99,7 @@ async def test_every_web_api_call_shares_one_session_while_serving_which_is_clos
     async with running_bridge(slack, {}) as bridge:
         session = bridge.adapter.clients.session
         assert session is not None and not session.closed
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             for card_in in approvals(5):
                 async with asking_all(bridge, [card_in]):
                     await driver.click(slack, await posted(slack, card_in.id), ids.DECLINE)
@@ -113,7 +114,7 @@ async def test_every_web_api_call_shares_one_session_while_serving_which_is_clos
 async def test_the_bot_s_identity_is_asked_once_before_the_first_event(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
         assert len(slack.calls_to("auth.test")) == 1  # at start: no ack waits for it
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking_all(bridge, approvals(3)):
                 for card in await cards_posted(slack, 3):
                     await driver.click(slack, card, ids.DECLINE)
@@ -128,7 +129,7 @@ async def test_concurrent_identity_lookups_wait_on_one_auth_test(slack: FakeSlac
     async def who() -> None:
         users.append(str((await made.authorizer()()).bot_user_id))
 
-    with anyio.fail_after(10):
+    with anyio.fail_after(patient(10)):
         async with anyio.create_task_group() as tg:
             for _ in range(10):
                 tg.start_soon(who)
@@ -150,7 +151,7 @@ async def test_a_burst_of_card_events_publishes_a_home_tab_once_and_again_with_t
     async with running_bridge(slack, {}) as bridge:
         bridge.adapter.home.sleep = cue.sleep
         posted_all = all_posted(bridge, 20)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking_all(bridge, approvals(20)) as outcomes:
                 await posted_all.wait()  # twenty card events for U1 ...
                 cards = await cards_posted(slack, 20)
@@ -173,7 +174,7 @@ async def test_a_burst_of_card_events_publishes_a_home_tab_once_and_again_with_t
 async def test_card_links_are_built_at_post_time_as_chat_get_permalink_would_answer(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
         posted_all = all_posted(bridge, 2)
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking_all(bridge, approvals(2)):
                 await posted_all.wait()
                 cards = await cards_posted(slack, 2)
@@ -190,7 +191,7 @@ async def test_card_links_are_built_at_post_time_as_chat_get_permalink_would_ans
 
 async def test_clicks_arriving_together_from_someone_new_look_them_up_once(slack: FakeSlack) -> None:
     async with running_bridge(slack, {}) as bridge:
-        with anyio.fail_after(10):
+        with anyio.fail_after(patient(10)):
             async with asking_all(bridge, approvals(5)) as outcomes:
                 cards = await cards_posted(slack, 5)
                 release = slack.hold_next("users.info")
@@ -205,7 +206,7 @@ async def test_clicks_arriving_together_from_someone_new_look_them_up_once(slack
 async def test_names_expire_and_are_looked_up_again(slack: FakeSlack) -> None:
     now = [1000.0]
     people = People(AsyncWebClient(token="xoxb-test", base_url=slack.api_url), clock=lambda: now[0])
-    with anyio.fail_after(10):
+    with anyio.fail_after(patient(10)):
         first = await people.actor("U1")
         slack.users["U1"] = "Ada King"  # renamed
         now[0] += NAME_TTL - 1

@@ -20,6 +20,7 @@ from playwright.async_api import Browser
 from adapters.slack import ids
 from bridge.config import ServerConfig
 from bridge.http_server import HttpServer
+from bridge.testing import patient
 from bridge.webform import WebForms
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import Bridge, running_bridge
@@ -55,7 +56,7 @@ def link_in(call: Call) -> str:
 async def test_the_clickers_link_comes_privately_and_a_browser_answer_finishes_the_card(
         slack: FakeSlack, everything: ServerConfig, browser: Browser) -> None:
     async with running_bridge(slack, {"everything": everything}) as bridge, with_web_forms(bridge):
-        with anyio.fail_after(60):
+        with anyio.fail_after(patient(60)):
             await driver.mention(slack, CALL, "1800000000.000100")
             card = await driver.wait_card(slack, "1800000000.000100")
             assert card.actions() == [ids.OPEN_FORM, ids.WEB_FORM, ids.DECLINE, ids.CANCEL]
@@ -91,7 +92,7 @@ async def test_the_clickers_link_comes_privately_and_a_browser_answer_finishes_t
 async def test_where_an_ephemeral_message_fails_the_link_goes_by_the_clicks_response_url(
         slack: FakeSlack, everything: ServerConfig) -> None:
     async with running_bridge(slack, {"everything": everything}) as bridge, with_web_forms(bridge) as server:
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000200")
             card = await driver.wait_card(slack, "1800000000.000200")
             slack.fail_next("chat.postEphemeral", "user_not_in_channel")
@@ -108,7 +109,7 @@ async def test_where_an_ephemeral_message_fails_the_link_goes_by_the_clicks_resp
 
 async def test_without_web_forms_a_card_offers_no_web_button(slack: FakeSlack, everything: ServerConfig) -> None:
     async with running_bridge(slack, {"everything": everything}):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             await driver.mention(slack, CALL, "1800000000.000300")
             card = await driver.wait_card(slack, "1800000000.000300")
             assert ids.WEB_FORM not in card.actions()

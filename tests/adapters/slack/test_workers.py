@@ -17,6 +17,7 @@ import pytest
 from adapters.slack import ids
 from bridge.http_server import HttpServer
 from bridge.limits import Limits
+from bridge.testing import patient
 from bridge.webform import FormLinks, WebForms
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, Bridge, running_bridge, slack_settings
@@ -88,7 +89,7 @@ def click(card: driver.Card, action_id: str, user: str = "U1") -> dict[str, Any]
 
 async def test_the_web_link_click_on_the_other_worker_gets_the_clicker_a_link(slack: FakeSlack, pg_url: str) -> None:
     async with two_workers(slack, pg_url, "legacy") as (a, b):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await card_on(slack, a)
             assert b.host.open_interaction(card.interaction_id) is None  # held by a only
             assert (await send(b, "interactive", click(card, ids.WEB_FORM)))[0] == 200
@@ -104,7 +105,7 @@ async def test_the_web_link_click_on_the_other_worker_gets_the_clicker_a_link(sl
 async def test_a_modal_opened_and_submitted_on_the_other_worker_decides_once(
         slack: FakeSlack, pg_url: str, protocol: str) -> None:
     async with two_workers(slack, pg_url, protocol) as (a, b):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await card_on(slack, a)
             assert (await send(b, "interactive", click(card, ids.OPEN_FORM)))[0] == 200
             opened = await slack.wait_for_call("views.open")
@@ -127,7 +128,7 @@ async def test_a_modal_opened_and_submitted_on_the_other_worker_decides_once(
 
 async def test_a_modal_closed_on_the_other_worker_cancels_the_request(slack: FakeSlack, pg_url: str) -> None:
     async with two_workers(slack, pg_url, "legacy") as (a, b):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             card = await card_on(slack, a)
             assert (await send(b, "interactive", click(card, ids.OPEN_FORM)))[0] == 200
             view = (await slack.wait_for_call("views.open")).response["view"]
@@ -144,7 +145,7 @@ async def test_a_paged_modal_goes_on_whichever_worker_takes_each_page(slack: Fak
                                                           for i in range(95)}, "required": ["q0"]})
     answers = {f"Q{i}": f"a{i}" for i in range(95)}
     async with two_workers(slack, pg_url, "legacy", limits=Limits(schema_fields=100)) as (a, b):
-        with anyio.fail_after(30):
+        with anyio.fail_after(patient(30)):
             command = slash_command("U1", "C1", f"call forms fill {json.dumps({'schema': schema})}",
                                     response_url=slack.response_url)
             assert (await send(a, "slash_commands", command))[0] == 200
