@@ -5,7 +5,10 @@ memory, without awaiting anything (the first writer wins, so two clicks racing o
 both win, and an adapter can answer within its platform's ack), then durably with `AsyncStore.claim`, one atomic
 statement that also settles races with other workers and expiry. A card shows a decision as final only once that
 claim has returned: if it lost, the stored outcome (another worker's) is what counts and the decision is late.
-People who may not decide are refused privately and the card stays open. Whatever happens (a decision, expiry, the
+A claim the store refuses (a full disk, an unreachable database) is undone in memory too: nothing reaches the
+server, the person is told, the card stays open and its wait goes on, so the same click counts once the store works
+(an expiry the store refuses is tried again a little later). People who may not decide are refused privately and the
+card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
 are answered after a restart.
