@@ -5,7 +5,10 @@ memory, without awaiting anything (the first writer wins, so two clicks racing o
 both win, and an adapter can answer within its platform's ack), then durably with `AsyncStore.claim`, one atomic
 statement that also settles races with other workers and expiry. A card shows a decision as final only once that
 claim has returned: if it lost, the stored outcome (another worker's) is what counts and the decision is late.
-People who may not decide are refused privately and the card stays open. Whatever happens (a decision, expiry, the
+A claim the store refuses (a full disk, an unreachable database) is undone in memory too: nothing reaches the
+server, the person is told, the card stays open and its wait goes on, so the same click counts once the store works
+(an expiry the store refuses is tried again a little later). People who may not decide are refused privately and the
+card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
 are answered after a restart.
@@ -40,7 +43,7 @@ from bridge.card_updates import CardUpdates, as_copy
 from bridge.deadlines import Deadlines
 from bridge.decision_rules import Counted, approval_row, approvals_in, end_detail, judge
 from bridge.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
-from bridge.errors import AdapterError
+from bridge.errors import AdapterError, StoreError
 from bridge.model import (
     Actor,
     CardRef,
@@ -61,6 +64,14 @@ from bridge.storage.watch import DecisionWatch
 from bridge.waiter import Parked, ParkedHandler, Waiter
 
 logger = logging.getLogger(__name__)
+
+STORE_RETRY = (1.0, 30.0)
+"""Seconds before trying again to record an expiry the store refused: the first wait, and the longest (doubling)."""
+
+
+def same_record(a: Outcome, b: Outcome) -> bool:
+    """Whether two outcomes are the same decision as the store keeps it (content read back from JSON)."""
+    return (a.status, a.by, a.reason, dict(a.content or {})) == (b.status, b.by, b.reason, dict(b.content or {}))
 
 
 class Broker:
@@ -227,13 +238,13 @@ class Broker:
         commit), then finish its cards and hand it on; only then may its call continue."""
         interaction = waiter.interaction
         assert waiter.parked is not None and waiter.outcome is not None
+        expired = waiter.outcome.status is Status.EXPIRED
         try:
             final = await self._end(waiter, waiter.outcome)
-        except Exception:
-            # The store failed: the card stays open (the person was told, `_durable`) and may be answered again.
-            logger.exception("recording the end of parked interaction %s failed", interaction.id)
-            waiter.outcome = None
-            waiter.reopen()
+        except StoreError as exc:
+            await self._unrecorded(waiter, exc)
+            if expired:  # its timer fired once: it is due again a little later
+                self._deadlines.add(interaction.id, time.time() + STORE_RETRY[0])
             return
         self._waiters.pop(interaction.id, None)
         if self._watch is not None:
@@ -269,18 +280,27 @@ class Broker:
         interaction = waiter.interaction
         self._opened()
         final: Outcome | None = None
+        until, retry = interaction.expires_at, STORE_RETRY[0]
         try:
-            with anyio.move_on_after(max(0.0, interaction.expires_at - time.time())):
-                if self._watch is None:
-                    await self._watch_card(waiter, post_copies)
-                else:
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(self._hear, waiter, self._watch)
+            while True:
+                with anyio.move_on_after(max(0.0, until - time.time())):
+                    if self._watch is None:
                         await self._watch_card(waiter, post_copies)
-                        tg.cancel_scope.cancel()
-            # The decision claimed in memory, or (if none came in time) expiry: recorded either way.
-            final = await self._end(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
-            return final
+                    else:
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(self._hear, waiter, self._watch)
+                            await self._watch_card(waiter, post_copies)
+                            tg.cancel_scope.cancel()
+                post_copies = False
+                # The decision claimed in memory, or (if none came in time) expiry: recorded either way.
+                try:
+                    final = await self._end(waiter, Outcome(Status.EXPIRED, reason="nobody answered in time"))
+                    return final
+                except StoreError as exc:
+                    # Nothing reaches the server before it is stored: the card stays open and the call waits.
+                    await self._unrecorded(waiter, exc)
+                    if time.time() >= interaction.expires_at:  # expiry itself was refused: try it again later
+                        until, retry = time.time() + retry, min(retry * 2, STORE_RETRY[1])
         finally:
             self._waiters.pop(interaction.id, None)
             if final is None:
@@ -291,7 +311,12 @@ class Broker:
                     waiter.mark_recorded()
                 else:
                     reason = "the bridge is shutting down" if self._closing else "the request was withdrawn"
-                    final = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
+                    try:
+                        final = await self._end(waiter, Outcome(Status.CANCELLED, reason=reason))
+                    except StoreError as exc:
+                        # The call is gone either way (nothing is answered): the card must not look open.
+                        logger.warning("could not record that interaction %s ended: %s", interaction.id, exc)
+                        final = Outcome(Status.CANCELLED, reason=reason)
             if final is not None:
                 if waiter.lost and waiter.answered_early is not None:
                     await self._cards.notify(interaction.conversation, waiter.answered_early,
@@ -309,7 +334,13 @@ class Broker:
             if waiter.outcome is not None:
                 return
             if waiter.approvals:
-                await self._record_approvals(waiter)
+                try:
+                    await self._record_approvals(waiter)
+                except StoreError as exc:
+                    # Kept and written before the end (`_end`), or with the next approval.
+                    logger.warning("could not record an approval of %s yet: %s", waiter.interaction.id, exc)
+                    await wake.wait()
+                    continue
                 await self._cards.progress(waiter.interaction, waiter.card, waiter.copies)
             else:
                 await wake.wait()
@@ -317,13 +348,24 @@ class Broker:
     async def _record_approvals(self, waiter: Waiter) -> None:
         rows, waiter.approvals = waiter.approvals, []
         with anyio.CancelScope(shield=True):
-            for row in rows:
-                await self._store.record(row)
+            for done, row in enumerate(rows):
+                try:
+                    await self._store.record(row)
+                except StoreError:
+                    waiter.approvals[:0] = rows[done:]  # not lost: written on the next try
+                    raise
 
     async def _hear(self, waiter: Waiter, watch: DecisionWatch) -> None:
         """Take the outcome another worker claimed for this interaction (a click it received, or expiry)."""
-        await watch.wait(waiter.interaction.id)
-        stored = await self._store.interaction(waiter.interaction.id)
+        while True:
+            try:
+                await watch.wait(waiter.interaction.id)
+                stored = await self._store.interaction(waiter.interaction.id)
+                break
+            except StoreError as exc:
+                # The store is unreachable: nobody can claim it elsewhere meanwhile; the card waits on.
+                logger.warning("could not look whether %s was decided elsewhere: %s", waiter.interaction.id, exc)
+                await anyio.sleep(STORE_RETRY[0])
         if stored is None or stored.outcome is None or waiter.outcome is not None:
             return
         waiter.final, waiter.lost = stored.outcome, True
@@ -355,15 +397,28 @@ class Broker:
             try:
                 if waiter.approvals:  # counted before the end: their rows come first in the log
                     await self._record_approvals(waiter)
-                if await self._claim_durably(waiter, claimed):
+                try:
+                    won = await self._claim_durably(waiter, claimed)
+                except StoreError:
+                    waiter.unrecorded.append(claimed)
+                    raise
+                if won:
                     waiter.final = claimed
                     observe.interaction_ended(interaction, claimed)
                 else:
                     stored = await self._store.interaction(interaction.id)
                     waiter.final = stored.outcome if stored and stored.outcome else claimed
-                    waiter.lost = True
-                    logger.info("interaction %s was already %s elsewhere", interaction.id,
-                                describe_status(waiter.final))
+                    # A claim that raised may still have committed (a connection dropped after the commit): then
+                    # the stored outcome is that earlier try of ours, and it is what the server gets.
+                    earlier = next((tried for tried in waiter.unrecorded
+                                    if same_record(for_the_record(interaction, tried), waiter.final)), None)
+                    if earlier is not None and waiter.parked is None:
+                        waiter.final = earlier
+                        observe.interaction_ended(interaction, earlier)
+                    else:
+                        waiter.lost = True
+                        logger.info("interaction %s was already %s elsewhere", interaction.id,
+                                    describe_status(waiter.final))
             finally:
                 waiter.mark_recorded()
         assert waiter.final is not None  # set unless the claim raised
@@ -376,6 +431,16 @@ class Broker:
             return await self._store.claim(interaction, record, detail)
         won, waiter.last = await self._store.claim_parked(interaction, record, detail, waiter.parked[0])
         return won
+
+    async def _unrecorded(self, waiter: Waiter, exc: StoreError) -> None:
+        """The store refused the claim: open the card again (in memory too), so the same click counts once the store
+        works. Whoever decided is told (`_durable`, or here for a claim answered at once)."""
+        logger.warning("could not record the end of interaction %s, it stays open: %s", waiter.interaction.id, exc)
+        early, waiter.answered_early = waiter.answered_early, None
+        waiter.outcome = None
+        waiter.reopen()
+        if early is not None:
+            await self._cards.notify(waiter.interaction.conversation, early, STORE_FAILED)
 
     async def show_final(self, stored: StoredInteraction) -> None:
         """Bring a decided card to its final state again (its worker may have died before it could)."""
@@ -428,8 +493,9 @@ class Broker:
 
     async def _durable(self, waiter: Waiter) -> DecisionResult:
         """Wait for the claim this decision won in memory to be recorded."""
+        claimed = waiter.outcome
         await waiter.wait_recorded()
-        if waiter.final is None:
+        if waiter.final is None or any(claimed is tried for tried in waiter.unrecorded):
             return DecisionResult(Verdict.LATE, message=STORE_FAILED)
         if waiter.lost:
             return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")

@@ -42,6 +42,8 @@ class Waiter:
     """Approvals counted in memory whose audit rows are yet to be written."""
     final: Outcome | None = None
     """The outcome as stored: `outcome`, or another worker's if its claim came first."""
+    unrecorded: list[Outcome] = field(default_factory=list)
+    """Claims the store refused (they may have committed all the same, if a connection dropped after the commit)."""
     recorded: bool = False
     """The claim has been to the store (`final` is None if the store failed)."""
     _recorded_event: anyio.Event | None = None
