@@ -29,7 +29,7 @@ from bridge.elsewhere import STORE_FAILED
 from bridge.host import Host
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import FakeChatPort, config_for, host_for
+from bridge.testing import FakeChatPort, config_for, host_for, patient
 from tests.pg.cluster import PostgresCluster
 
 pytestmark = pytest.mark.anyio
@@ -195,7 +195,7 @@ async def test_a_decision_on_a_full_disk_is_kept_open_and_counts_when_retried(
     try:
         host, chat = await host_for(config_for({peer.name: peer.server}, server_protocol=protocol), store)
         async with host:
-            with anyio.fail_after(WAIT):
+            with anyio.fail_after(patient(WAIT)):
                 cards = await ask_three(host, chat, peer)
                 tmpfs.fill()
                 await decide_while_failing(host, chat, peer, cards)
@@ -231,7 +231,7 @@ async def test_a_decision_while_postgres_is_unreachable_is_kept_open_and_counts_
     try:
         host, chat = await host_for(config_for({peer.name: peer.server}, server_protocol=protocol), store)
         async with host:
-            with anyio.fail_after(WAIT):
+            with anyio.fail_after(patient(WAIT)):
                 cards = await ask_three(host, chat, peer)
                 await anyio.to_thread.run_sync(cut_off, postgres, pg_url)
                 await decide_while_failing(host, chat, peer, cards)
