@@ -130,7 +130,7 @@ class Resumer:
             return
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         record = ParkedCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool,
-                            dict(pending.arguments), pending.request_state, {}, {})
+                            dict(pending.arguments), pending.request_state, {}, {}, round_at=pending.created_at)
         waits: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
         for stored in await self._store.interactions_for_call(pending.id, since=pending.created_at):

@@ -144,6 +144,16 @@ def _v7(real: str, key: str) -> tuple[str, ...]:
     )
 
 
+def _v8(real: str) -> tuple[str, ...]:
+    return (
+        # Who sent a stored 2026 round to its server (a process, not just a worker id: a worker restarted under the
+        # same id is another process). Set by one conditional update, synced before the round is sent: exactly one
+        # worker continues a round, and a round that may have reached the server is known as such after a crash.
+        "ALTER TABLE pending_calls ADD COLUMN sent_by TEXT",
+        f"ALTER TABLE pending_calls ADD COLUMN sent_at {real}",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -160,6 +170,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "sign-ins in flight", _v6("REAL"), _v6("DOUBLE PRECISION")),
     Migration(7, "forwarded decisions", _v7("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v7("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
+    Migration(8, "sent rounds", _v8("REAL"), _v8("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from bridge.errors import StoreError
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
-from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
+from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS, PENDING_READ
 from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
 from bridge.storage.rows import UNREADABLE, Unreadable, read_each
@@ -48,6 +49,8 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     def __init__(self, driver: Driver, worker_id: str) -> None:
         self._db = driver
         self.worker_id = worker_id
+        self.process_id = f"{worker_id}/{uuid.uuid4().hex[:12]}"
+        """This process among all that ever ran as `worker_id` (a restart under the same id is another one)."""
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
@@ -288,14 +291,25 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def save_pending_call(self, call: PendingCall) -> None:
         updates = ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
-        # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none.
+        # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none. A new
+        # round has not been sent yet.
         await self._db.write_behind([Step(
             f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?)"
-            f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker",
+            f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker, sent_by = NULL, sent_at = NULL",
             (*codec.pending_values(call, time.time()), self.worker_id))])
 
+    async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
+        # One conditional update decides who continues a round, across workers and take-overs; synced like a
+        # decision, since after a crash it is what says the server may have had the round.
+        done = await self._db.transaction([Step(
+            "UPDATE pending_calls SET sent_by = ?, sent_at = ?, worker = ? WHERE id = ? AND created_at = ?"
+            " AND (sent_by IS NULL OR sent_by = ? OR sent_by = ?)",
+            (self.process_id, time.time(), self.worker_id, call_id, round_at, self.process_id, taking_from))],
+            durable=True)
+        return done[0].count == 1
+
     async def pending_call(self, call_id: str) -> PendingCall | None:
-        rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls WHERE id = ?", (call_id,))
+        rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls WHERE id = ?", (call_id,))
         found = _readable(rows, codec.pending_call)
         return found[0] if found else None
 
@@ -303,7 +317,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         await self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     async def pending_calls(self) -> list[PendingCall]:
-        rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls ORDER BY created_at")
+        rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls ORDER BY created_at")
         return _readable(rows, codec.pending_call)
 
     # -- workers -----------------------------------------------------------------------------------------------------
@@ -323,7 +337,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         steps += [
             Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
                  f" RETURNING {INTERACTION_COLUMNS}, conversation, created_at", (me, me, now)),
-            Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_READ}", (me, me, now)),
             Step(f"UPDATE running_calls SET worker = ? WHERE {orphan} RETURNING {RUNNING_COLUMNS}", (me, me, now)),
             Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
                  " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
