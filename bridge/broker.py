@@ -386,7 +386,11 @@ class Broker:
         await self._finish_card(Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
     async def _finish_card(self, waiter: Waiter, outcome: Outcome) -> None:
-        await self._cards.finish(waiter.interaction, waiter.card, waiter.copies, outcome)
+        # Marked once shown: a worker that dies before this leaves the card to whoever takes its work over.
+        if await self._cards.finish(waiter.interaction, waiter.card, waiter.copies, outcome) \
+                and waiter.card is not None:
+            with anyio.CancelScope(shield=True):
+                await self._store.mark_shown(waiter.interaction.id)
 
     # -- deciding ------------------------------------------------------------------------------------------------
 

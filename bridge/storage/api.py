@@ -13,7 +13,8 @@ serves restarts and several workers:
 - Deadlines are stored with the interaction; `take_expired` leases due cards to one worker, and the claim of the
   expiry settles ties, so a card is never expired twice.
 - Workers register and heartbeat a lease; `reap_workers` hands the open work of workers whose lease lapsed (or who
-  never registered: rows from before workers existed) to the caller, exactly once.
+  never registered: rows from before workers existed) to the caller, exactly once, with the cards they decided and
+  had not shown final yet.
 - `decisions()` streams ids of interactions decided by any worker (Postgres LISTEN/NOTIFY; SQLite has only one
   process, so nothing ever arrives); `decided()` is the polling fallback.
 - `prune` drops finished interaction rows past a retention (the audit log keeps the record).
@@ -49,8 +50,8 @@ class Reaped:
     running: tuple[RunningCall, ...] = ()
     """Calls they had running (any era): cut short; their conversations are told, unless a 2026 call continues."""
     decided: tuple[StoredInteraction, ...] = ()
-    """Posted cards they decided shortly before their lease lapsed: they may have died between the claim and
-    bringing the card to its final state, so the reaper shows it again."""
+    """Posted cards they decided (whoever posted them) and did not show final since (`mark_shown`): they died
+    between the claim and the chat edit, so the reaper shows them final."""
     unreadable: tuple[Unreadable, ...] = ()
     """Their open interactions and pending calls that cannot be read back: closed (`close_unreadable`), audited and
     told."""
@@ -144,6 +145,10 @@ class AsyncStore(SigninRows, Protocol):
         """`claim` for a card of a stored 2026 call's round: (won, last). `last`: this claim won and answered the
         round's last open card while the call is still stored; the call then belongs to this worker, which continues
         it. Exactly one claim of a round is last, across workers. One durable commit, as `claim`."""
+        ...
+
+    async def mark_shown(self, interaction_id: str) -> None:
+        """The decided card's final state is shown in chat: nobody need show it again (`Reaped.decided`)."""
         ...
 
     async def forget_cards(self, platform: str) -> int:

@@ -151,6 +151,11 @@ def _v8(real: str) -> tuple[str, ...]:
         # worker continues a round, and a round that may have reached the server is known as such after a crash.
         "ALTER TABLE pending_calls ADD COLUMN sent_by TEXT",
         f"ALTER TABLE pending_calls ADD COLUMN sent_at {real}",
+        # Who decided a card, and whether its final state was shown since: a worker that dies between the two
+        # leaves the card to whoever takes its work over (the rows before this step were shown, as far as known).
+        "ALTER TABLE interactions ADD COLUMN decided_by TEXT",
+        "ALTER TABLE interactions ADD COLUMN shown INTEGER NOT NULL DEFAULT 1",
+        "CREATE INDEX interactions_unshown ON interactions (decided_by) WHERE shown = 0",
     )
 
 
@@ -170,7 +175,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "sign-ins in flight", _v6("REAL"), _v6("DOUBLE PRECISION")),
     Migration(7, "forwarded decisions", _v7("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v7("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
-    Migration(8, "sent rounds", _v8("REAL"), _v8("DOUBLE PRECISION")),
+    Migration(8, "sent rounds, cards shown final", _v8("REAL"), _v8("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -30,8 +30,6 @@ from bridge.storage.token_rows import TokenRows
 DECIDED_CHANNEL = "mcp_bridge_decided"
 FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
-FINISH_WINDOW = 60.0
-"""Seconds before a lapsed worker's last heartbeat from which its decisions may not have reached their cards."""
 
 AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
 
@@ -39,6 +37,9 @@ T = TypeVar("T")
 
 _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
+_DECIDE = ("UPDATE interactions SET status = ?, outcome = ?, decided_by = ?, shown = 0"
+           " WHERE id = ? AND status = 'open'")
+"""A claim: the card is to be shown final (`mark_shown`) by the worker that decided it, or whoever outlives it."""
 _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
                        " expires_at, worker, parked)")
 
@@ -55,11 +56,12 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
         earlier process's (a restart with the same `--worker-id`): nobody holds it in memory now, so it is disowned
-        for `reap_workers` to hand over. With an exclusive store (SQLite's lock) every other worker on record is
-        gone too: their leases end now."""
+        for `reap_workers` to hand over, and so are the cards it decided without showing them final. With an
+        exclusive store (SQLite's lock) every other worker on record is gone too: their leases end now."""
         await migrate(self._db)
         me = (self.worker_id,)
         steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
+                 Step("UPDATE interactions SET decided_by = NULL WHERE decided_by = ? AND shown = 0", me),
                  Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me),
                  Step("UPDATE running_calls SET worker = NULL WHERE worker = ?", me)]
         if self._db.exclusive:
@@ -155,8 +157,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
         steps = [
-            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
-                 (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
+            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
             *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
         ]
         if self._db.dialect == "postgres":
@@ -173,8 +174,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         rest_open = ("EXISTS (SELECT 1 FROM interactions i WHERE i.pending_call = pending_calls.id AND"
                      " i.status = 'open' AND i.input_key IS NOT NULL AND i.created_at >= pending_calls.created_at)")
         steps = [
-            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
-                 (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
+            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
             Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
             *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
             # Only a card of the stored round answers it (one of an earlier round is merely retired).
@@ -188,6 +188,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
             return done[0].count == 1, bool(done[-2].rows)
         done = await self._db.transaction(steps, durable=True)
         return done[0].count == 1, bool(done[-1].rows)
+
+    async def mark_shown(self, interaction_id: str) -> None:
+        # Written behind: lost on a crash, the card is only shown final once more.
+        await self._db.write_behind([Step("UPDATE interactions SET shown = 1 WHERE id = ? AND shown = 0",
+                                          (interaction_id,))])
 
     async def forget_cards(self, platform: str) -> int:
         return await self._write("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
@@ -339,11 +344,10 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
                  f" RETURNING {INTERACTION_COLUMNS}, conversation, created_at", (me, me, now)),
             Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_READ}", (me, me, now)),
             Step(f"UPDATE running_calls SET worker = ? WHERE {orphan} RETURNING {RUNNING_COLUMNS}", (me, me, now)),
-            Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
-                 " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
-                 " AND EXISTS (SELECT 1 FROM audit a WHERE a.interaction_id = i.id"
-                 " AND a.at >= (SELECT w.heartbeat_at FROM workers w WHERE w.id = i.worker) - ?)",
-                 (now, me, FINISH_WINDOW)),
+            # Cards decided and not shown final since, by a worker now gone (whoever posted them).
+            Step(f"UPDATE interactions SET decided_by = ? WHERE shown = 0 AND status <> 'open' AND card IS NOT NULL"
+                 " AND (decided_by IS NULL OR (decided_by <> ? AND decided_by NOT IN"
+                 f" (SELECT id FROM workers WHERE lease_until >= ?))) RETURNING {INTERACTION_COLUMNS}", (me, me, now)),
             Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
         ]
         interactions, calls, running, decided, workers = (await self._db.transaction(steps))[-5:]

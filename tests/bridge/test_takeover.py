@@ -5,6 +5,7 @@ dying between storing a decision and showing it. (Killing a real worker process:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -15,12 +16,13 @@ import pytest
 from mcp.types import InputRequest
 
 from bridge.host import Host
-from bridge.model import DecisionIn, Interaction, MessageIn, Verdict
+from bridge.model import CardRef, DecisionIn, Interaction, MessageIn, Outcome, Status, Verdict
 from bridge.rounds import ParkedCall
 from bridge.storage import Reaped, SqlStore, open_store
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 from bridge.toolcalls import ToolCalls
 from tests.servers.inline import form_server
+from tests.storage.support import interaction
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +115,48 @@ async def test_a_click_landing_as_a_survivor_takes_the_call_over_continues_it_on
     assert json.loads(done[0].split("\n", 1)[1])["content"] == {"n": 5}
     assert [(r.outcome, r.actor) for r in rows] == [("accepted", ALICE.key)]
     assert left == 0
+
+
+async def test_a_card_decided_by_a_worker_that_died_before_showing_it_is_shown_final_by_a_survivor(
+        pg_url: str) -> None:
+    server = form_server()
+    async with stores(pg_url, "a", "b") as opened:
+        # a holds a legacy card (its server session waits on it) and looks for stopped workers every second.
+        a, chat_a = await host_for(config_for({"forms": server}, server_protocol="legacy", worker_lease=3),
+                                   opened["a"])
+        async with a:
+            with anyio.fail_after(20):
+                card = await card_on(a, chat_a)
+                # b took the click and stored the decision, then died before editing the card: its lease lapses.
+                # a hears the decision and answers its server; the card was b's to finish.
+                stored = await opened["b"].interaction(card.id)
+                assert stored is not None
+                outcome = Outcome(Status.ACCEPTED, {"n": 4}, ALICE)
+                assert await opened["b"].claim(stored.interaction, outcome)
+                await opened["b"].heartbeat(0)
+                await chat_a.wait_message("forms.fill:")
+                shown = await chat_a.wait_finished(card.id)
+    assert shown.status is Status.ACCEPTED and shown.content == {"n": 4}
+    assert chat_a.finish_calls == [(card.id, shown)]  # shown once, by the survivor that took b's work over
+
+
+async def test_a_worker_restarted_under_its_own_id_shows_final_what_it_decided_and_never_showed(
+        pg_url: str) -> None:
+    card = interaction(expires_at=time.time() + 600)
+    async with stores(pg_url, "a") as opened:
+        # Worker a posted a card, stored a decision on it, and was killed before editing it (its lease still runs).
+        await opened["a"].save_interaction(card)
+        await opened["a"].set_card(card.id, CardRef(card.id, {"ts": "1.1"}))
+        assert await opened["a"].claim(card, Outcome(Status.DECLINED, by=ALICE))
+    async with stores(pg_url, "b") as survivor:
+        # A survivor leaves it alone (a's lease runs), and a restarts under its own id before the lease lapses.
+        assert (await survivor["b"].reap_workers()).decided == ()
+        async with stores(pg_url, "a") as opened:
+            host, chat = await host_for(config_for({"forms": form_server()}), opened["a"])
+            async with host:
+                with anyio.fail_after(20):
+                    await host.resumed.wait()
+                    shown = await chat.wait_finished(card.id)
+        again = await survivor["b"].reap_workers(now=time.time() + 3600)  # and it stays shown, whoever looks
+    assert shown.status is Status.DECLINED and chat.finish_calls == [(card.id, shown)]
+    assert again.decided == ()
