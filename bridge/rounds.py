@@ -73,7 +73,7 @@ class Call(CallInfo, Protocol):
     @property
     def keep_pending(self) -> bool:
         """Whether the stored call outlives its result until the caller has reported it (a continued call: if the
-        worker dies before the result is out, a survivor continues the call again rather than losing it)."""
+        worker dies before the result is out, whoever takes the call over knows it was interrupted)."""
         ...
 
 
