@@ -5,6 +5,7 @@ idempotent may opt into sending them again (`on_interrupt: resend`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -12,7 +13,7 @@ import httpx2
 import pytest
 
 from adapters.slack import ids
-from tests.cli.fleet import Balancer, Worker, logged_mcp_server, posted, start_worker
+from tests.cli.fleet import Balancer, Worker, finished, logged_mcp_server, posted, start_worker
 from tests.slackfake import Call, FakeSlack, block_actions, event_app_mention
 
 pytestmark = pytest.mark.anyio
@@ -76,3 +77,36 @@ async def test_a_server_whose_tools_are_idempotent_gets_the_round_again(tmp_path
     text, runs = await kill_while_the_server_holds_the_answer(tmp_path, pg_url, on_interrupt="resend")
     assert runs == 2 and text.startswith("new.hold:") and "h accept 2" in text, (runs, text)
 
+
+
+@pytest.mark.timeout(180)
+async def test_a_card_whose_decider_was_killed_before_editing_it_is_shown_final_by_a_survivor(
+        tmp_path: Path, pg_url: str) -> None:
+    async with FakeSlack() as slack, logged_mcp_server() as (mcp_url, _), httpx2.AsyncClient(timeout=60) as http:
+        slack.users["U1"] = "Person 1"
+        workers: list[Worker] = []
+        try:
+            for name in ("a", "b"):
+                workers.append(await start_worker(tmp_path, name, pg_url, mcp_url, slack.api_url, lease="2s"))
+            a, b = workers
+            lb = Balancer(workers, http)
+            with anyio.fail_after(60):
+                await lb.send_to(a, "events_api", event_app_mention("U1", "C1", '<@UBOT> call new pick {"tag": "p"}',
+                                                                    THREAD))
+                card = await slack.wait_for_call("chat.postMessage", posted(THREAD, card=True))
+                ts = card.response["ts"]
+                value = next(x for x in card.args["blocks"] if x["type"] == "actions")["elements"][0]["value"]
+                # b takes the click on a's card and stores the decision; its edit of the card does not reach Slack,
+                # and b is killed once it has posted the call's result.
+                slack.fail_next("chat.update", "internal_error")
+                await lb.send_to(b, "interactive", block_actions("U1", "C1", ts, ids.ACCEPT, value,
+                                                                 block_id=f"{value}.act"))
+                await slack.wait_for_call("chat.update", lambda c: c.args.get("ts") == ts and not c.ok)
+                await slack.wait_for_call("chat.postMessage", posted(THREAD, "p 2026-07-28 accept"))
+            b.kill()
+            with anyio.fail_after(60):
+                shown = await slack.wait_for_call("chat.update", lambda c: finished(ts)(c) and c.ok)
+        finally:
+            for worker in workers:
+                await worker.stop()
+    assert "accepted by" in json.dumps(shown.args).lower()  # the decision b stored, shown by a
