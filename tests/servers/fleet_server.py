@@ -2,7 +2,7 @@
 process, as with any remote server (so a 2026 call's sealed `requestState` is valid whichever worker retries it).
 
 `pick(tag)` asks for a yes-or-no form (no fields: Accept or Decline) in whichever way the connection's era allows,
-and returns `"<tag> <era> <action>"`. `hold(tag)` asks the same, says on stderr each time it runs with an answer
+and returns `"<tag> <era> <action>"` (saying `pick <tag> ran` on stderr). `hold(tag)` asks the same, says on stderr each time it runs with an answer
 (`hold <tag> ran <n>`), and holds its first answer for a long time before it returns: a test kills the worker
 waiting for it. Run: `python -m tests.servers.fleet_server PORT`.
 """
@@ -28,6 +28,7 @@ async def pick(ctx: Context, tag: str) -> str | InputRequiredResult:
                                                             requested_schema={"type": "object", "properties": {}}))
     if isinstance(answer, InputRequiredResult):
         return answer
+    print(f"pick {tag} ran", file=sys.stderr, flush=True)  # what a soak counts: a tool run twice is a failure
     return f"{tag} {ctx.protocol_version} {answer.action}"
 
 
