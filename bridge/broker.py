@@ -8,7 +8,8 @@ claim has returned: if it lost, the stored outcome (another worker's) is what co
 People who may not decide are refused privately and the card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
-are answered after a restart.
+are answered after a restart. Once the card shows its final state the store is told (`mark_shown`): a worker that
+dies between the claim and the chat edit leaves the card to whoever takes its work over (`Reaped.decided`).
 
 Cards that need several approvers (`Interaction.required`) count each person's approval once, as its own audit row,
 and show the progress on every copy of the card; one decline or cancel by an approver ends them

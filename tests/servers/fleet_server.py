@@ -2,9 +2,9 @@
 process, as with any remote server (so a 2026 call's sealed `requestState` is valid whichever worker retries it).
 
 `pick(tag)` asks for a yes-or-no form (no fields: Accept or Decline) in whichever way the connection's era allows,
-and returns `"<tag> <era> <action>"` (saying `pick <tag> ran` on stderr). `hold(tag)` asks the same, says on stderr each time it runs with an answer
-(`hold <tag> ran <n>`), and holds its first answer for a long time before it returns: a test kills the worker
-waiting for it. Run: `python -m tests.servers.fleet_server PORT`.
+and returns `"<tag> <era> <action>"` (saying `pick <tag> ran` on stderr). `hold(tag)` asks the same, says on stderr
+each time it runs with an answer (`hold <tag> ran <n>`), and holds its first answer for a long time before it returns:
+a test kills the worker waiting for it. Run: `python -m tests.servers.fleet_server PORT`.
 """
 
 from __future__ import annotations
