@@ -20,7 +20,7 @@ the chat platform between them), in one process:
 * **the core's path**: a `Host` on a SQLite file store runs `--core` real tool calls against an inline server, each
   asking one form that a person accepts the moment it is posted (legacy: the call waits; 2026: the call is parked
   and continued after the decision), and the store's synced commits are counted per decision: the decision's claim
-  should be the only one.
+  should be the only one, and for a 2026 call the record that its answers went out (`AsyncStore.send_round`).
 
 Run: `python -m bench.store_commits [--help]`.
 """

@@ -11,7 +11,8 @@ server, the person is told, the card stays open and its wait goes on, so the sam
 card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
-are answered after a restart.
+are answered after a restart. Once the card shows its final state the store is told (`mark_shown`): a worker that
+dies between the claim and the chat edit leaves the card to whoever takes its work over (`Reaped.decided`).
 
 Cards that need several approvers (`Interaction.required`) count each person's approval once, as its own audit row,
 and show the progress on every copy of the card; one decline or cancel by an approver ends them
@@ -451,7 +452,11 @@ class Broker:
         await self._finish_card(Waiter(stored.interaction, durable=False, card=stored.card), outcome)
 
     async def _finish_card(self, waiter: Waiter, outcome: Outcome) -> None:
-        await self._cards.finish(waiter.interaction, waiter.card, waiter.copies, outcome)
+        # Marked once shown: a worker that dies before this leaves the card to whoever takes its work over.
+        if await self._cards.finish(waiter.interaction, waiter.card, waiter.copies, outcome) \
+                and waiter.card is not None:
+            with anyio.CancelScope(shield=True):
+                await self._store.mark_shown(waiter.interaction.id)
 
     # -- deciding ------------------------------------------------------------------------------------------------
 

@@ -27,12 +27,15 @@ class CardUpdates:
         self._port_for = port_for
 
     async def finish(self, interaction: Interaction, card: CardRef | None, copies: Sequence[Copy],
-                     outcome: Outcome) -> None:
-        """The card and its copies in their final state (shielded: also while the bridge stops)."""
+                     outcome: Outcome) -> bool:
+        """The card and its copies in their final state (shielded: also while the bridge stops). Whether the card
+        shows it now (False: the platform failed, or took too long)."""
+        shown = card is None
         with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
             if card is not None:
                 try:
                     await self._port_for(interaction.conversation).finish_card(card, interaction, outcome)
+                    shown = True
                 except AdapterError as exc:
                     logger.warning("could not finish card %s: %s", interaction.id, exc)
             for copy in copies:
@@ -40,6 +43,7 @@ class CardUpdates:
                     await copy.port.finish_card(copy.card, as_copy(interaction, copy), outcome)
                 except AdapterError as exc:
                     logger.warning("could not finish the private copy %s: %s", copy.interaction.id, exc)
+        return shown
 
     async def progress(self, interaction: Interaction, card: CardRef | None, copies: Sequence[Copy]) -> None:
         """Show the approvals so far on the card and its private copies (not shielded: the card may end meanwhile)."""

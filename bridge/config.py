@@ -101,6 +101,9 @@ class ServerConfig:
     tool_grants: tuple[GrantScope, ...] = ()
     log_level: str = "warning"
     prestart: bool = False  # spawned as `run` starts, for the first session to adopt (bridge.prestart)
+    on_interrupt: Literal["tell", "resend"] = "tell"
+    """A 2026 round whose answers may have reached the server when its worker died: told, not sent again (`tell`),
+    or sent again by the worker taking over, for servers whose tools are idempotent (`resend`)."""
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -433,4 +436,5 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
                              if isinstance(v, dict) and (rule := _rule(v.get("approvers"))) is not None),
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
+        on_interrupt="resend" if s.get("on_interrupt") == "resend" else "tell",
     )

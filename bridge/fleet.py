@@ -3,7 +3,9 @@
 - **Alive on record**: a heartbeat renews this worker's lease (`keep_alive`); a clean stop ends it at once
   (`stopped`), so survivors take over the 2026 calls it leaves without waiting for the lease to lapse.
 - **Taking over**: every beat, the open work of workers whose lease lapsed is reaped (exactly one survivor gets
-  each) and handed to the `Resumer`: their legacy cards end as failed, their 2026 calls continue here.
+  each) and handed to the `Resumer`: their legacy cards end as failed, their 2026 calls continue here (a round they
+  had already sent is told interrupted, not sent again), and the cards they decided without showing them final are
+  shown.
 - **Expiry**: deadlines are stored; due cards are leased to one worker at a time (`take_expired`) and expired with a
   claim, so a card nobody here waits on (its worker died, or is slow) still expires, and never twice.
 - **Hearing**: the `DecisionWatch` the broker waits on, for decisions other workers claim; and decisions on legacy

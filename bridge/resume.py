@@ -11,12 +11,16 @@ audited and reported in its conversation, and the rest goes on.
   (`ToolCalls.continue_call`) on a session from the pool: if the server no longer accepts the stored state (a stdio
   server restarted with the bridge has a new key), the call is run again and identical questions get the answers
   already given (`bridge.rounds`). A call that cannot be continued is abandoned with a note in its conversation.
+- **Interrupted 2026 calls**: a round whose answers were sent (`AsyncStore.send_round`) by a worker that died before
+  the result was out may have run at the server: it is not sent again (at most once) unless its server says its
+  tools may be (`on_interrupt: resend`); the conversation is told, with the command that runs it again.
 - **Legacy calls**: their cards end as failed (the server session that waited for them died with its process); the
   card says so and the conversation is told. Calls that were running with no card open are reported as interrupted.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -128,9 +132,13 @@ class Resumer:
             await self._abandon(pending, f"there is no server named {pending.server!r} any more" if server is None
                                 else f"the server {pending.server!r} is disabled in the config")
             return
+        if pending.sent_by is not None and server.on_interrupt != "resend":
+            await self._interrupted(pending)
+            return
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         record = ParkedCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool,
-                            dict(pending.arguments), pending.request_state, {}, {})
+                            dict(pending.arguments), pending.request_state, {}, {}, round_at=pending.created_at,
+                            sent_by=pending.sent_by)
         waits: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
         for stored in await self._store.interactions_for_call(pending.id, since=pending.created_at):
@@ -188,15 +196,42 @@ class Resumer:
 
     async def _abandon(self, pending: PendingCall, why: str) -> None:
         """Give up on a stored call: its open cards end, its row goes, and the conversation is told why."""
+        await self._drop(pending, "the call could not be finished after the restart")
+        await self._say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
+                                              f"restart: {shorten(why, 500)}")
+
+    async def _interrupted(self, pending: PendingCall) -> None:
+        """A round whose answers were sent by a worker that died before the result was out: the server may have run
+        the call, so it is not sent again (at most once); the conversation hears it, and how to run it again."""
+        logger.info("%s.%s (call %s) was interrupted after its answers were sent by %s; not sending them again",
+                    pending.server, pending.tool, pending.id, pending.sent_by)
+        await self._drop(pending, "the call was interrupted")
+        await self._say(pending.conversation, interrupted_text(pending))
+
+    async def _drop(self, pending: PendingCall, reason: str) -> None:
         # Deleted first: none of its cards' ends may continue it.
         await self._store.delete_pending_call(pending.id)
         for stored in await self._store.interactions_for_call(pending.id):
             if stored.status is Status.OPEN and self._broker.interaction(stored.interaction.id) is None:
-                await self._broker.retire(stored, "the call could not be finished after the restart")
+                await self._broker.retire(stored, reason)
         await self._store.end_running_call(pending.id)
         self._calls.rounds.parked.pop(pending.id, None)
-        await self._say(pending.conversation, f"{pending.server}.{pending.tool} could not be finished after the "
-                                              f"restart: {shorten(why, 500)}")
+
+
+AGAIN_MAX = 300
+"""Characters of arguments the interrupted-call notice repeats as a command to run the call again."""
+
+
+def interrupted_text(pending: PendingCall) -> str:
+    """What a conversation is told of a call interrupted after its answers went out: what happened, that nothing was
+    sent again, and the command that runs it again (with its arguments when they are short)."""
+    name = f"{pending.server}.{pending.tool}"
+    arguments = json.dumps(dict(pending.arguments), ensure_ascii=False, separators=(",", ":"))
+    command = f"call {pending.server} {pending.tool}" + (f" {arguments}" if pending.arguments else "")
+    again = f"`{command}`" if len(arguments) <= AGAIN_MAX and "`" not in command else "the command again"
+    return (f"{name} was interrupted after its answers were sent to the server: the bridge worker running it "
+            "stopped before the result came back, so the server may have run it. It was not sent again (a tool "
+            f"never runs twice without someone asking). To run it again, send {again}.")
 
 
 def _what(stored: StoredInteraction) -> str:

@@ -10,7 +10,9 @@ elicitation's card is posted and nothing waits for it (`bridge.broker.Parked`): 
 is held while a person thinks. The call is a small `ParkedCall` here and a row in the store. When its last open card
 of the round is answered, the broker hands the outcome to `_answered`, and the call continues on a session taken from
 the pool (waiting for room if need be: `max_sessions` bounds running calls, not waiting people); a restart takes
-the same path (`bridge.resume`).
+the same path (`bridge.resume`). Whoever continues, the answers to a stored round are sent by one process only: it
+claims the round in the store (`AsyncStore.send_round`, synced) just before sending, and any other that reaches for
+the same round (a click claimed on one worker as another takes the call over) stops there.
 
 A server may no longer accept the stored state (it restarted with an ephemeral key, or the state's TTL passed) or
 may have died while its card waited. Then the call is run again on a fresh session, and re-asked inputs identical to
@@ -24,6 +26,7 @@ import contextlib
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,7 +80,7 @@ class Call(CallInfo, Protocol):
     @property
     def keep_pending(self) -> bool:
         """Whether the stored call outlives its result until the caller has reported it (a continued call: if the
-        worker dies before the result is out, a survivor continues the call again rather than losing it)."""
+        worker dies before the result is out, whoever takes the call over knows it was interrupted)."""
         ...
 
 
@@ -97,6 +100,10 @@ class ParkedCall:
     """Input key -> id of its parked interaction, for the inputs of this round still waiting for a person."""
     driving: bool = False
     """A task is still answering other inputs of this round; it continues the call itself when it is done."""
+    round_at: float = 0.0
+    """When this round was stored (`PendingCall.created_at`): what names it to `AsyncStore.send_round`."""
+    sent_by: str | None = None
+    """A dead process that sent this round before, when it is sent again on purpose (`on_interrupt: resend`)."""
 
 
 def invalid_state(exc: MCPError) -> bool:
@@ -187,6 +194,9 @@ class Rounds:
                 try:
                     with self._on(session, call):
                         assert session.client is not None
+                        # Answers to a stored round go out once: claimed (and synced) just before they are sent.
+                        if record is not None and responses is not None and not await self._send_round(call, record):
+                            return None
                         result = await guarded(self._pool, session, session.client.session.call_tool(
                             call.tool, arguments, progress_callback=progress, input_responses=responses,
                             request_state=state, allow_input_required=True))
@@ -339,6 +349,16 @@ class Rounds:
                 del record.waiting[key]
                 record.responses[key] = to_result(stored.outcome)
 
+    async def _send_round(self, call: Call, record: ParkedCall) -> bool:
+        """Whether this worker sends the stored round's answers: the store says so, once, and durably before they
+        go (a click's claim and a take-over may both reach for the same round; the other one stops here)."""
+        if await self._store.send_round(call.id, record.round_at, taking_from=record.sent_by):
+            return True
+        logger.info("the round of call %s was continued by another worker (or ended); not sending it here", call.id)
+        if self.parked.get(call.id) is record:
+            del self.parked[call.id]
+        return False
+
     async def stop(self, call_id: str, reason: str) -> ParkedCall | None:
         """Stop a parked call: its open cards end as cancelled and it is forgotten."""
         record = self.parked.get(call_id)
@@ -348,16 +368,17 @@ class Rounds:
 
     async def _store_round(self, call: Call, arguments: dict[str, Any], state: str | None,
                      requests: Mapping[str, InputRequest]) -> ParkedCall:
+        at = time.time()  # the round's name, kept here to claim its sending (`_send_round`)
         pending = PendingCall(
             id=call.id, conversation=call.conversation, server=call.server, tool=call.tool, arguments=arguments,
             request_state=state, input_requests={k: r.model_dump(mode="json", by_alias=True, exclude_none=True)
                                                  for k, r in requests.items()},
-            requester=call.requester)
+            requester=call.requester, created_at=at)
         # Written behind: the round's first card carries it to the store before that card is posted (and is refused
         # if it did not get there), so a crash once anything is shown can be resumed.
         await self._store.save_pending_call(pending)
         record = ParkedCall(call.id, call.conversation, call.requester, call.server, call.tool, arguments, state,
-                            {}, {})
+                            {}, {}, round_at=at)
         self.parked[call.id] = record
         return record
 

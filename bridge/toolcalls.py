@@ -158,8 +158,9 @@ class ToolCalls:
             return
         if result is not None:
             # The stored call goes only once its result is out: a worker that dies between the server's answer and
-            # the report leaves it stored, and a survivor continues it (the last round sent again) instead of the
-            # result being lost. Shielded together, so a stop in between neither loses nor repeats it.
+            # the report leaves it stored with its round marked sent, and whoever takes it over tells the
+            # conversation (or sends it again, for a server that allows it) instead of the result vanishing
+            # unsaid. Shielded together, so a stop in between neither loses nor repeats it.
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(CLEANUP_TIMEOUT):
                     await self.report(record.conversation, record.server, record.tool, result)

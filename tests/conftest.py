@@ -41,6 +41,7 @@ SQLite (they run whole processes or a homeserver, which the second pass would on
 ONE_ENGINE = {
     "tests/bridge/test_broker.py",  # its own in-memory store, on trio's mock clock
     "tests/bridge/test_workers.py",  # several workers: Postgres only
+    "tests/bridge/test_takeover.py",  # several workers: Postgres only
     "tests/bridge/test_connect_workers.py",  # several workers: Postgres only
     "tests/webform/test_workers.py",  # several workers: Postgres only
     "tests/adapters/slack/test_workers.py",  # several workers: Postgres only

@@ -7,10 +7,14 @@ serves restarts and several workers:
   transaction, reporting whether this caller won. It is the one commit per decision that is synced to disk; every
   other write may be lost on a power cut and is synced by the next claim (SQLite WAL and Postgres WAL are both
   replayed as a prefix).
+- `send_round` is the other synced commit: one conditional update, just before a stored 2026 round's answers go to
+  the server, that decides who continues the round (a click's claim and a take-over may both reach for it) and
+  leaves the record, after a crash, that the server may have had it.
 - Deadlines are stored with the interaction; `take_expired` leases due cards to one worker, and the claim of the
   expiry settles ties, so a card is never expired twice.
 - Workers register and heartbeat a lease; `reap_workers` hands the open work of workers whose lease lapsed (or who
-  never registered: rows from before workers existed) to the caller, exactly once.
+  never registered: rows from before workers existed) to the caller, exactly once, with the cards they decided and
+  had not shown final yet.
 - `decisions()` streams ids of interactions decided by any worker (Postgres LISTEN/NOTIFY; SQLite has only one
   process, so nothing ever arrives); `decided()` is the polling fallback.
 - `prune` drops finished interaction rows past a retention (the audit log keeps the record).
@@ -46,8 +50,8 @@ class Reaped:
     running: tuple[RunningCall, ...] = ()
     """Calls they had running (any era): cut short; their conversations are told, unless a 2026 call continues."""
     decided: tuple[StoredInteraction, ...] = ()
-    """Posted cards they decided shortly before their lease lapsed: they may have died between the claim and
-    bringing the card to its final state, so the reaper shows it again."""
+    """Posted cards they decided (whoever posted them) and did not show final since (`mark_shown`): they died
+    between the claim and the chat edit, so the reaper shows them final."""
     unreadable: tuple[Unreadable, ...] = ()
     """Their open interactions and pending calls that cannot be read back: closed (`close_unreadable`), audited and
     told."""
@@ -79,6 +83,8 @@ class AsyncStore(SigninRows, Protocol):
     """Persistence for the bridge. Open with `bridge.storage.open_store`; `aclose()` when done."""
 
     worker_id: str
+    process_id: str
+    """This process among all that ran as `worker_id` (what `send_round` records)."""
 
     @property
     def shared(self) -> bool:
@@ -141,6 +147,10 @@ class AsyncStore(SigninRows, Protocol):
         it. Exactly one claim of a round is last, across workers. One durable commit, as `claim`."""
         ...
 
+    async def mark_shown(self, interaction_id: str) -> None:
+        """The decided card's final state is shown in chat: nobody need show it again (`Reaped.decided`)."""
+        ...
+
     async def forget_cards(self, platform: str) -> int:
         """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
         platform whose cards do not outlive the process (a terminal). Returns how many."""
@@ -200,6 +210,13 @@ class AsyncStore(SigninRows, Protocol):
         """Store a 2026 call's round (replacing the one before). Written behind: its first card's interaction
         (`save_interaction`) carries it, so a round that asks people costs no commit of its own; one answered without
         a card is committed soon all the same."""
+        ...
+    async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
+        """Record, durably, that this process sends the round of `call_id` stored at `round_at` (its
+        `PendingCall.created_at`) to the server now: True if it may, False if another process sent it (or the round
+        is no longer the stored one, or the call ended). One atomic statement, so exactly one worker continues a
+        round whoever else (a click's claim, a take-over) reaches for it. `taking_from`: the process that sent it
+        before, which died (a take-over that re-sends, for servers that allow it)."""
         ...
     async def pending_call(self, call_id: str) -> PendingCall | None: ...
     async def delete_pending_call(self, call_id: str) -> None: ...

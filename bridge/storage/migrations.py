@@ -184,6 +184,21 @@ async def _columns(driver: Driver, table: str) -> set[str]:
                                              " WHERE table_schema = current_schema() AND table_name = ?", (table,))}
 
 
+def _v9(real: str) -> tuple[str, ...]:
+    return (
+        # Who sent a stored 2026 round to its server (a process, not just a worker id: a worker restarted under the
+        # same id is another process). Set by one conditional update, synced before the round is sent: exactly one
+        # worker continues a round, and a round that may have reached the server is known as such after a crash.
+        "ALTER TABLE pending_calls ADD COLUMN sent_by TEXT",
+        f"ALTER TABLE pending_calls ADD COLUMN sent_at {real}",
+        # Who decided a card, and whether its final state was shown since: a worker that dies between the two
+        # leaves the card to whoever takes its work over (the rows before this step were shown, as far as known).
+        "ALTER TABLE interactions ADD COLUMN decided_by TEXT",
+        "ALTER TABLE interactions ADD COLUMN shown INTEGER NOT NULL DEFAULT 1",
+        "CREATE INDEX interactions_unshown ON interactions (decided_by) WHERE shown = 0",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -203,6 +218,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v7("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
+    Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -57,7 +57,11 @@ class PendingCall:
     """The server's `inputRequests`, as JSON (method and params), keyed as the server keyed them."""
     requester: Actor | None
     created_at: float = 0.0
-    """When this round was stored: interactions of this round were created at or after it."""
+    """When this round was stored: interactions of this round were created at or after it. It names the round
+    (`AsyncStore.send_round`)."""
+    sent_by: str | None = None
+    """The process that sent this round's answers to the server (`AsyncStore.send_round`), if one did: the server may
+    have run the call, and no result was recorded."""
 
 
 @dataclass(frozen=True, slots=True)

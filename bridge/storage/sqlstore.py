@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
 from bridge.storage.checkpoints import Checkpoints
-from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS
+from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS, PENDING_READ
 from bridge.storage.driver import Done, Driver, Step
 from bridge.storage.migrations import migrate
 from bridge.storage.rows import UNREADABLE, Unreadable, read_each
@@ -36,8 +37,6 @@ logger = logging.getLogger(__name__)
 DECIDED_CHANNEL = "mcp_bridge_decided"
 FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
-FINISH_WINDOW = 60.0
-"""Seconds before a lapsed worker's last heartbeat from which its decisions may not have reached their cards."""
 
 AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
 
@@ -45,6 +44,9 @@ T = TypeVar("T")
 
 _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
+_DECIDE = ("UPDATE interactions SET status = ?, outcome = ?, decided_by = ?, shown = 0"
+           " WHERE id = ? AND status = 'open'")
+"""A claim: the card is to be shown final (`mark_shown`) by the worker that decided it, or whoever outlives it."""
 _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
                        " expires_at, worker, parked)")
 
@@ -57,16 +59,19 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         self.worker_id = worker_id
         self._audit = audit or AuditSettings()
         self._checkpoints = Checkpoints(driver, self._audit)
+        self.process_id = f"{worker_id}/{uuid.uuid4().hex[:12]}"
+        """This process among all that ever ran as `worker_id` (a restart under the same id is another one)."""
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
         earlier process's (a restart with the same `--worker-id`): nobody holds it in memory now, so it is disowned
-        for `reap_workers` to hand over. With an exclusive store (SQLite's lock) every other worker on record is
-        gone too: their leases end now."""
+        for `reap_workers` to hand over, and so are the cards it decided without showing them final. With an
+        exclusive store (SQLite's lock) every other worker on record is gone too: their leases end now."""
         await migrate(self._db)
         await self._check_audit_key()
         me = (self.worker_id,)
         steps = [Step("UPDATE interactions SET worker = NULL WHERE worker = ? AND status = 'open'", me),
+                 Step("UPDATE interactions SET decided_by = NULL WHERE decided_by = ? AND shown = 0", me),
                  Step("UPDATE pending_calls SET worker = NULL WHERE worker = ?", me),
                  Step("UPDATE running_calls SET worker = NULL WHERE worker = ?", me)]
         if self._db.exclusive:
@@ -185,8 +190,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
         steps = [
-            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
-                 (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
+            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
             *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
         ]
         if self._db.dialect == "postgres":
@@ -204,8 +208,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         rest_open = ("EXISTS (SELECT 1 FROM interactions i WHERE i.pending_call = pending_calls.id AND"
                      " i.status = 'open' AND i.input_key IS NOT NULL AND i.created_at >= pending_calls.created_at)")
         steps = [
-            Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
-                 (outcome.status.value, codec.dump_outcome(outcome), interaction.id)),
+            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
             Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
             *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
             # Only a card of the stored round answers it (one of an earlier round is merely retired).
@@ -221,6 +224,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         done = await self._db.transaction(steps, durable=True)
         await self._checkpoints.due()
         return done[0].count == 1, bool(done[-1].rows)
+
+    async def mark_shown(self, interaction_id: str) -> None:
+        # Written behind: lost on a crash, the card is only shown final once more.
+        await self._db.write_behind([Step("UPDATE interactions SET shown = 1 WHERE id = ? AND shown = 0",
+                                          (interaction_id,))])
 
     async def forget_cards(self, platform: str) -> int:
         return await self._write("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
@@ -325,14 +333,25 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
 
     async def save_pending_call(self, call: PendingCall) -> None:
         updates = ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
-        # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none.
+        # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none. A new
+        # round has not been sent yet.
         await self._db.write_behind([Step(
             f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?)"
-            f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker",
+            f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker, sent_by = NULL, sent_at = NULL",
             (*codec.pending_values(call, time.time()), self.worker_id))])
 
+    async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
+        # One conditional update decides who continues a round, across workers and take-overs; synced like a
+        # decision, since after a crash it is what says the server may have had the round.
+        done = await self._db.transaction([Step(
+            "UPDATE pending_calls SET sent_by = ?, sent_at = ?, worker = ? WHERE id = ? AND created_at = ?"
+            " AND (sent_by IS NULL OR sent_by = ? OR sent_by = ?)",
+            (self.process_id, time.time(), self.worker_id, call_id, round_at, self.process_id, taking_from))],
+            durable=True)
+        return done[0].count == 1
+
     async def pending_call(self, call_id: str) -> PendingCall | None:
-        rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls WHERE id = ?", (call_id,))
+        rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls WHERE id = ?", (call_id,))
         found = _readable(rows, codec.pending_call)
         return found[0] if found else None
 
@@ -340,7 +359,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         await self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     async def pending_calls(self) -> list[PendingCall]:
-        rows = await self._db.fetch(f"SELECT {PENDING_COLUMNS} FROM pending_calls ORDER BY created_at")
+        rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls ORDER BY created_at")
         return _readable(rows, codec.pending_call)
 
     # -- workers -----------------------------------------------------------------------------------------------------
@@ -360,13 +379,12 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         steps += [
             Step(f"UPDATE interactions SET worker = ? WHERE status = 'open' AND {orphan}"
                  f" RETURNING {INTERACTION_COLUMNS}, conversation, created_at", (me, me, now)),
-            Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_COLUMNS}", (me, me, now)),
+            Step(f"UPDATE pending_calls SET worker = ? WHERE {orphan} RETURNING {PENDING_READ}", (me, me, now)),
             Step(f"UPDATE running_calls SET worker = ? WHERE {orphan} RETURNING {RUNNING_COLUMNS}", (me, me, now)),
-            Step(f"SELECT {INTERACTION_COLUMNS} FROM interactions i WHERE status <> 'open' AND card IS NOT NULL"
-                 " AND worker IN (SELECT id FROM workers WHERE lease_until < ? AND id <> ?)"
-                 " AND EXISTS (SELECT 1 FROM audit a WHERE a.interaction_id = i.id"
-                 " AND a.at >= (SELECT w.heartbeat_at FROM workers w WHERE w.id = i.worker) - ?)",
-                 (now, me, FINISH_WINDOW)),
+            # Cards decided and not shown final since, by a worker now gone (whoever posted them).
+            Step(f"UPDATE interactions SET decided_by = ? WHERE shown = 0 AND status <> 'open' AND card IS NOT NULL"
+                 " AND (decided_by IS NULL OR (decided_by <> ? AND decided_by NOT IN"
+                 f" (SELECT id FROM workers WHERE lease_until >= ?))) RETURNING {INTERACTION_COLUMNS}", (me, me, now)),
             Step("DELETE FROM workers WHERE lease_until < ? AND id <> ? RETURNING id", (now, me)),
         ]
         interactions, calls, running, decided, workers = (await self._db.transaction(steps))[-5:]

@@ -75,3 +75,12 @@ def test_values_are_never_echoed_even_inside_lists() -> None:
                       "llm": {"api_key": {"k": "sk-SUPERSECRET"}}})
     assert found == ["llm.api_key: must be of type string",
                      "servers.gh.headers.Authorization: must be of type string"]
+
+
+def test_a_server_s_interrupted_rounds_are_told_unless_it_opts_into_resending() -> None:
+    servers = {"a": {"url": "https://a.example/mcp"}, "b": {"url": "https://b.example/mcp", "on_interrupt": "resend"}}
+    config = from_mapping({"servers": servers, "chat": {"console": {}}}, {})
+    assert config.servers["a"].on_interrupt == "tell" and config.servers["b"].on_interrupt == "resend"
+    found = problems({"servers": {"c": {"url": "https://c.example/mcp", "on_interrupt": "twice"}},
+                      "chat": {"console": {}}})
+    assert any(p.startswith("servers.c.on_interrupt") for p in found), found

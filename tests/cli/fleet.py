@@ -87,12 +87,19 @@ class Output:
 @asynccontextmanager
 async def mcp_server() -> AsyncIterator[str]:
     """The shared MCP server; its URL once it listens."""
+    async with logged_mcp_server() as (url, _):
+        yield url
+
+
+@asynccontextmanager
+async def logged_mcp_server() -> AsyncIterator[tuple[str, Output]]:
+    """The shared MCP server: its URL once it listens, and what it says on stderr."""
     port = free_port()
     proc = spawn([sys.executable, "-m", "tests.servers.fleet_server", str(port)])
     output = Output(proc)
     try:
         await output.wait_for("Uvicorn running on")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", output
     finally:
         proc.terminate()
         await anyio.to_thread.run_sync(proc.wait, 10)
@@ -137,15 +144,18 @@ class Worker:
 
 
 def worker_config(folder: Path, name: str, store: str, mcp_url: str, api_url: str, port: int,
-                  lease: str = "3s") -> Path:
+                  lease: str = "3s", on_interrupt: str | None = None) -> Path:
     config = folder / f"{name}.yaml"
+    new: dict[str, Any] = {"url": mcp_url, "protocol": "2026-07-28", "elicitation": {"timeout": "10m"}}
+    if on_interrupt is not None:
+        new["on_interrupt"] = on_interrupt
     config.write_text(yaml.safe_dump({
         "store": store, "workers": {"lease": lease},
         "sessions": {"max_sessions": 1000},
         # A few hundred cards from one server within a minute: a load test, not a server flooding the chat.
         "limits": {"server_requests_per_minute": 100_000},
         "servers": {"old": {"url": mcp_url, "protocol": "legacy", "elicitation": {"timeout": "10m"}},
-                    "new": {"url": mcp_url, "protocol": "2026-07-28", "elicitation": {"timeout": "10m"}}},
+                    "new": new},
         "chat": {"slack": {"mode": "http", "bot_token": "xoxb-fleet", "signing_secret": SIGNING_SECRET,
                            "api_url": api_url, "http": {"host": "127.0.0.1", "port": port}}},
     }))

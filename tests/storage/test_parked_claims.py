@@ -103,3 +103,47 @@ async def test_unreadable_rows_are_handed_over_apart_and_closed_once_with_an_aud
     assert (row.outcome, row.kind, row.detail) == ("failed", "unreadable", "could not be restored")
     assert await store.driver.fetch("SELECT id FROM pending_calls") == []
     assert isinstance(reaped.unreadable[0], Unreadable)
+
+
+
+async def test_a_stored_round_is_sent_by_exactly_one_process(target: str) -> None:
+    async with worker(target, "w1") as first:
+        await first.save_pending_call(pending("call-1"))
+        [stored] = await first.pending_calls()
+        assert stored.sent_by is None
+        round_at = stored.created_at
+        synced = first.durable_commits
+        assert await first.send_round("call-1", round_at)
+        assert first.durable_commits == synced + 1  # synced before the round goes out, as a decision is
+        assert await first.send_round("call-1", round_at)  # its sender may send it again (its server died)
+        sent_by = first.process_id
+    # The same worker id, another process (a restart): the round may have reached the server, so it is not its.
+    async with worker(target, "w1") as restarted:
+        again = await restarted.pending_call("call-1")
+        assert again is not None and again.sent_by == sent_by != restarted.process_id
+        assert not await restarted.send_round("call-1", round_at)
+        # Re-sending on purpose names the dead process it takes the round from.
+        assert not await restarted.send_round("call-1", round_at, taking_from="w9/gone")
+        assert await restarted.send_round("call-1", round_at, taking_from=sent_by)
+        # An earlier round's answers never go out once the next round is stored, nor any once the call ended.
+        await restarted.save_pending_call(pending("call-1"))
+        newer = await restarted.pending_call("call-1")
+        assert newer is not None and newer.sent_by is None and newer.created_at != round_at
+        assert not await restarted.send_round("call-1", round_at)
+        await restarted.delete_pending_call("call-1")
+        assert not await restarted.send_round("call-1", newer.created_at)
+
+
+async def test_of_two_workers_reaching_for_one_round_one_sends_it(pg_target: str) -> None:
+    async with worker(pg_target, "a") as a, worker(pg_target, "b") as b:
+        await a.save_pending_call(pending("call-1"))
+        [stored] = await a.pending_calls()
+        won: list[bool] = []
+
+        async def send(store: SqlStore) -> None:
+            won.append(await store.send_round("call-1", stored.created_at))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, a)
+            tg.start_soon(send, b)
+    assert sorted(won) == [False, True]

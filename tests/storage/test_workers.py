@@ -146,6 +146,29 @@ async def test_a_restart_under_the_same_worker_id_hands_over_the_earlier_process
         await again.aclose()
 
 
+async def test_a_card_decided_and_never_shown_final_goes_to_whoever_outlives_its_decider(target: str) -> None:
+    posted, shown = interaction(), interaction()
+    first = await open_store(target, worker_id="fixed")
+    for item in (posted, shown):
+        await first.save_interaction(item)
+        await first.set_card(item.id, CardRef(item.id, {"ts": item.id}))
+        assert await first.claim(item, accepted())
+    await first.mark_shown(shown.id)  # the chat edit went through for this one only
+    await first.aclose()  # killed before showing the other
+    # Restarted under the same id while its lease runs: the earlier process's unshown card is handed over, once.
+    again = await open_store(target, worker_id="fixed")
+    try:
+        reaped = await again.reap_workers()
+        assert [s.interaction.id for s in reaped.decided] == [posted.id]
+        assert (await again.reap_workers()).decided == ()
+        await again.mark_shown(posted.id)
+        await again.heartbeat(0)  # and then it dies too: nothing is left to show
+    finally:
+        await again.aclose()
+    async with worker(target, "survivor") as survivor:
+        assert (await survivor.reap_workers(now=time.time() + 10)).decided == ()
+
+
 async def test_a_decision_by_one_worker_is_heard_by_another_pool(pg_target: str, pg_store: SqlStore) -> None:
     store, target = pg_store, pg_target
     items = [interaction() for _ in range(3)]
