@@ -7,10 +7,10 @@ Each figure is a fresh child process (so its peak RSS is its own), calling one t
 - **bridge**: the bridge's `Host` with the same server configured as a stdio command and a fake chat port: `call
   big big {...}` in a conversation until the result's message is posted (session pool, tool calls, the kept result
   and its chat message);
-- **adopted**: the same bare `mcp.Client`, over the bridge's own stdio transport (`bridge.prestart.adopted`, what a
-  server marked `prestart: true` is read through) instead of the SDK's: the same server, another line reader;
+- **adopted**: the same bare `mcp.Client`, over the bridge's own stdio transport (`bridge.servers.prestart.adopted`,
+  what a server marked `prestart: true` is read through) instead of the SDK's: the same server, another line reader;
 - **bridge-prestart**: the bridge as in **bridge**, with the server marked `prestart: true` (so read by
-  `bridge.prestart`);
+  `bridge.servers.prestart`);
   (these two raise `limits.message_size` to fit the result: they measure reading it, not refusing it)
 - **bridge-refused**: the bridge as in **bridge** with the default limits, the result `--refused-mb` MB (default 150):
   one line past `limits.message_size`, refused as it is read, until the notice is posted;
@@ -76,9 +76,9 @@ async def adopted(size: int) -> int:
     from mcp import Client
     from mcp.types import TextContent
 
-    from bridge.config import ServerConfig
-    from bridge.prestart import Prestarts
-    from bridge.stdio import adopted as adopted_transport
+    from bridge.config.file import ServerConfig
+    from bridge.servers.prestart import Prestarts
+    from bridge.servers.stdio import adopted as adopted_transport
 
     command, args = server_command()
     cfg = ServerConfig(name="big", command=command, args=tuple(args), prestart=True)
@@ -97,13 +97,13 @@ async def adopted(size: int) -> int:
 async def bridge(size: int, prestart: bool = False, refused: bool = False) -> int:
     import anyio
 
-    from bridge.config import ServerConfig
-    from bridge.limits import Limits
+    from bridge.config.file import ServerConfig
     from bridge.model import MessageIn
+    from bridge.safety.limits import Limits
     from bridge.testing import ALICE, ROOM, config_for, host_for
 
     command, args = server_command()
-    from bridge.prestart import Prestarts
+    from bridge.servers.prestart import Prestarts
 
     server = ServerConfig(name="big", command=command, args=tuple(args), protocol="legacy", tool_timeout=3600,
                           prestart=prestart)

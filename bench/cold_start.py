@@ -125,10 +125,10 @@ def measure(tree: Tree) -> None:
 def setup(label: str, path: Path, work: Path) -> Tree:
     work.mkdir(parents=True, exist_ok=True)
     config = work / "bridge.yaml"
-    demo: dict[str, object] = {"command": sys.executable, "args": ["-m", "bridge.demo_server"],
+    demo: dict[str, object] = {"command": sys.executable, "args": ["-m", "bridge.demo.server"],
                                # The server runs this tree's code too; its requestState key goes in the work folder.
                                "env": {"PYTHONPATH": str(path), "XDG_STATE_HOME": str(work / "state")}}
-    if '"prestart"' in (path / "bridge/config.schema.json").read_text("utf-8"):
+    if '"prestart"' in (path / "bridge/config/schema.json").read_text("utf-8"):
         demo["prestart"] = True  # a cheap stdio server: started while the bridge loads (where the tree can)
     config.write_text(yaml.safe_dump({"store": str(work / "bridge.db"), "servers": {"demo": demo},
                                       "chat": {"console": {}}}))

@@ -16,10 +16,10 @@ from anyio.abc import TaskGroup
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ElicitRequestFormParams, InputRequiredResult, TextContent
 
-from bridge.demo_server import ask
+from bridge.demo.server import ask
 from bridge.host import Host
-from bridge.limits import Limits
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, MessageRef
+from bridge.safety.limits import Limits
 from bridge.testing import FakeChatPort
 
 SERVER = "bench"

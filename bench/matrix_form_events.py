@@ -304,7 +304,7 @@ async def person(base_url: str, store: Path | None) -> AsyncIterator[Person]:
 
 async def scenario(base_url: str, everything: Path, runs: int, *, baseline: bool, e2ee: bool) -> list[CardFigures]:
     from adapters.matrix import create
-    from bridge.config import Config, ServerConfig
+    from bridge.config.file import Config, ServerConfig
     from bridge.host import Host
     from bridge.storage import open_store
 

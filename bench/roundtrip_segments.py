@@ -39,7 +39,8 @@ import anyio
 
 from bench.common import AnsweringPort, answered, quiet_logs
 from bench.elicitation_roundtrip import TARGETS, parse_args, sides, wanted
-from bridge import bounds, rounds, toolcalls
+from bridge.calls import rounds, toolcalls
+from bridge.requests import bounds
 
 CATEGORIES = ("sdk", "store", "chat", "bridge")
 PORT_METHODS = ("post_card", "finish_card", "update_card", "send", "notify", "post_status", "update_status")

@@ -107,8 +107,8 @@ class ServerGoneError(SessionError):
 
 class MessageTooLarge(SessionError):
     """A server sent a message larger than `limits.message_size`; the bridge stopped reading it
-    (`bridge.message_bound`). `restarts`: its session was ended for it (a stdio server's, see `bridge.stdio.adopted`),
-    so the server is started again on next use."""
+    (`bridge.servers.message_bound`). `restarts`: its session was ended for it (a stdio server's, see
+    `bridge.servers.stdio.adopted`), so the server is started again on next use."""
 
     def __init__(self, server: str, message: str, restarts: bool) -> None:
         self.restarts = restarts

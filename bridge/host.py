@@ -17,36 +17,37 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from bridge import commands, form_schema
-from bridge.agent import Agent
-from bridge.audience import Audience
 from bridge.auth.accounts import Accounts
 from bridge.auth.fleet_signins import SigninsOnStore
-from bridge.bounds import Bounds
-from bridge.broker import Broker
-from bridge.budgets import Budgets
-from bridge.command_handlers import CommandHandlers
-from bridge.config import Config
-from bridge.elicitation import Elicitation
+from bridge.calls.fleet import Fleet
+from bridge.calls.results import KeptResults
+from bridge.calls.resume import Resumer
+from bridge.calls.toolcalls import ToolCalls
+from bridge.cards.broker import Broker
+from bridge.cards.outbound import Outbound
+from bridge.cards.routing import Routing, base_id
+from bridge.commands import parsing as commands
+from bridge.commands.agent import Agent
+from bridge.commands.handlers import CommandHandlers
+from bridge.config.file import Config
 from bridge.errors import ConfigError
-from bridge.fleet import Fleet
-from bridge.grants import Grants
+from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn
-from bridge.outbound import Outbound
 from bridge.ports import AdapterState, ChatPort, Leadership, RestorableCard
-from bridge.results import KeptResults
-from bridge.resume import Resumer
-from bridge.roots import RootsKeeper
-from bridge.routing import Routing, base_id
-from bridge.sampling import Sampler
-from bridge.server_notices import ServerNotices
-from bridge.server_requests import HandlerTable
-from bridge.sessions import SessionPool
+from bridge.requests.audience import Audience
+from bridge.requests.bounds import Bounds
+from bridge.requests.budgets import Budgets
+from bridge.requests.elicitation import Elicitation
+from bridge.requests.grants import Grants
+from bridge.requests.roots import RootsKeeper
+from bridge.requests.sampling import Sampler
+from bridge.requests.server_notices import ServerNotices
+from bridge.requests.server_requests import HandlerTable
+from bridge.requests.tool_approval import ToolApproval
+from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch
-from bridge.tool_approval import ToolApproval
-from bridge.toolcalls import ToolCalls
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ class Host:
 
     async def open_anywhere(self, interaction_id: str) -> Interaction | None:
         """The interaction if it is open: waited on here, or (several workers on one store) held by another worker,
-        whose decisions reach it through the store (`bridge.elsewhere`)."""
+        whose decisions reach it through the store (`bridge.cards.elsewhere`)."""
         live = self.broker.interaction(interaction_id)
         if live is not None or not self.store.shared:
             return live

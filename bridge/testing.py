@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from bridge.config import Config, ServerConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.host import Host
 from bridge.model import (
     Actor,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge import redaction
-from bridge.cli import setup_logging
+from bridge.cli.entry import setup_logging
+from bridge.safety import redaction
 from bridge.testing import HOST_STORES, time_scale
 from tests.matrixhs.synapse import Synapse
 from tests.pg.cluster import PostgresCluster, PostgresUnavailable, store_location

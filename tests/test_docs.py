@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bridge.config import load, schema
+from bridge.config.file import load, schema
 
 ROOT = Path(__file__).resolve().parent.parent
 

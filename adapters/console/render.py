@@ -1,17 +1,17 @@
 """Pure text rendering for the terminal. Server text is untrusted: everything printed goes through the bridge's one
-cleaner (`bridge.sanitize.clean`: control characters, ANSI escapes that could rewrite the screen or fake a prompt,
-bidi controls and invisible characters removed)."""
+cleaner (`bridge.safety.sanitize.clean`: control characters, ANSI escapes that could rewrite the screen or fake a
+prompt, bidi controls and invisible characters removed)."""
 
 from __future__ import annotations
 
 import time
 
-from bridge.dialog import Dialog, Question, option_lines
-from bridge.durations import time_left
 from bridge.model import Interaction, Kind, Outcome, StatusView
-from bridge.presentation import describe_outcome, describe_progress
-from bridge.sanitize import clean, visible
-from bridge.text import card_title, link_warning, secret_warning
+from bridge.safety.sanitize import clean, visible
+from bridge.text.dialog import Dialog, Question, option_lines
+from bridge.text.durations import time_left
+from bridge.text.plain import card_title, link_warning, secret_warning
+from bridge.text.presentation import describe_outcome, describe_progress
 
 BAR = 20
 

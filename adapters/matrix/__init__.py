@@ -7,7 +7,7 @@ from typing import Any
 
 from adapters.matrix.adapter import MatrixAdapter
 from adapters.matrix.settings import MatrixSettings
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.ports import Inbound
 
 

@@ -30,7 +30,7 @@ from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from adapters.matrix.weblinks import WebLinks
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.errors import AdapterError
 from bridge.model import Actor, ConversationKey
 from bridge.ports import Inbound

@@ -22,8 +22,8 @@ from nio import exceptions as nio_exceptions
 from nio.api import RelationshipType
 
 from adapters.matrix.settings import MatrixSettings
-from bridge import observe
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
+from bridge.observe import hooks as observe
 
 logger = logging.getLogger(__name__)
 

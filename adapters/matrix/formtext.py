@@ -20,7 +20,7 @@ from adapters.matrix.layout import KEYCAPS, NO, YES, Layout, Route, Slot
 from adapters.matrix.markup import GAP, Mention, Text, bold, fit, fit_items, join_lines, plain, short
 from bridge.forms import Field, FieldKind
 from bridge.model import Interaction, Outcome, Status
-from bridge.presentation import describe_status
+from bridge.text.presentation import describe_status
 
 QUESTIONS_BUDGET = 8_000
 """All typed questions of a card together (each gets a share, at least `MIN_SHARE`)."""

@@ -1,9 +1,9 @@
 """Text for Matrix events: a plain body and its HTML kept together, untrusted text made inert, sizes in bytes. Pure.
 
-Server text is untrusted. Every piece of it passes `bridge.sanitize.clean` (no control, bidi or invisible characters),
-then `defang`, which breaks `@room` and `matrix.to` visibly so that clients still matching legacy push rules or
-pillifying permalinks cannot be steered by a server, and for the HTML `html.escape`. URLs are shown with
-`bridge.sanitize.visible`, so a hidden character in a link is shown as its code point rather than dropped.
+Server text is untrusted. Every piece of it passes `bridge.safety.sanitize.clean` (no control, bidi or invisible
+characters), then `defang`, which breaks `@room` and `matrix.to` visibly so that clients still matching legacy push
+rules or pillifying permalinks cannot be steered by a server, and for the HTML `html.escape`. URLs are shown with
+`bridge.safety.sanitize.visible`, so a hidden character in a link is shown as its code point rather than dropped.
 
 Sizes are what the homeserver counts: event content as matrix-nio serialises it (`json.dumps`, ASCII escapes),
 which is also what gets encrypted in an E2EE room. `Text.cost` is the bytes its body and HTML add to that, so parts
@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bridge.sanitize import clean, visible
+from bridge.safety.sanitize import clean, visible
 
 _DEFANG = re.compile(r"@room|matrix\.to", re.IGNORECASE)
 _JSON = json.JSONEncoder(ensure_ascii=True)
@@ -128,8 +128,8 @@ def more_note(n: int) -> str:
 def fit(text: str, limit: int, style: Callable[[str], Text] = plain) -> Text:
     """`style(text)`, shortened (with a note saying by how much) so that it costs at most `limit` bytes.
 
-    `bridge.sanitize.fit_bytes` does the same for one escaped string; here one raw text becomes two (body and HTML)
-    that must be cut at the same place. Each character costs at least two bytes (one in each), so at most
+    `bridge.safety.sanitize.fit_bytes` does the same for one escaped string; here one raw text becomes two (body and
+    HTML) that must be cut at the same place. Each character costs at least two bytes (one in each), so at most
     `limit // 2` characters can fit: the binary search runs over that prefix, whatever the length of `text`."""
     if 2 * len(text) <= 4 * limit:  # else it cannot fit, cleaned or not: skip styling all of it
         whole = style(text)

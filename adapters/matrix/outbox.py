@@ -17,7 +17,7 @@ from adapters.matrix.markup import content_size
 from adapters.matrix.render import CONTENT_LIMIT
 from adapters.matrix.settings import MatrixSettings
 from bridge.errors import PlatformAPIError
-from bridge.ratelimit import RateLimiter
+from bridge.safety.ratelimit import RateLimiter
 
 NOTICE_INTERVAL = 30.0
 """The same notice goes to the same place at most once in this many seconds."""

@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.matrix.markup import GAP, Mention, Text, bold, code, concat, fit, fit_items, join_lines, plain
-from bridge.browser_url import check_host
-from bridge.dialog import Question
 from bridge.forms import FieldKind
 from bridge.model import Interaction, Kind, Outcome, Status, StatusView
-from bridge.presentation import describe_outcome, describe_progress
-from bridge.text import card_title, link_warning, secret_warning
+from bridge.safety.browser_url import check_host
+from bridge.text.dialog import Question
+from bridge.text.plain import card_title, link_warning, secret_warning
+from bridge.text.presentation import describe_outcome, describe_progress
 
 POLL_START = "org.matrix.msc3381.poll.start"
 POLL_RESPONSE = "org.matrix.msc3381.poll.response"

@@ -1,6 +1,6 @@
 """The `chat.matrix` config block as typed settings.
 
-The block was already validated against `bridge/config.schema.json` when the config was loaded; this only gives it
+The block was already validated against `bridge/config/schema.json` when the config was loaded; this only gives it
 types and defaults, and answers the two policy questions the block configures: who may talk to the bot and which
 rooms it may join.
 """

@@ -15,7 +15,7 @@ from typing import Any
 
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.settings import SlackSettings, from_mapping
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.ports import Inbound
 
 

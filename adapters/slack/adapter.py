@@ -34,9 +34,9 @@ from adapters.slack.port import SlackPort
 from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.errors import AdapterError
-from bridge.http_guard import ConnectionGuard, GuardedProtocol, bind
+from bridge.http.guard import ConnectionGuard, GuardedProtocol, bind
 from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 from bridge.ports import Inbound
 

@@ -32,8 +32,8 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack.inflight import SharedLookups
 from adapters.slack.settings import SlackSettings
-from bridge import observe
 from bridge.errors import PlatformAPIError, RateLimited
+from bridge.observe import hooks as observe
 
 PLATFORM = "slack"
 RETRIES = 2

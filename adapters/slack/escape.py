@@ -7,9 +7,9 @@ words `@channel`/`@here`/`@everyone` also get a word joiner, in case a message i
 `plain_text` objects are never parsed for those, so they only need capping.
 
 Control characters and invisible format characters (bidi overrides such as U+202E, zero-width spaces, soft hyphens)
-are removed from both by the core's one cleaner (`bridge.sanitize.clean`), so server text cannot reorder or
+are removed from both by the core's one cleaner (`bridge.safety.sanitize.clean`), so server text cannot reorder or
 disguise what a person reads (an address that reads as another). A URL shown for checking (`visible_url`) marks
-each such character instead, as `[U+202E]` (`bridge.sanitize.visible`).
+each such character instead, as `[U+202E]` (`bridge.safety.sanitize.visible`).
 
 Capping happens after escaping (escaping makes text longer: Slack counts the escaped text against its limits) and
 never cuts an entity in half.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from bridge.sanitize import clean, has_hidden, visible
+from bridge.safety.sanitize import clean, has_hidden, visible
 
 _BROADCAST = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,4}$")

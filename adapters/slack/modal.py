@@ -15,7 +15,7 @@ from adapters.slack import ids, render
 from adapters.slack.elements import input_block, text
 from adapters.slack.escape import cap, mrkdwn, plain
 from bridge.model import Interaction, Kind
-from bridge.text import secret_warning
+from bridge.text.plain import secret_warning
 
 JSON = dict[str, Any]
 

@@ -11,8 +11,8 @@ Limits honoured here, counted on the escaped text Slack receives: 50 blocks a me
 card the tests render.
 
 A link gets an Open button only when Slack would take it and nothing about it is disguised: http(s), and nothing
-`bridge.browser_url.check_host` flags (user info, a backslash, hidden characters, a host that reads as another than
-the browser opens, a look-alike such as `аpple.com` with a Cyrillic а, shown with its punycode form instead). The
+`bridge.safety.browser_url.check_host` flags (user info, a backslash, hidden characters, a host that reads as another
+than the browser opens, a look-alike such as `аpple.com` with a Cyrillic а, shown with its punycode form instead). The
 button carries the URL as the browser would open it (WHATWG-normalized).
 """
 
@@ -28,12 +28,12 @@ from typing import Any
 
 from adapters.slack import ids
 from adapters.slack.escape import cap, mrkdwn, one_line, safe_mrkdwn, visible_url
-from bridge.browser_url import check_host
-from bridge.durations import time_left
 from bridge.forms import FieldKind
 from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
-from bridge.presentation import Person, describe_outcome, describe_progress
-from bridge.text import card_title, secret_warning
+from bridge.safety.browser_url import check_host
+from bridge.text.durations import time_left
+from bridge.text.plain import card_title, secret_warning
+from bridge.text.presentation import Person, describe_outcome, describe_progress
 
 JSON = dict[str, Any]
 
@@ -235,7 +235,7 @@ def _waiting_line(interaction: Interaction, now: float) -> str:
 
 def link_problem(url: str) -> str | None:
     """Why a server's URL gets no Open button, or None: only an http(s) link that reads as where a browser takes it
-    (`bridge.browser_url.check_host`: no user info, backslash or hidden characters, a host written as the browser
+    (`bridge.safety.browser_url.check_host`: no user info, backslash or hidden characters, a host written as the browser
     resolves it and not a possible look-alike; the warning names the host the browser would really open), within
     3000 characters once normalized (Slack refuses a card whose button URL it does not accept: `invalid_blocks`)."""
     checked = check_host(url)

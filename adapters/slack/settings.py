@@ -1,6 +1,6 @@
 """Typed settings for the Slack adapter, built from the raw `chat.slack` block of the config.
 
-The config schema (bridge/config.schema.json) has already checked the shape and `config.from_mapping` the
+The config schema (bridge/config/schema.json) has already checked the shape and `config.from_mapping` the
 mode/token combinations; this module only applies defaults and types, so the adapter never reads a raw mapping.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bridge.config import connection_limits
-from bridge.http_guard import ConnectionLimits
+from bridge.config.file import connection_limits
+from bridge.http.guard import ConnectionLimits
 
 DEFAULT_API_URL = "https://slack.com/api/"
 

@@ -23,13 +23,13 @@ from bridge.auth.prompt import ConnectPrompts
 from bridge.auth.revoke import revoke
 from bridge.auth.signins import Authorizations, endpoint
 from bridge.auth.tokens import VaultStorage
-from bridge.broker import Broker
-from bridge.config import Config
+from bridge.cards.broker import Broker
+from bridge.cards.outbound import Outbound
+from bridge.config.file import Config
 from bridge.errors import CommandError, ConfigError, TokenStoreError
-from bridge.mcp_session import Session
 from bridge.model import Actor
-from bridge.outbound import Outbound
-from bridge.sessions import SessionPool
+from bridge.servers.mcp_session import Session
+from bridge.servers.sessions import SessionPool
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 class Routes(Protocol):
-    """The bridge's HTTP server as this needs it (`bridge.http_server.HttpServer`)."""
+    """The bridge's HTTP server as this needs it (`bridge.http.server.HttpServer`)."""
 
     def route(self, path: str, endpoint: Callable[[Request], Awaitable[Response]],
               methods: tuple[str, ...] = ("GET",)) -> None: ...

@@ -16,7 +16,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 from bridge.auth.asking import ASKING
 from bridge.auth.oauth import PLACEHOLDER_REDIRECT, NoConsent
 from bridge.auth.prompt import ConnectPrompts
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.errors import AuthError
 
 CALLBACK_PATH = "/oauth/callback"

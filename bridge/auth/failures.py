@@ -14,7 +14,7 @@ from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenEr
 
 from bridge.auth.signins import plain_oauth_error
 from bridge.errors import AuthError
-from bridge.text import shorten
+from bridge.text.plain import shorten
 
 
 def _refusal(message: str) -> tuple[str, str] | None:

@@ -38,8 +38,8 @@ from pydantic import AnyUrl, PrivateAttr
 
 from bridge.auth.failures import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
-from bridge.auth_config import AuthConfig
-from bridge.config import Config, ServerConfig
+from bridge.config.auth import AuthConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.errors import AuthError, ConfigError
 from bridge.storage import is_postgres
 

@@ -1,7 +1,7 @@
 """The private "Connect <server>" prompt: a person signs in with their own account, asked where only they see it.
 
-The prompt is a link card (the full authorization URL and its host, checked with `bridge.sanitize.check_host`) that
-only that person may answer, shown privately: inside the conversation where the platform can show a card to one
+The prompt is a link card (the full authorization URL and its host, checked with `bridge.safety.sanitize.check_host`)
+that only that person may answer, shown privately: inside the conversation where the platform can show a card to one
 person (Slack: an ephemeral message), else in a direct message with them (Matrix), else where it is (the console,
 which has one person and prints it on stderr). The sign-in finishes when the authorization server redirects back to
 the bridge's HTTP server with the prompt's `state` (`bridge.auth.signins`). Its code goes to the waiting flow, and the
@@ -22,15 +22,15 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from bridge.auth.asking import Asking
 from bridge.auth.signins import Authorization, Authorizations
-from bridge.broker import Broker
-from bridge.browser_url import check_host
-from bridge.config import ServerConfig
+from bridge.cards.broker import Broker
+from bridge.cards.outbound import Outbound
+from bridge.config.file import ServerConfig
+from bridge.config.team import duration_text
 from bridge.errors import AdapterError, AuthError
 from bridge.model import ConversationKey, Detail, Interaction, Kind, ServerLabel, Status
-from bridge.outbound import Outbound
-from bridge.presentation import describe_status
-from bridge.request_context import RequestContext, new_interaction
-from bridge.team_config import duration_text
+from bridge.requests.request_context import RequestContext, new_interaction
+from bridge.safety.browser_url import check_host
+from bridge.text.presentation import describe_status
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ import anyio
 from mcp.shared.auth import AuthorizationCodeResult
 
 from bridge.errors import AuthError
-from bridge.text import shorten
+from bridge.text.plain import shorten
 
 if TYPE_CHECKING:
     from starlette.requests import Request

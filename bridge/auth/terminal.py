@@ -14,9 +14,9 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from bridge.auth.callback import LoopbackListener
 from bridge.auth.signins import Authorizations
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.errors import AuthError
-from bridge.text import url_host
+from bridge.text.plain import url_host
 
 
 class TerminalConsent:

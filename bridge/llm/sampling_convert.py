@@ -6,7 +6,7 @@ to the approver, runs a provider, and answers with `to_create_message_result`.
 Only text reaches the model. Images and audio become a short placeholder such as
 `[image/png, 1234 bytes]` so the model (and the approver reading the prompt) knows
 something was there; forwarding media would need per-provider multimodal support.
-The description is `bridge.content_text.block_text`, the same one the approval card shows.
+The description is `bridge.text.content.block_text`, the same one the approval card shows.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from mcp.types import (
     ToolUseContent,
 )
 
-from bridge.content_text import block_text
 from bridge.errors import BridgeError
 from bridge.llm.types import LLMMessage, LLMRequest, LLMResponse, ToolCall, ToolResult, ToolSpec
+from bridge.text.content import block_text
 
 
 class InvalidSamplingRequest(BridgeError):

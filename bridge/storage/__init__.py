@@ -8,8 +8,8 @@ import os
 import socket
 from pathlib import Path
 
-from bridge.audit_keys import AuditSettings
 from bridge.storage.api import AsyncStore, Reaped
+from bridge.storage.audit_keys import AuditSettings
 from bridge.storage.driver import Driver
 from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, Unreadable
 from bridge.storage.sqlstore import SqlStore

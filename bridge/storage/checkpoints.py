@@ -1,4 +1,4 @@
-"""Signed checkpoints of the audit chain (`bridge.audit.Checkpoint`), made by the worker that appends rows.
+"""Signed checkpoints of the audit chain (`bridge.storage.audit.Checkpoint`), made by the worker that appends rows.
 
 At least every `AuditSettings.every` rows this process appends, and at a clean stop, the chain's head is signed and
 kept three ways: a row of `audit_checkpoints` (for `audit --verify` on the store alone), one log line (logger
@@ -22,9 +22,9 @@ from typing import Any, Protocol
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bridge.audit import Checkpoint
-from bridge.audit_keys import AuditSettings, sign
 from bridge.errors import StoreError
+from bridge.storage.audit import Checkpoint
+from bridge.storage.audit_keys import AuditSettings, sign
 from bridge.storage.driver import Driver, Step
 
 LOGGER = "bridge.audit.checkpoint"

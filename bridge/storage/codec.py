@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bridge import audit as chain
 from bridge.forms import Form, form_from_schema
 from bridge.model import (
     Actor,
@@ -26,6 +25,7 @@ from bridge.model import (
     ServerLabel,
     Status,
 )
+from bridge.storage import audit as chain
 from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
 INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id, parked"

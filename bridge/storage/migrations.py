@@ -17,8 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bridge import audit as chain
 from bridge.errors import StoreError, StoreSchemaError
+from bridge.storage import audit as chain
 from bridge.storage.driver import Dialect, Driver, Step
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,8 @@ def _v2(real: str, expires_from_body: str) -> tuple[str, ...]:
 
 def _v3(real: str, serial_pos: str, blob: str) -> tuple[str, ...]:
     return (
-        # The audit hash chain (`bridge.audit`); rows from before it are linked by `link_unchained`, in this step only.
+        # The audit hash chain (`bridge.storage.audit`); rows from before it are linked by `link_unchained`, in this
+        # step only.
         "ALTER TABLE audit ADD COLUMN IF NOT EXISTS hash TEXT",
         # Team approvals: grants ("allow this again") and the LLM token budgets' daily usage.
         f"""CREATE TABLE IF NOT EXISTS grants (

@@ -27,8 +27,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from bridge import observe
 from bridge.errors import StoreError
+from bridge.observe import hooks as observe
 from bridge.storage.api import Lease
 from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step, skipped
 

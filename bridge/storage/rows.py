@@ -38,7 +38,7 @@ class AuditRow:
     detail: str
     id: int = 0
     hash: str = ""
-    """This row's link in the hash chain (`bridge.audit`)."""
+    """This row's link in the hash chain (`bridge.storage.audit`)."""
     key_id: str | None = None
     """The audit key that hashed it (None: plain SHA-256)."""
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import anyio
 
-from bridge import observe
 from bridge.errors import StoreError
+from bridge.observe import hooks as observe
 from bridge.storage.api import Lease
 from bridge.storage.driver import SKIPPED, Dialect, Done, Row, Step, skipped
 from bridge.storage.lock import ProcessLock

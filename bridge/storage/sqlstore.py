@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 
 import anyio
 
-from bridge import audit as chain
-from bridge.audit_keys import AuditSettings
 from bridge.errors import ConfigError, StoreError
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.storage import audit as chain
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction
+from bridge.storage.audit_keys import AuditSettings
 from bridge.storage.checkpoints import Checkpoints
 from bridge.storage.codec import AUDIT_COLUMNS, INTERACTION_COLUMNS, PENDING_COLUMNS, PENDING_READ
 from bridge.storage.driver import Done, Driver, Step
@@ -139,8 +139,8 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
                            last[0][0], chain.KEY_ENV)
 
     def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False) -> list[Step]:
-        """An audit row linked to the newest one (`bridge.audit`). Reading the last hash and appending after it must
-        not interleave with another append: SQLite has one writer; on Postgres a lock held to the commit orders
+        """An audit row linked to the newest one (`bridge.storage.audit`). Reading the last hash and appending after it
+        must not interleave with another append: SQLite has one writer; on Postgres a lock held to the commit orders
         them across workers (and ids follow that order)."""
         steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK,), guarded)] if self._db.dialect == "postgres" \
             else []

@@ -18,7 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from bridge.model import Actor, Interaction
-from bridge.text import card_title, secret_warning, shorten
+from bridge.text.plain import card_title, secret_warning, shorten
 from bridge.webform.fields import FieldView
 
 MAX_MESSAGE = 4000

@@ -17,10 +17,10 @@ from urllib.parse import parse_qsl
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 
-from bridge import browser_url
-from bridge.config import HttpConfig
-from bridge.http_server import HttpServer
+from bridge.config.file import HttpConfig
+from bridge.http.server import HttpServer
 from bridge.model import Action, Actor, DecisionIn, DecisionResult, Interaction, Verdict
+from bridge.safety import browser_url
 from bridge.webform.fields import content_from_raw, field_views, raw_from_content, raw_from_items
 from bridge.webform.links import FormLinks, LinkClaims, Refusal
 from bridge.webform.page import HEADERS, form_page, notice_page

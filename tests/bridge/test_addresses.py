@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.addresses import shown
+from bridge.safety.addresses import shown
 
 
 @pytest.mark.parametrize(("address", "expected"), [

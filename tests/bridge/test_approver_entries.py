@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.config import from_mapping
+from bridge.config.file import from_mapping
 from bridge.errors import ConfigError
 
 

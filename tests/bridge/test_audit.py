@@ -13,11 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge import audit as chain
-from bridge.cli import main
+from bridge.cli.entry import main
 from bridge.forms import Form
 from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import AuditRow, open_store
+from bridge.storage import audit as chain
 
 ADA = Actor("slack", "U1", "Ada")
 BOB = Actor("matrix", "@bob:example.org", "Bob")

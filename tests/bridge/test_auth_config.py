@@ -12,10 +12,10 @@ import pytest
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider, PrivateKeyJWTOAuthProvider
 
-from bridge import preflight
 from bridge.auth.oauth import NoConsent, OAuthClients, identity_for
 from bridge.auth.tokens import MemoryVault, SqliteVault
-from bridge.config import Config, from_mapping
+from bridge.cli import preflight
+from bridge.config.file import Config, from_mapping
 from bridge.errors import AuthError, ConfigError
 
 KEY = base64.b64encode(secrets.token_bytes(32)).decode()

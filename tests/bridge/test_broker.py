@@ -14,15 +14,15 @@ import anyio
 import pytest
 import trio.testing
 
-from bridge.broker import Broker
+from bridge.cards.broker import Broker
+from bridge.cards.outbound import Outbound
+from bridge.cards.routing import Routing
+from bridge.cards.waiter import Parked
 from bridge.forms import form_from_schema
 from bridge.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
-from bridge.outbound import Outbound
-from bridge.presentation import describe_outcome
-from bridge.routing import Routing
 from bridge.storage import SqlStore, open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
-from bridge.waiter import Parked
+from bridge.text.presentation import describe_outcome
 from tests.storage.support import pending
 
 pytestmark = pytest.mark.anyio

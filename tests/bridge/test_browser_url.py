@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.browser_url import check_host, origin
-from bridge.text import url_host
+from bridge.safety.browser_url import check_host, origin
+from bridge.text.plain import url_host
 
 BROWSER_READS = [
     # (written, the host a browser opens, the normalized href, a phrase the warning must hold)

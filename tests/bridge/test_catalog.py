@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bridge.catalog import MAX_PAGES, paginate
+from bridge.servers.catalog import MAX_PAGES, paginate
 
 pytestmark = pytest.mark.anyio
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bridge.cli import main
-from bridge.config import from_mapping, load, schema
+from bridge.cli.entry import main
+from bridge.config.file import from_mapping, load, schema
 from bridge.errors import ConfigError
 
 

@@ -17,9 +17,9 @@ from anyio.abc import TaskGroup
 from mcp.types import CallToolResult, TextContent
 
 from bridge.auth.tokens import VaultStorage
-from bridge.config import Config, HttpConfig
+from bridge.config.file import Config, HttpConfig
 from bridge.host import Host
-from bridge.http_server import HttpServer
+from bridge.http.server import HttpServer
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Verdict
 from bridge.testing import FakeChatPort, host_for, patient
 from tests.servers.signin import Site, get, redirects, sign_in, site

@@ -16,9 +16,9 @@ import httpx2
 import pytest
 
 from bridge.auth.tokens import VaultStorage
-from bridge.config import Config, HttpConfig
+from bridge.config.file import Config, HttpConfig
 from bridge.host import Host
-from bridge.http_server import HttpServer
+from bridge.http.server import HttpServer
 from bridge.storage import SqlStore, open_store
 from bridge.testing import FakeChatPort, host_for, patient
 from tests.bridge.test_connect import ADA, CHANNEL, connect_card, start_whoami, text

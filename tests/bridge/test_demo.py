@@ -9,8 +9,9 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
 
-from bridge import demo, demo_state
-from bridge.demo_server import build
+from bridge.demo import setup as demo
+from bridge.demo import state as demo_state
+from bridge.demo.server import build
 from bridge.errors import ConfigError
 
 pytestmark = pytest.mark.anyio

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bridge.durations import time_left
+from bridge.text.durations import time_left
 
 
 @pytest.mark.parametrize(("seconds", "text"), [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from bridge.cli.failures import EXIT_INTERNAL, EXIT_USAGE, brief, report
 from bridge.errors import ConfigError, PlatformAPIError
-from bridge.failures import EXIT_INTERNAL, EXIT_USAGE, brief, report
 
 
 def test_nested_groups_are_unwrapped_and_cancellations_dropped() -> None:

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from mcp.types import ToolAnnotations
 
-from bridge.config import RootsPolicy, SamplingPolicy
+from bridge.config.file import RootsPolicy, SamplingPolicy
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import DecisionIn, Kind, MessageIn, Status

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from bridge.errors import UnsupportedSchema
-from bridge.form_checks import FORMAT_CHECKER
 from bridge.forms import Field, FieldKind, Form, form_from_schema
+from bridge.forms.checks import FORMAT_CHECKER
 
 
 def examples(n: int) -> settings:

@@ -11,13 +11,13 @@ import anyio
 import pytest
 import trio.testing
 
-from bridge.config import Config, SamplingPolicy
-from bridge.grants import Grants
+from bridge.config.file import Config, SamplingPolicy
+from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import ConversationKey, DecisionIn, MessageIn
+from bridge.requests.grants import Grants
 from bridge.storage import open_store
-from bridge.team_config import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.features import Observed, features_server
@@ -171,7 +171,7 @@ async def test_the_agent_can_be_off_in_a_channel(llm: FakeLLMServer) -> None:
 
 
 def test_channel_rules_are_matched_exactly_then_by_glob() -> None:
-    from bridge.policy import channel_policy
+    from bridge.config.policy import channel_policy
 
     config = Config(channels={"test:C1": ChannelPolicy(agent=False), "test:*": ChannelPolicy(servers=())})
     assert channel_policy(config, ROOM).agent is False
@@ -224,7 +224,7 @@ async def test_sampling_is_refused_over_the_conversation_budget(protocol: str, l
 
 
 def test_quorum_rules_that_cannot_hold_are_config_errors() -> None:
-    from bridge.config import from_mapping
+    from bridge.config.file import from_mapping
     from bridge.errors import ConfigError
 
     bad = {"servers": {"s": {"command": "x", "approvers": {"people": ["slack:U1"], "required": 2},

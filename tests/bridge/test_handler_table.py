@@ -9,9 +9,9 @@ import anyio
 import pytest
 from mcp.types import ElicitRequestParams, ElicitResult, ErrorData
 
-from bridge.config import SamplingPolicy, ServerConfig
+from bridge.config.file import SamplingPolicy, ServerConfig
 from bridge.model import DecisionIn, MessageIn
-from bridge.request_context import RequestContext
+from bridge.requests.request_context import RequestContext
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 

@@ -10,9 +10,9 @@ import anyio.abc
 import httpx2
 import pytest
 
-from bridge.config import from_mapping
-from bridge.http_guard import ConnectionLimits
-from bridge.http_server import HttpServer, HttpServerError, Listen
+from bridge.config.file import from_mapping
+from bridge.http.guard import ConnectionLimits
+from bridge.http.server import HttpServer, HttpServerError, Listen
 from bridge.testing import patient
 
 pytestmark = pytest.mark.anyio

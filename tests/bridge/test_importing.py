@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bridge.cli import main
-from bridge.config import from_mapping
+from bridge.cli.entry import main
+from bridge.cli.importing import convert
+from bridge.config.file import from_mapping
 from bridge.errors import ConfigError
-from bridge.importing import convert
 
 SECRETS = ("ghp_SECRET1", "cur_SECRET2", "vs_SECRET3", "ws_SECRET4", "pw_SECRET5", "k1_SECRET6", "k2_SECRET7")
 

@@ -14,8 +14,8 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from bridge.host import Host
-from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
+from bridge.safety.limits import Limits
 from bridge.storage import open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.flood import flood_server

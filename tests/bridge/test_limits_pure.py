@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from bridge import form_schema
-from bridge.config import from_mapping
+from bridge.config.file import from_mapping
 from bridge.errors import ConfigError, UnsupportedSchema
-from bridge.limits import CardKeys, Limits, OpenCards, parse_size, schema_problem
-from bridge.ratelimit import RateLimiter
+from bridge.forms import schema as form_schema
+from bridge.safety.limits import CardKeys, Limits, OpenCards, parse_size, schema_problem
+from bridge.safety.ratelimit import RateLimiter
 
 
 def test_limits_come_from_the_config_with_sizes_in_units() -> None:

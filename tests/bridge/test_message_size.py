@@ -14,11 +14,11 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from bridge.config import ServerConfig
-from bridge.limits import Limits, from_mapping
-from bridge.message_bound import EventSizes
+from bridge.config.file import ServerConfig
 from bridge.model import MessageIn
-from bridge.stdio import TOO_LONG, LineSplitter
+from bridge.safety.limits import Limits, from_mapping
+from bridge.servers.message_bound import EventSizes
+from bridge.servers.stdio import TOO_LONG, LineSplitter
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.bridge.test_prestart import WHOAMI, ask, bridge
 from tests.servers.serving import serve

@@ -14,10 +14,10 @@ import psutil
 import pytest
 
 from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.host import Host
-from bridge.limits import Limits
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
+from bridge.safety.limits import Limits
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import two_forms_server
 

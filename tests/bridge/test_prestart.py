@@ -15,12 +15,12 @@ import anyio
 import mcp.client.stdio
 import pytest
 
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.host import Host
-from bridge.limits import Limits
 from bridge.model import ConversationKey, MessageIn
-from bridge.prestart import Prestarts
-from bridge.stdio import INHERITED, LineSplitter
+from bridge.safety.limits import Limits
+from bridge.servers.prestart import Prestarts
+from bridge.servers.stdio import INHERITED, LineSplitter
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
 pytestmark = pytest.mark.anyio

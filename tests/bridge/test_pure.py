@@ -7,11 +7,12 @@ import json
 import pytest
 from mcp.types import ToolAnnotations
 
-from bridge import commands
-from bridge.config import RootsPolicy, SamplingPolicy, ServerConfig
-from bridge.dialog import Dialog, StepKind, option_lines
-from bridge.form_schema import form_from_schema
+from bridge.commands import parsing as commands
+from bridge.config.file import RootsPolicy, SamplingPolicy, ServerConfig
+from bridge.config.policy import MASK, approver_rule, mask_arguments, needs_approval
+from bridge.config.team import ApproverRule, duration_text
 from bridge.forms import Field, FieldKind, Option, approval_form
+from bridge.forms.schema import form_from_schema
 from bridge.model import (
     Actor,
     ConversationKey,
@@ -23,12 +24,11 @@ from bridge.model import (
     Status,
     conversation_key,
 )
-from bridge.policy import MASK, approver_rule, mask_arguments, needs_approval
-from bridge.presentation import describe_outcome, describe_progress
-from bridge.ratelimit import RateLimiter
-from bridge.secret_names import looks_secret
-from bridge.team_config import ApproverRule, duration_text
+from bridge.safety.ratelimit import RateLimiter
+from bridge.safety.secret_names import looks_secret
 from bridge.testing import ALICE, ROOM
+from bridge.text.dialog import Dialog, StepKind, option_lines
+from bridge.text.presentation import describe_outcome, describe_progress
 
 # -- commands ------------------------------------------------------------------------------------------------------
 

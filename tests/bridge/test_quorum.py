@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.config import SamplingPolicy
+from bridge.config.file import SamplingPolicy
+from bridge.config.team import ApproverRule, GrantScope, Group
 from bridge.host import Host
 from bridge.llm import HumanProvider
 from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import open_store
-from bridge.team_config import ApproverRule, GrantScope, Group
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.servers.features import Observed, features_server
 

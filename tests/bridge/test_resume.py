@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from mcp.server.mcpserver import MCPServer
 from mcp.types import Completion
 
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
 from bridge.model import (
@@ -32,7 +32,7 @@ from bridge.model import (
     StatusView,
     Verdict,
 )
-from bridge.request_context import RequestContext, new_interaction
+from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import open_store
 from bridge.storage import sqlite as sqlite_engine
 from bridge.storage.driver import Step
@@ -285,9 +285,9 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
 
 
 def test_the_demo_server_keeps_its_state_key_across_processes() -> None:
-    from bridge import demo_server
+    from bridge.demo import server as demo_server
 
-    key = "k" * 64  # what bridge.demo_state gives it: MCP_CHAT_BRIDGE_DEMO_KEY or its key file
+    key = "k" * 64  # what bridge.demo.state gives it: MCP_CHAT_BRIDGE_DEMO_KEY or its key file
     first, second = demo_server.state_security([key]), demo_server.state_security([key])
     assert first is not None and second is not None and first.ttl > 600
     assert second.codec.unseal(first.codec.seal(b"state")) == b"state"

@@ -1,4 +1,5 @@
-"""Who a card reaches (`bridge.routing`): groups expanded into approvers, private copies for approvers elsewhere."""
+"""Who a card reaches (`bridge.cards.routing`): groups expanded into approvers, private copies for approvers
+elsewhere."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import time
 
 import pytest
 
+from bridge.cards.outbound import Outbound
+from bridge.cards.routing import Routing
+from bridge.config.team import Group
 from bridge.forms import form_from_schema
 from bridge.model import Interaction, Kind, ServerLabel
-from bridge.outbound import Outbound
-from bridge.routing import Routing
-from bridge.team_config import Group
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
 
 pytestmark = pytest.mark.anyio

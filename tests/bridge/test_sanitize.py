@@ -6,7 +6,7 @@ import html
 
 import pytest
 
-from bridge.sanitize import clean, fit_bytes, has_hidden, utf8_len, visible
+from bridge.safety.sanitize import clean, fit_bytes, has_hidden, utf8_len, visible
 
 
 @pytest.mark.parametrize("hostile", [

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge import redaction
-from bridge.config import from_mapping
+from bridge.cards.secret_answers import GIVEN, withheld
+from bridge.config.file import from_mapping
 from bridge.model import DecisionIn, MessageIn
-from bridge.secret_answers import GIVEN, withheld
+from bridge.safety import redaction
 from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server

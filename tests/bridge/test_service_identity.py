@@ -10,8 +10,8 @@ from typing import Literal
 import anyio
 import pytest
 
-from bridge.auth_config import AuthConfig
-from bridge.config import Config, ServerConfig
+from bridge.config.auth import AuthConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.model import Actor, ConversationKey
 from bridge.testing import host_for, patient
 from tests.bridge.test_connect import text

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.auth_config import AuthConfig
-from bridge.config import ServerConfig
+from bridge.config.auth import AuthConfig
+from bridge.config.file import ServerConfig
 from bridge.errors import AuthError, ServerStartError
 from bridge.model import Actor, ConversationKey
-from bridge.session_keys import SHARED, auth_failure, personal, session_key
+from bridge.servers.session_keys import SHARED, auth_failure, personal, session_key
 
 ROOM = ConversationKey("slack", "T1", "C1")
 ADA = Actor("slack", "U1", "Ada")

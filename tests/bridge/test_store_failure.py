@@ -24,8 +24,8 @@ import anyio
 import pytest
 
 from bench.common import answer_for, bench_server, tag_of
-from bridge.config import Protocol, ServerConfig
-from bridge.elsewhere import STORE_FAILED
+from bridge.cards.elsewhere import STORE_FAILED
+from bridge.config.file import Protocol, ServerConfig
 from bridge.host import Host
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.storage import AsyncStore, open_store

@@ -15,12 +15,12 @@ import anyio
 import pytest
 from mcp.types import InputRequest
 
+from bridge.calls.rounds import ParkedCall
+from bridge.calls.toolcalls import ToolCalls
 from bridge.host import Host
 from bridge.model import CardRef, DecisionIn, Interaction, MessageIn, Outcome, Status, Verdict
-from bridge.rounds import ParkedCall
 from bridge.storage import Reaped, SqlStore, open_store
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
-from bridge.toolcalls import ToolCalls
 from tests.servers.inline import form_server
 from tests.storage.support import interaction
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import anyio
 import pytest
 
-from bridge.config import Config, ServerConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.host import Host
 from bridge.llm import LLMRequest, LLMResponse
 from bridge.model import MessageIn

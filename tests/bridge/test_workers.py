@@ -12,11 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge.config.team import ApproverRule
 from bridge.host import Host
 from bridge.llm import HumanProvider
 from bridge.model import CardRef, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import SqlStore, open_store
-from bridge.team_config import ApproverRule
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.pg.cluster import PostgresCluster
 from tests.servers.features import features_server

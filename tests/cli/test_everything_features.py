@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
-from bridge.config import RootsPolicy, ServerConfig
+from bridge.config.file import RootsPolicy, ServerConfig
 from bridge.host import Host
 from bridge.testing import config_for, host_store, patient
 

@@ -18,7 +18,7 @@ import yaml
 
 from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.model import Actor, ConversationKey, Kind, ServerLabel
-from bridge.request_context import RequestContext, new_interaction
+from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Row
 from tests.storage.legacy_store import Store as LegacyStore
@@ -31,7 +31,7 @@ def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Po
     config.write_text(yaml.safe_dump({
         "store": str(db),
         # The demo server keeps its requestState key in its state folder: a temporary one here.
-        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo_server"], "protocol": protocol,
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo.server"], "protocol": protocol,
                              "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}},
         "chat": {"console": {}}, **extra}))
     proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",

@@ -17,7 +17,7 @@ HEAVY = ("mcp", "mcp_types", "pydantic", "anyio", "httpx2", "starlette", "promet
 
 LOADED = """
 import json, sys
-from bridge.cli import main
+from bridge.cli.entry import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exit:
@@ -34,8 +34,8 @@ def loaded(*argv: str) -> tuple[int, set[str]]:
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:
-    done = subprocess.run([sys.executable, "-c", "import bridge.cli, json, sys; print(json.dumps(list(sys.modules)))"],
-                          capture_output=True, text=True, timeout=60, check=True)
+    code = "import bridge.cli.entry, json, sys; print(json.dumps(list(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     modules = {m.split(".")[0] for m in json.loads(done.stdout)}
     assert not modules & {*HEAVY, "jsonschema", "yaml", "asyncio"}
 
@@ -49,7 +49,7 @@ def test_version_loads_nothing_heavy() -> None:
 def test_check_config_loads_neither_the_sdk_nor_the_platform_libraries(tmp_path: Path) -> None:
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
-        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo_server"]}},
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo.server"]}},
         "llm": {"provider": "anthropic", "model": "m", "api_key": "k"}, "http": {"listen": "127.0.0.1:0"},
         "chat": {"console": {}}}))
     code, modules = loaded("check-config", str(config))

@@ -13,8 +13,8 @@ import httpx2
 import pytest
 import yaml
 
-from bridge.http_server import HttpServer
-from bridge.monitoring import store_check
+from bridge.cli.monitoring import store_check
+from bridge.http.server import HttpServer
 from bridge.storage import open_store
 from tests.cli.test_run import start, wait_line
 from tests.pg.cluster import PostgresCluster

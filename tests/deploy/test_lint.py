@@ -21,7 +21,7 @@ import pytest
 import yaml
 from jsonschema import Draft201909Validator
 
-from bridge.config import load
+from bridge.config.file import load
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -24,7 +24,7 @@ def test_a_built_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) ->
     run(sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path / "dist", ROOT, cwd=ROOT)
     [wheel] = (tmp_path / "dist").glob("mcp_chat_bridge-0.1.0-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "bridge/config.schema.json" in names and "adapters/console/adapter.py" in names
+    assert "bridge/config/schema.json" in names and "adapters/console/adapter.py" in names
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
 
     run(sys.executable, "-m", "venv", tmp_path / "venv", cwd=tmp_path)

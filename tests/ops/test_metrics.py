@@ -1,6 +1,6 @@
 """/metrics and /readyz over real HTTP after a scripted conversation: a real host with an in-process MCP server and a
 stdio server that cannot start, the real Slack adapter over Socket Mode against the fake Slack (which answers one
-call with a 429 and fails another), and the HTTP server wired by `bridge.monitoring.install` as `run` wires it."""
+call with a 429 and fails another), and the HTTP server wired by `bridge.cli.monitoring.install` as `run` wires it."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ from anyio.abc import TaskGroup
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.slack import SlackAdapter, create
-from bridge import monitoring, observe
-from bridge.config import ServerConfig
+from bridge.cli import monitoring
+from bridge.config.file import ServerConfig
 from bridge.errors import AdapterError
 from bridge.host import Host
-from bridge.http_server import HttpServer
+from bridge.http.server import HttpServer
+from bridge.observe import hooks as observe
 from bridge.storage import open_store
 from bridge.testing import config_for, patient
 from tests.adapters.slack import driver

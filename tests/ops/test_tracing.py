@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from bridge import observe
 from bridge.errors import PlatformAPIError
 from bridge.model import DecisionIn, JSONValue, MessageIn
+from bridge.observe import hooks as observe
+from bridge.observe.tracing import TelemetryConfig, Tracing, traces, wanted
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
-from bridge.tracing import TelemetryConfig, Tracing, traces, wanted
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio
@@ -129,8 +129,8 @@ class _Collector(BaseHTTPRequestHandler):
 
 EXPORT = """
 import sys
-from bridge import observe
-from bridge.tracing import TelemetryConfig, traces
+from bridge.observe import hooks as observe
+from bridge.observe.tracing import TelemetryConfig, traces
 with traces(TelemetryConfig(otlp_endpoint=sys.argv[1], service_name="bridge-under-test"), {}) as observer:
     assert observer is not None
     with observe.tool_call("demo", "plan_trip"):
@@ -164,14 +164,15 @@ NO_SDK = """
 import logging, sys, json
 sys.modules["opentelemetry.sdk"] = None  # the otel extra is not installed
 logging.basicConfig(stream=sys.stdout, format="%(levelname)s %(message)s")
-from bridge.tracing import TelemetryConfig, traces
+from bridge.observe.tracing import TelemetryConfig, traces
 with traces(TelemetryConfig(otlp_endpoint="http://127.0.0.1:9"), {}) as observer:
     print(json.dumps(observer))
 """
 
 OFF = """
 import sys
-from bridge import cli, observe, tracing
+from bridge.cli import entry as cli
+from bridge.observe import hooks as observe, tracing
 with tracing.traces(tracing.TelemetryConfig(), {}) as observer:
     with observe.tool_call("s", "t"):
         pass

@@ -17,10 +17,10 @@ import anyio
 import httpx2
 import pytest
 
-from bridge.auth_config import AuthConfig
-from bridge.config import ServerConfig
+from bridge.config.auth import AuthConfig
+from bridge.config.file import ServerConfig
 from bridge.host import Host
-from bridge.http_server import HttpServer
+from bridge.http.server import HttpServer
 from tests.servers.oauth import Provider, protected_server
 from tests.servers.serving import bound_socket, serve
 

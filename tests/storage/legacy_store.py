@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bridge import audit as chain
-from bridge import observe
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.observe import hooks as observe
+from bridge.storage import audit as chain
 from bridge.storage.codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome
 from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
@@ -152,7 +152,7 @@ class Store:
 
     def record(self, row: AuditRow) -> None:
         """One audit row as given: also what is not an interaction's end (one approval of several, a grant used).
-        It is linked to the previous row in the hash chain (`bridge.audit`)."""
+        It is linked to the previous row in the hash chain (`bridge.storage.audit`)."""
         values = dataclasses.astuple(row)[:len(chain.FIELDS)]
         if self._db.in_transaction:
             self._append_audit(values)

@@ -8,9 +8,9 @@ import dataclasses
 import anyio
 import pytest
 
-from bridge import audit as chain
 from bridge.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import AuditRow, SqlStore, open_store
+from bridge.storage import audit as chain
 from bridge.testing import patient
 from tests.storage.support import accepted, interaction, pending
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from bridge.auth.tokens import CLIENT, TOKENS, Cipher, StoreVault
-from bridge.auth_config import default_token_store
+from bridge.config.auth import default_token_store
 from bridge.errors import TokenStoreError
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from bridge.host import Host
-from bridge.http_server import HttpServer
+from bridge.http.server import HttpServer
 from bridge.model import Interaction, MessageIn
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
 from bridge.webform import FormLinks, WebForms

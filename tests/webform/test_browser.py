@@ -22,7 +22,7 @@ import pytest
 import yaml
 from playwright.async_api import Browser, Page, Response, async_playwright
 
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.testing import BOB, patient
 from bridge.webform import LinkClaims
 from bridge.webform.page import CSP

@@ -11,8 +11,8 @@ import anyio
 import httpx2
 import pytest
 
-from bridge.config import HttpConfig
-from bridge.http_server import HttpServer
+from bridge.config.file import HttpConfig
+from bridge.http.server import HttpServer
 from bridge.model import DecisionIn, Status
 from bridge.testing import ALICE, BOB, patient
 from bridge.webform import web_forms
@@ -212,7 +212,7 @@ async def test_links_are_offered_only_with_a_public_address() -> None:
 
 
 def test_the_http_block_sets_the_link_lifetime_and_key() -> None:
-    from bridge.config import from_mapping
+    from bridge.config.file import from_mapping
     from bridge.errors import ConfigError
 
     base: dict[str, Any] = {"chat": {"console": {}}}

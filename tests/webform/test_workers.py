@@ -14,7 +14,7 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
-from bridge.http_server import HttpServer
+from bridge.http.server import HttpServer
 from bridge.model import DecisionIn, Status, Verdict
 from bridge.testing import ALICE, BOB, config_for, host_for, patient
 from bridge.webform import FormLinks, LinkClaims, WebForms

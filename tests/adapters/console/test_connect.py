@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.host import Host
 from bridge.storage import open_store
 from bridge.testing import patient

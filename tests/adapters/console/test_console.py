@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
-from bridge.config import ServerConfig
-from bridge.demo_server import server as demo
+from bridge.config.file import ServerConfig
+from bridge.demo.server import server as demo
 from bridge.host import Host
 from bridge.testing import config_for, host_store, patient
 from tests.servers.inline import form_server

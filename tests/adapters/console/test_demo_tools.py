@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
-from bridge.config import RootsPolicy, ServerConfig
-from bridge.demo_server import build
+from bridge.config.file import RootsPolicy, ServerConfig
+from bridge.demo.server import build
 from bridge.host import Host
 from bridge.storage import open_store
 from bridge.testing import config_for, patient

@@ -29,7 +29,7 @@ from nio import (
 
 from adapters.matrix import MatrixAdapter, create
 from adapters.matrix.render import MARK, POLL_RESPONSE
-from bridge.config import Config, ServerConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.host import Host
 from bridge.model import MessageIn
 from bridge.storage import AsyncStore, open_store

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from nio import InviteMemberEvent
 
-from bridge.config import Config
+from bridge.config.file import Config
 from tests.adapters.matrix.harness import Person, body, bridge, mark, matrix_block, person, register
 from tests.matrixhs.synapse import Synapse
 from tests.servers.signin import Site, redirects, sign_in, site

@@ -19,7 +19,7 @@ import pytest
 from nio import AsyncClient, LogoutResponse, RoomInviteResponse
 
 from adapters.matrix.render import ACCEPT, CANCEL, DECLINE, POLL_END, POLL_START
-from bridge.config import Config, ServerConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.errors import PlatformAPIError
 from bridge.forms import Field, FieldKind, Form, Option, approval_form
 from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status

@@ -21,7 +21,7 @@ from nio import ReactionEvent
 
 from adapters.matrix.layout import NO, YES
 from adapters.matrix.render import ACCEPT, POLL_END
-from bridge.config import Config, ServerConfig
+from bridge.config.file import Config, ServerConfig
 from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
 from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.testing import patient

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pytest
 
 from adapters.matrix.render import DECLINE
-from bridge.config import Config
+from bridge.config.file import Config
 from tests.adapters.matrix.harness import ada_with_the_bot, body, part
 from tests.matrixhs.synapse import Synapse
 from tests.servers import links

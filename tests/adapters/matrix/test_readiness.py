@@ -12,9 +12,9 @@ from aiohttp import web
 from adapters.matrix import create
 from adapters.matrix.client import Credentials, MatrixClient
 from adapters.matrix.settings import MatrixSettings
-from bridge import observe
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.host import Host
+from bridge.observe import hooks as observe
 from bridge.storage import open_store
 from bridge.testing import patient
 from tests.adapters.matrix.harness import WAIT, matrix_block, register

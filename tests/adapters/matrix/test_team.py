@@ -13,9 +13,9 @@ import pytest
 from nio import InviteMemberEvent
 
 from adapters.matrix.render import ACCEPT, DECLINE
-from bridge.config import Config, LLMConfig, ServerConfig
+from bridge.config.file import Config, LLMConfig, ServerConfig
+from bridge.config.team import ApproverRule, BudgetLimits, GrantScope
 from bridge.model import Actor, ConversationKey
-from bridge.team_config import ApproverRule, BudgetLimits, GrantScope
 from tests.adapters.matrix.harness import (
     Bridge,
     Person,

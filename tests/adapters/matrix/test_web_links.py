@@ -17,8 +17,8 @@ from nio import InviteMemberEvent
 from playwright.async_api import Browser
 
 from adapters.matrix.formtext import WEB
-from bridge.config import Config
-from bridge.http_server import HttpServer
+from bridge.config.file import Config
+from bridge.http.server import HttpServer
 from bridge.webform import WebForms
 from tests.adapters.matrix.harness import (
     Bridge,

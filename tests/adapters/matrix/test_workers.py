@@ -20,7 +20,7 @@ from anyio.abc import Process, TaskGroup, TaskStatus
 from anyio.streams.text import TextReceiveStream
 
 from adapters.matrix.render import ACCEPT, DECLINE
-from bridge.config import Config
+from bridge.config.file import Config
 from bridge.testing import patient
 from tests.adapters.matrix.harness import (
     WAIT,

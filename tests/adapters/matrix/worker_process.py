@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from bridge.config import Config, ServerConfig
+from bridge.config.file import Config, ServerConfig
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import bridge
 

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from adapters.slack import SlackAdapter, create
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.host import Host
 from bridge.storage import AsyncStore
 from bridge.testing import config_for, host_store, patient

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from adapters.slack import ids
-from bridge.config import ServerConfig
+from bridge.config.file import ServerConfig
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge

@@ -12,8 +12,8 @@ import anyio
 import pytest
 from yarl import URL
 
-from bridge import redaction
-from bridge.cli import setup_logging
+from bridge.cli.entry import setup_logging
+from bridge.safety import redaction
 from bridge.testing import patient
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
 from tests.slackfake import FakeSlack, encode_http_body, sign_request, slash_command

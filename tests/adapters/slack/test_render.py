@@ -433,7 +433,8 @@ def test_a_look_alike_or_internationalised_host_gets_no_button_and_shows_its_pun
 
 
 def test_server_text_goes_through_the_core_s_cleaner() -> None:
-    # C1 controls (a CSI that would colour a terminal), a line separator and a bidi isolate: bridge.sanitize.clean
+    # C1 controls (a CSI that would colour a terminal), a line separator and a bidi isolate:
+    # bridge.safety.sanitize.clean
     hostile = "red\x9b31m text\u2028next \u2067line\u2069 \r\nend"
     assert mrkdwn(hostile) == "red31m textnext line \nend"
     assert plain(hostile, 100) == "red31m textnext line \nend"

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from adapters.slack import ids
-from bridge.config import LLMConfig
+from bridge.config.file import LLMConfig
+from bridge.config.team import ApproverRule, BudgetLimits, GrantScope, Group
 from bridge.model import Actor, ConversationKey
-from bridge.team_config import ApproverRule, BudgetLimits, GrantScope, Group
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge

@@ -18,8 +18,8 @@ import pytest
 from playwright.async_api import Browser
 
 from adapters.slack import ids
-from bridge.config import ServerConfig
-from bridge.http_server import HttpServer
+from bridge.config.file import ServerConfig
+from bridge.http.server import HttpServer
 from bridge.testing import patient
 from bridge.webform import WebForms
 from tests.adapters.slack import driver

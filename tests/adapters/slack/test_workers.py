@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from adapters.slack import ids
-from bridge.http_server import HttpServer
-from bridge.limits import Limits
+from bridge.http.server import HttpServer
+from bridge.safety.limits import Limits
 from bridge.testing import patient
 from bridge.webform import FormLinks, WebForms
 from tests.adapters.slack import driver

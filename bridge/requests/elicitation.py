@@ -1,0 +1,69 @@
+"""Elicitation: a server's form or URL request turned into an interaction, and the outcome turned back.
+
+One handler object serves both eras (see `bridge.requests.request_context.RequestHandler`): legacy servers reach it
+through the SDK's elicitation callback while the tool call stays open; 2026-07-28 servers through the tool-call owner's
+`input_required` driver, which dispatches through the same SDK callback table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.types import ElicitRequestFormParams, ElicitRequestParams, ElicitRequestURLParams, ElicitResult, ErrorData
+
+from bridge.cards.outbound import Say
+from bridge.config.file import Config
+from bridge.errors import INVALID_PARAMS, UnsupportedSchema
+from bridge.forms.schema import form_from_schema
+from bridge.model import Detail, Interaction, Kind, Outcome, Status
+from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
+from bridge.safety.limits import Limits
+from bridge.text.plain import shorten, url_host
+
+MAX_MESSAGE = 2000
+
+
+def form_interaction(ctx: RequestContext, params: ElicitRequestFormParams, timeout: float,
+                     limits: Limits | None = None) -> Interaction:
+    """Raises UnsupportedSchema when the schema is outside the subset, or larger than `limits` allow."""
+    form = form_from_schema(params.requested_schema, limits)
+    return new_interaction(ctx, Kind.FORM, shorten(params.message, MAX_MESSAGE), form=form, timeout=timeout,
+                           accept_label="Submit", decline_label="Decline")
+
+
+def url_interaction(ctx: RequestContext, params: ElicitRequestURLParams, timeout: float) -> Interaction:
+    return new_interaction(ctx, Kind.URL, shorten(params.message, MAX_MESSAGE), timeout=timeout, url=params.url,
+                           details=(Detail("Host", url_host(params.url)),), accept_label="Done",
+                           decline_label="Decline", quick_accept=True)
+
+
+def to_result(outcome: Outcome) -> ElicitResult:
+    if outcome.status is Status.ACCEPTED:
+        content: Any = dict(outcome.content) if outcome.content is not None else None
+        return ElicitResult(action="accept", content=content)
+    return ElicitResult(action=outcome.action)
+
+
+class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, say: Say) -> None:
+        super().__init__(contexts, asker)
+        self._config = config
+        self._say = say
+
+    async def answer(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        cfg = self._config.servers[ctx.server.name]
+        if not cfg.elicitation_enabled:
+            return ElicitResult(action="cancel")
+        if isinstance(params, ElicitRequestURLParams):
+            interaction = url_interaction(ctx, params, cfg.elicitation_timeout)
+            if params.elicitation_id and ctx.url_elicitations is not None:
+                ctx.url_elicitations[params.elicitation_id] = interaction.id
+        else:
+            assert isinstance(params, ElicitRequestFormParams)
+            try:
+                interaction = form_interaction(ctx, params, cfg.elicitation_timeout, self._config.limits)
+            except UnsupportedSchema as exc:
+                await self._say(ctx.conversation, f"{ctx.server.text()} asked for a form this bridge cannot show, so "
+                                                  f"it was refused: {shorten(str(exc), 400)}")
+                return ErrorData(code=INVALID_PARAMS, message=f"Unsupported requestedSchema: {exc}")
+        return to_result(await self.ask(ctx, interaction))

@@ -1,0 +1,6 @@
+"""Guards for a shared host: the one cleaner of untrusted text (`sanitize`), where a link goes (`browser_url`),
+secrets detected (`secret_names`) and kept out of logs and chat (`redaction`), addresses without credentials
+(`addresses`), and the bounds on load (`limits`, `ratelimit`, `lru`).
+
+Pure, the bottom of the core: may use only `bridge.errors` and libraries.
+"""
