@@ -205,20 +205,25 @@ def test_the_install_commands_run(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     clone = home / "src/mcp-chat-bridge"
-    env = {**os.environ, "HOME": str(home), "REPO_URL": str(ROOT), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-           "PATH": f"{clone / '.venv/bin'}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "HOME": str(home), "REPO_URL": str(ROOT), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
-    run(["bash", "-euc", "\n".join(lines)], home, env, seconds=600)
+    run(["bash", "-euc", "\n".join(lines[:2])], home, env, seconds=600)
     python = clone / ".venv/bin/python"
-    where = run([str(python), "-c", "import bridge, psycopg, slack_bolt, nio, openai; print(bridge.__file__)"],
-                home, env).stdout
+    where = run([str(python), "-c", "import bridge, slack_bolt, nio, openai; print(bridge.__file__)"], home,
+                env).stdout
     assert str(clone / ".venv") in where  # installed, not imported from the clone's folder
-    origin = run([str(python), "-c", "import importlib.metadata as m; "
-                  "print(m.distribution('mcp-chat-bridge').read_text('direct_url.json'))"], home, env).stdout
-    assert json.loads(origin)["url"] == f"file://{clone}" and "vcs_info" in json.loads(origin)
     assert run([str(clone / ".venv/bin/mcp-chat-bridge"), "--version"], home, env).stdout.startswith(
         "mcp-chat-bridge ")
+
+    # The pip requirement is the other way in: run it with a fresh environment's pip first on PATH.
+    other = tmp_path / "other"
+    run([sys.executable, "-m", "venv", str(other)], home, env)
+    env["PATH"] = f"{other / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    run(["bash", "-euc", lines[2]], home, env, seconds=600)
+    origin = run([str(other / "bin/python"), "-c", "import psycopg, importlib.metadata as m; "
+                  "print(m.distribution('mcp-chat-bridge').read_text('direct_url.json'))"], home, env).stdout
+    assert json.loads(origin)["url"] == f"file://localhost{clone}" and "vcs_info" in json.loads(origin)
 
 
 # --- links and the docs index ---------------------------------------------------------------------------------------
