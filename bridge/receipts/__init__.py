@@ -5,12 +5,7 @@ what the decision lets happen (`docs/receipts.md`). `canonical` is the one hashi
 and its JWKS, `tokens` making and checking receipts. Pure: the audit row and delivery are the caller's
 (`bridge.requests.receipting`).
 
+Nothing is re-exported here: the config reads `keys` without loading the JOSE library.
+
 May use: `bridge.model`, `bridge.errors` and below; never a package above.
 """
-
-from bridge.receipts.canonical import canonical, digest, request_digest, tool_digest
-from bridge.receipts.keys import KEY_ENV, ReceiptKeys, ReceiptSettings
-from bridge.receipts.tokens import META_KEY, Decision, Receipt, ReceiptInvalid, mint, verify
-
-__all__ = ["KEY_ENV", "META_KEY", "Decision", "Receipt", "ReceiptInvalid", "ReceiptKeys", "ReceiptSettings",
-           "canonical", "digest", "mint", "request_digest", "tool_digest", "verify"]

@@ -18,7 +18,6 @@ from typing import Any
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from joserfc.jwk import OKPKey
 
 from bridge.errors import ConfigError
 
@@ -52,10 +51,14 @@ def _private(text: str) -> Ed25519PrivateKey:
 
 def kid(key: Ed25519PublicKey) -> str:
     """The key's id: its RFC 7638 JWK thumbprint (SHA-256, base64url), the same for anyone who computes it."""
+    from joserfc.jwk import OKPKey  # loaded when receipts are made, not with the config
+
     return str(OKPKey.import_key(key).thumbprint())
 
 
 def jwk(key: Ed25519PublicKey) -> dict[str, Any]:
+    from joserfc.jwk import OKPKey
+
     public = dict(OKPKey.import_key(key).as_dict(private=False))
     return {**public, "kid": kid(key), "alg": "EdDSA", "use": "sig"}
 
