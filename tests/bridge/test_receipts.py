@@ -8,6 +8,8 @@ import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,6 +19,7 @@ from mcp.client import Client
 
 from bridge.config.file import RootsPolicy
 from bridge.config.team import ApproverRule
+from bridge.demo import setup as demo
 from bridge.host import Host
 from bridge.llm import HumanProvider
 from bridge.model import Actor, DecisionIn, Interaction, MessageIn, Verdict
@@ -209,3 +212,24 @@ async def test_a_receipt_signed_by_a_key_the_server_does_not_know_is_refused(pro
             await decide(host, await chat.wait_card("tool"))
             assert "refused: InvalidTokenError" in await chat.wait_message("vault.destroy")
     assert acted == []
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])
+async def test_the_demo_refunds_only_with_the_receipt_of_an_approval(protocol: str, tmp_path: Path) -> None:
+    config = demo.config(protocol, {"XDG_STATE_HOME": str(tmp_path)})
+    config = replace(config, store=":memory:", chat={})
+    you = Actor("console", "you", "you")
+    chat = FakeChatPort()
+    host = Host(config, await open_store(":memory:"), llm=HumanProvider())
+    host.attach(chat)
+    async with host:
+        await host.handle_message(MessageIn(ROOM, you, 'call demo wire_refund {"amount": 80}', explicit_command=True))
+        with anyio.fail_after(patient(20)):
+            card = await chat.wait_card("tool")
+            assert await decide(host, card, you) is Verdict.CLAIMED
+            done = await chat.wait_message("demo.wire_refund")
+    assert "Refunded 80 EUR for 'Lisbon, 3 nights'" in done and "approved by console:you" in done
+    # The same server asked directly, without the bridge: no receipt, nothing done.
+    async with Client(config.servers["demo"].inprocess) as client:
+        result = await client.call_tool("wire_refund", {"amount": 80})
+    assert result.is_error and "Refused: no receipt" in "".join(getattr(c, "text", "") for c in result.content)

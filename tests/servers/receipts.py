@@ -77,7 +77,9 @@ def receipts_server(jwks: dict[str, Any], name: str = "vault") -> tuple[MCPServe
             claims = check(token, jwks, name)
         except jwt.InvalidTokenError as exc:
             raise ToolError(f"refused: {type(exc).__name__}") from None
-        wanted = request_digest("tools/call", {"name": "destroy", "arguments": {"target": target}})
+        # The arguments as they came, defaults not filled in: exactly what the person approved.
+        sent = (ctx.request_context.params or {}).get("arguments") or {}
+        wanted = request_digest("tools/call", {"name": "destroy", "arguments": sent})
         if claims.get("kind") != "tool" or claims.get("tool") != "destroy" or claims.get("req") != wanted:
             raise ToolError("refused: the receipt is for another call")
         if claims["jti"] in used:
