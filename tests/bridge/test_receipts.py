@@ -233,3 +233,24 @@ async def test_the_demo_refunds_only_with_the_receipt_of_an_approval(protocol: s
     async with Client(config.servers["demo"].inprocess) as client:
         result = await client.call_tool("wire_refund", {"amount": 80})
     assert result.is_error and "Refused: no receipt" in "".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_the_docs_verification_example_accepts_a_receipt_once_and_refuses_another_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "receipts.md").read_text("utf-8")
+    example = docs.split("```python\n", 1)[1].split("```", 1)[0]
+    keys = ReceiptKeys.generate()
+    (tmp_path / "jwks.json").write_text(json.dumps(keys.jwks()))
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {}
+    exec(compile(example, "docs/receipts.md", "exec"), scope)  # the documented example, as written
+    args = {"target": "/srv/a"}
+    token = mint(ReceiptSettings(keys), Decision("tool", "vault", ROOM.id(), "i", request_digest(
+        "tools/call", {"name": "destroy", "arguments": args}), (ALICE.key,), {"required": 1}, tool="destroy")).token
+    assert scope["approved"]({META_KEY: token}, "vault", "destroy", args)["by"] == [ALICE.key]
+    with pytest.raises(PermissionError, match="used before"):
+        scope["approved"]({META_KEY: token}, "vault", "destroy", args)
+    with pytest.raises(PermissionError, match="another call"):
+        scope["approved"]({META_KEY: token}, "vault", "destroy", {"target": "/"})
+    with pytest.raises(jwt.InvalidAudienceError):
+        scope["approved"]({META_KEY: token}, "other", "destroy", args)
