@@ -40,6 +40,7 @@ from bridge.requests.bounds import Bounds
 from bridge.requests.budgets import Budgets
 from bridge.requests.elicitation import Elicitation
 from bridge.requests.grants import Grants
+from bridge.requests.receipting import Receipting
 from bridge.requests.roots import RootsKeeper
 from bridge.requests.sampling import Sampler
 from bridge.requests.server_notices import ServerNotices
@@ -82,14 +83,16 @@ class Host:
         # Cards the handlers ask for go through the `limits:` bounds on their way to the broker.
         self.bounds = Bounds(config.limits, audience, self.outbound.say)
         asker = self.bounds.asker(self.broker)
+        receipts = Receipting(config, store)  # signed receipts of what people approve (issued once a key is set)
         self.handlers = HandlerTable(
-            elicitation=(elicitation := Elicitation(audience, asker, config, self.outbound.say)),
-            sampling=Sampler(audience, asker, config, self.outbound.say, llm, self.grants, self.budgets),
-            roots=(roots := RootsKeeper(audience, asker, config, store)),
-            tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants)),
+            elicitation=(elicitation := Elicitation(audience, asker, config, self.outbound.say, receipts)),
+            sampling=Sampler(audience, asker, config, self.outbound.say, llm, self.grants, self.budgets, receipts),
+            roots=(roots := RootsKeeper(audience, asker, config, store, receipts)),
+            tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants, receipts)),
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds)
         self.pool.callbacks = self.handlers.callbacks
-        self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation)
+        self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
+                               receipts)
         self.calls.results = KeptResults(config.limits)
         self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)

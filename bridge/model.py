@@ -214,6 +214,8 @@ class Interaction:
     """Shown to its one approver only (a person's Connect prompt): a platform that can show one person a card inside
     a conversation does so (`ChatPort.private_cards`, Slack's ephemeral messages); otherwise the core posts it in a
     direct message with them, and the console, which has one person, prints it on stderr."""
+    request: str = ""
+    """The digest of the request this card decides (`bridge.receipts.canonical`), which its receipt names."""
 
     def may_decide(self, actor: Actor) -> bool:
         return not self.approvers or actor.key in self.approvers

@@ -39,6 +39,7 @@ from mcp.types import (
     CallToolResult,
     ElicitRequest,
     ElicitRequestURLParams,
+    ElicitResult,
     ErrorData,
     InputRequest,
     InputRequiredResult,
@@ -57,7 +58,8 @@ from bridge.errors import (
 )
 from bridge.model import Actor, ConversationKey, Kind, Outcome, Status
 from bridge.requests.audience import Audience
-from bridge.requests.elicitation import to_result
+from bridge.requests.elicitation import receipted, to_result
+from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import CURRENT
 from bridge.servers.mcp_session import CallInfo, Session
 from bridge.servers.sessions import SessionPool
@@ -104,6 +106,9 @@ class ParkedCall:
     """When this round was stored (`PendingCall.created_at`): what names it to `AsyncStore.send_round`."""
     sent_by: str | None = None
     """A dead process that sent this round before, when it is sent again on purpose (`on_interrupt: resend`)."""
+    meta: dict[str, Any] | None = None
+    """The `_meta` every round of the call carries (its approval's receipt). Kept in memory only: a call taken up
+    after a restart goes on without it."""
 
 
 def invalid_state(exc: MCPError) -> bool:
@@ -163,7 +168,9 @@ def gone(pool: SessionPool, session: Session, exc: BaseException) -> ServerGoneE
 
 
 class Rounds:
-    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience) -> None:
+    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience,
+                 receipts: Receipting | None = None) -> None:
+        self._receipts = receipts
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -180,8 +187,11 @@ class Rounds:
     # -- driving -------------------------------------------------------------------------------------------------
 
     async def drive(self, call: Call, arguments: dict[str, Any], progress: ProgressFnT | None, *, park: bool,
-                    session: Session | None = None, record: ParkedCall | None = None) -> CallToolResult | None:
-        """Run a 2026 call to its result, or until it is parked (then None). Continues `record` when given."""
+                    session: Session | None = None, record: ParkedCall | None = None,
+                    meta: dict[str, Any] | None = None) -> CallToolResult | None:
+        """Run a 2026 call to its result, or until it is parked (then None). Continues `record` when given. `meta`
+        goes with every round (the same receipt: a server consumes it when it acts, not when it asks)."""
+        meta = meta if meta is not None else record.meta if record else None
         state = record.request_state if record else None
         responses: dict[str, InputResponse] | None = record.responses if record else None
         reuse: dict[str, tuple[Signature, InputResponse]] | None = None
@@ -199,7 +209,7 @@ class Rounds:
                             return None
                         result = await guarded(self._pool, session, session.client.session.call_tool(
                             call.tool, arguments, progress_callback=progress, input_responses=responses,
-                            request_state=state, allow_input_required=True))
+                            request_state=state, allow_input_required=True, meta=meta))  # type: ignore[arg-type]
                 except ServerGoneError:
                     if responses is None or retried_gone:
                         raise
@@ -230,6 +240,7 @@ class Rounds:
                 # Held while the round is stored: the session is not closed for room before its requests are asked.
                 with self._pool.hold(session):
                     record = await self._store_round(call, arguments, state, requests)
+                    record.meta = meta
                     for key, request in requests.items():
                         given = reuse.pop(key, None) if reuse else None
                         if given is not None and given[0] == signature(request):
@@ -325,8 +336,8 @@ class Rounds:
             if last and self.take_call is not None:
                 await self.take_call(call_id)  # held by no one here (taken over meanwhile): continued from the store
             return
-        if record.waiting.pop(key, None) is not None:
-            record.responses[key] = to_result(outcome)
+        if (interaction_id := record.waiting.pop(key, None)) is not None:
+            record.responses[key] = await self._result(interaction_id, outcome)
         if record.driving:
             return  # the task answering the rest of this round continues the call itself
         if not last:
@@ -347,7 +358,14 @@ class Rounds:
             if key is not None and record.waiting.get(key) == stored.interaction.id and stored.outcome is not None:
                 self._broker.drop_parked(stored.interaction.id)
                 del record.waiting[key]
-                record.responses[key] = to_result(stored.outcome)
+                record.responses[key] = await receipted(self._receipts, stored.interaction, stored.outcome)
+
+    async def _result(self, interaction_id: str, outcome: Outcome) -> ElicitResult:
+        """A parked card's answer, with its receipt (the card's request digest is in the store)."""
+        if self._receipts is None or outcome.status is not Status.ACCEPTED:
+            return to_result(outcome)
+        stored = await self._store.interaction(interaction_id)
+        return await receipted(self._receipts, stored.interaction if stored else None, outcome)
 
     async def _send_round(self, call: Call, record: ParkedCall) -> bool:
         """Whether this worker sends the stored round's answers: the store says so, once, and durably before they
@@ -399,7 +417,7 @@ class Rounds:
             if stored.input_key is None or sig is None or outcome is None:
                 continue
             if outcome.status is Status.ACCEPTED or (outcome.by is not None and outcome.status is not Status.FAILED):
-                given[stored.input_key] = (sig, to_result(outcome))
+                given[stored.input_key] = (sig, await receipted(self._receipts, stored.interaction, outcome))
         return given
 
     @contextlib.contextmanager

@@ -34,6 +34,7 @@ from bridge.observe import hooks as observe
 from bridge.ports import CLEANUP_TIMEOUT
 from bridge.requests.audience import Audience
 from bridge.requests.elicitation import Elicitation
+from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import new_id
 from bridge.requests.tool_approval import ToolApproval
 from bridge.safety.limits import Limits
@@ -72,7 +73,7 @@ class _Told(Exception):
 
 class ToolCalls:
     def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
-                 approval: ToolApproval, elicitation: Elicitation) -> None:
+                 approval: ToolApproval, elicitation: Elicitation, receipts: Receipting | None = None) -> None:
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -85,7 +86,7 @@ class ToolCalls:
         """Long results kept for `show <id>` (the host sets one bounded by the config's limits)."""
         self.restart_hint = True
         """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
-        self.rounds = Rounds(pool, broker, store, audience)
+        self.rounds = Rounds(pool, broker, store, audience, receipts)
         self.rounds.resume_parked = self._continue_parked
 
     # -- the registry --------------------------------------------------------------------------------------------
@@ -232,16 +233,17 @@ class ToolCalls:
         if needs_approval is None:
             with self._pool.hold(session):
                 needs_approval = await self._approval.required(session, call.conversation, call.tool)
+        meta: dict[str, Any] | None = None
         if needs_approval:
             ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
-            denied = await self._approval.answer(ctx, CallToolRequestParams(name=call.tool, arguments=arguments))
-            if denied is not None:
-                assert isinstance(denied, CallToolResult)
-                return denied
+            decided = await self._approval.decide(ctx, CallToolRequestParams(name=call.tool, arguments=arguments))
+            if isinstance(decided, CallToolResult):
+                return decided
+            meta = decided.meta  # the receipt travels with the call it approves
             # The card may have taken minutes, with the session idle: it may have been closed for room meanwhile.
             session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
         try:
-            return await self._on_session(session, call, arguments, park)
+            return await self._on_session(session, call, arguments, park, meta)
         except MCPError as exc:
             if exc.code != URL_ELICITATION_REQUIRED or not retry_after_links:
                 raise
@@ -249,24 +251,26 @@ class ToolCalls:
                 raise _Told from exc
         # Once more, without asking for approval again; a second -32042 is told like any other: run it again.
         session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
-        return await self._on_session(session, call, arguments, park)
+        return await self._on_session(session, call, arguments, park, meta)
 
     async def _on_session(self, session: Session, call: ToolCall, arguments: dict[str, Any],
-                          park: bool) -> CallToolResult | None:
+                          park: bool, meta: dict[str, Any] | None = None) -> CallToolResult | None:
         if session.modern:
             # Registered on the session before anything is awaited, so it is not closed for room meanwhile.
-            return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session)
+            return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session,
+                                           meta=meta)
         # A legacy server's request does not say which open call it belongs to: one call at a time.
         with self._pool.hold(session):
             async with session.call_lock:
-                return await self._legacy(session, call, arguments)
+                return await self._legacy(session, call, arguments, meta)
 
-    async def _legacy(self, session: Session, call: ToolCall, arguments: dict[str, Any]) -> CallToolResult:
+    async def _legacy(self, session: Session, call: ToolCall, arguments: dict[str, Any],
+                      meta: dict[str, Any] | None) -> CallToolResult:
         session.calls[call.id] = call
         try:
             assert session.client is not None
             result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
-                call.tool, arguments, progress_callback=self._progress(call)))
+                call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
             return result
         finally:
             session.calls.pop(call.id, None)

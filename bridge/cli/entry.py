@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from bridge import DEFAULT_STORE, __version__
+from bridge.cli import receipts
 from bridge.cli.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_auth_tracebacks, report
 from bridge.errors import ConfigError
 from bridge.safety import redaction
@@ -142,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
                                             "MCP_BRIDGE_AUDIT_PUBLIC_KEY, or derived from MCP_BRIDGE_AUDIT_SIGNING_KEY")
     audit.add_argument("--public-key-of-signing-key", action="store_true",
                        help="print the public key of MCP_BRIDGE_AUDIT_SIGNING_KEY (for those who only verify)")
+    receipts.add_parser(sub, common)
     return p
 
 
@@ -167,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "handler", None) is not None:  # commands that register their own (bridge.cli.entry.receipts)
+        return int(args.handler(args))
     if args.command == "check-config":
         from bridge.cli import preflight
         from bridge.config.file import load
@@ -366,6 +370,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
 
             http = HttpServer(config.http.listen, config.http.public_url, config.http.connections)
             host.accounts.serve_redirects(http)
+            receipts.serve_keys(http, config.receipts)
         async with host, anyio.create_task_group() as tg:
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:

@@ -27,6 +27,7 @@ from bridge.errors import ConfigError
 from bridge.http.guard import ConnectionLimits
 from bridge.model import ConversationScope
 from bridge.observe.tracing import TelemetryConfig, telemetry_config
+from bridge.receipts.keys import DEFAULT_ISSUER, ReceiptKeys, ReceiptSettings
 from bridge.safety import limits
 from bridge.safety.limits import Limits
 from bridge.safety.redaction import Redactor
@@ -106,6 +107,8 @@ class ServerConfig:
     on_interrupt: Literal["tell", "resend"] = "tell"
     """A 2026 round whose answers may have reached the server when its worker died: told, not sent again (`tell`),
     or sent again by the worker taking over, for servers whose tools are idempotent (`resend`)."""
+    receipts: bool = True
+    """Whether this server's approved requests carry signed receipts (when a receipt key is set)."""
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -177,6 +180,8 @@ class Config:
     budgets: BudgetLimits = field(default_factory=BudgetLimits)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     audit: AuditConfig = AuditConfig()
+    receipts: ReceiptSettings = field(default_factory=ReceiptSettings, repr=False)
+    """Signed receipts of decisions (`bridge.receipts`): the key ring comes from the environment."""
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -270,6 +275,13 @@ def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
         raise ConfigError(problems)
     config = _build(data)
     problems.extend(_team_problems(config))
+    try:
+        block = data.get("receipts") or {}
+        config = replace(config, receipts=ReceiptSettings(
+            ReceiptKeys.from_env(env), str(block.get("issuer", DEFAULT_ISSUER)),
+            parse_duration(block.get("lifetime", "5m"))))
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     if problems:
         raise ConfigError(problems)
     return replace(config, redactor=Redactor([*from_env, *secret_values(data)]))
@@ -439,4 +451,5 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
         on_interrupt="resend" if s.get("on_interrupt") == "resend" else "tell",
+        receipts=bool(s.get("receipts", True)),
     )

@@ -3,7 +3,8 @@
 It asks for everything a server can ask a person for, so the demo shows every card: a form with every field type
 (`plan_trip`), a link to visit (`connect_account`), the host's model (`suggest_name`, sampling), the folders it may
 see (`show_roots`, roots), and a tool whose annotations say it is destructive, so the bridge asks before running it
-(`cancel_booking`). It also has progress (`count_down`), a prompt whose arguments have completions
+(`cancel_booking`), and one that refuses to act without the bridge's signed receipt of that approval (`wire_refund`,
+`docs/receipts.md`). It also has progress (`count_down`), a prompt whose arguments have completions
 (`packing_list`), and resources. Each works on both protocol eras: on a 2025-11-25 connection it asks through the
 back-channel while the call is open; on a 2026-07-28 connection it returns `input_required` and reads the answer
 from the retried call.
@@ -16,11 +17,14 @@ that outlives the process (`bridge.demo` keeps one in a file, or reads it from t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 import anyio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve, Sample
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.request_state import RequestStateSecurity
 from mcp.types import (
     Completion,
@@ -157,6 +161,37 @@ def cancel_booking(booking: str = "Lisbon, 3 nights") -> str:
     return f"Cancelled the booking {booking!r} (not really: this is a demo)."
 
 
+class ReceiptGate:
+    """The demo's `wire_refund`: a tool that acts only on a valid receipt of a person's approval of exactly this call
+    (the bridge's `_meta` receipt, `docs/receipts.md`), each receipt once."""
+
+    def __init__(self, keys: Sequence[Ed25519PublicKey]) -> None:
+        self._keys = list(keys)
+        self._used: dict[str, float] = {}
+
+    def wire_refund(self, ctx: Context, booking: str = "Lisbon, 3 nights", amount: int = 120) -> str:
+        """Refund a booking. Acts only with the bridge's signed receipt of a person's approval of this very call."""
+        from bridge.receipts.canonical import tool_digest
+        from bridge.receipts.tokens import META_KEY, ReceiptInvalid, verify
+
+        token = (ctx.request_context.meta or {}).get(META_KEY)
+        if not isinstance(token, str) or not self._keys:
+            raise ToolError("Refused: no receipt of an approval came with this call (is MCP_BRIDGE_RECEIPT_KEY set?).")
+        try:
+            # The arguments as they came (defaults not filled in): what the person approved.
+            sent = (ctx.request_context.params or {}).get("arguments") or {}
+            claims = verify(token, self._keys, kinds=("tool",), request=tool_digest("wire_refund", sent))
+        except ReceiptInvalid as exc:
+            raise ToolError(f"Refused: the receipt does not hold ({exc}).") from None
+        now = time.time()
+        self._used = {jti: exp for jti, exp in self._used.items() if exp > now}
+        if claims["jti"] in self._used:
+            raise ToolError("Refused: this receipt was used before.")
+        self._used[claims["jti"]] = float(claims["exp"])
+        return (f"Refunded {amount} EUR for {booking!r} (not really: this is a demo), approved by "
+                f"{', '.join(claims['by'])}, receipt {claims['jti']}.")
+
+
 def packing_list(city: str, season: str) -> str:
     """A packing list for a city and a season (both arguments have completions; the seasons depend on the city)."""
     return f"Write a short packing list for {season} in {city}."
@@ -199,15 +234,19 @@ def state_security(state_keys: Sequence[str | bytes] | None) -> RequestStateSecu
     return RequestStateSecurity(keys=list(state_keys), ttl=STATE_TTL) if state_keys else None
 
 
-def build(state_keys: Sequence[str | bytes] | None = None) -> MCPServer:
+def build(state_keys: Sequence[str | bytes] | None = None,
+          receipt_keys: Sequence[Ed25519PublicKey] = ()) -> MCPServer:
     """The demo server. `state_keys` seal its 2026 `requestState` (`state_security`); without them the key lives only
-    as long as this process, and the bridge runs a call again after a restart, reusing the answers already given."""
+    as long as this process, and the bridge runs a call again after a restart, reusing the answers already given.
+    `receipt_keys`: the bridge's receipt keys, which `wire_refund` checks its receipts with."""
     security = state_security(state_keys)
     server = MCPServer("mcp-chat-bridge-demo", request_state_security=security,
                        instructions="A demo server: plan a trip, connect an account, name things, show roots.")
     for tool in (plan_trip, connect_account, suggest_name, show_roots, count_down, echo):
         server.add_tool(tool)
     server.add_tool(cancel_booking, annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
+    server.add_tool(ReceiptGate(receipt_keys).wire_refund, name="wire_refund",
+                    annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
     server.prompt()(packing_list)
     server.completion()(complete)  # type: ignore[no-untyped-call]  # the SDK leaves this decorator untyped
     server.resource("demo://guide", name="guide", mime_type="text/markdown")(guide)

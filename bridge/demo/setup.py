@@ -14,6 +14,7 @@ from bridge.config.file import Config, RootsPolicy, ServerConfig
 from bridge.config.team import ApproverRule
 from bridge.demo.server import build
 from bridge.demo.state import request_state_key, state_dir
+from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
 
 STORE_FILE = "demo.db"
 
@@ -21,8 +22,13 @@ STORE_FILE = "demo.db"
 def config(protocol: str = "auto", env: Mapping[str, str] | None = None) -> Config:
     """The demo: the bundled server in-process, on the console, with its store and key in `state_dir()`."""
     folder = state_dir(env)
-    server = build([request_state_key(folder, env)])
+    # Receipts with the operator's key when one is set, else with a key made for this run (the demo's own server
+    # checks them, in-process: nothing else needs the key).
+    keys = ReceiptKeys.from_env(env)
+    keys = keys if keys.signer is not None else ReceiptKeys.generate()
+    server = build([request_state_key(folder, env)], keys.public())
     roots = RootsPolicy(defaults=((folder.as_uri(), "the demo's own folder"), (Path.cwd().as_uri(), "where you are")))
     demo = ServerConfig(name="demo", title="Demo server", inprocess=server, protocol=protocol,  # type: ignore[arg-type]
                         approvers=ApproverRule(("console:you",)), roots=roots)
-    return Config(servers={"demo": demo}, store=str(folder / STORE_FILE), chat={"console": {}})
+    return Config(servers={"demo": demo}, store=str(folder / STORE_FILE), chat={"console": {}},
+                  receipts=ReceiptSettings(keys, "mcp-chat-bridge demo"))

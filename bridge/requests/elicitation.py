@@ -16,11 +16,13 @@ from bridge.config.file import Config
 from bridge.errors import INVALID_PARAMS, UnsupportedSchema
 from bridge.forms.schema import form_from_schema
 from bridge.model import Detail, Interaction, Kind, Outcome, Status
+from bridge.requests.receipting import Receipting, params_digest, with_receipt
 from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
 from bridge.safety.limits import Limits
 from bridge.text.plain import shorten, url_host
 
 MAX_MESSAGE = 2000
+ELICIT = "elicitation/create"
 
 
 def form_interaction(ctx: RequestContext, params: ElicitRequestFormParams, timeout: float,
@@ -28,13 +30,14 @@ def form_interaction(ctx: RequestContext, params: ElicitRequestFormParams, timeo
     """Raises UnsupportedSchema when the schema is outside the subset, or larger than `limits` allow."""
     form = form_from_schema(params.requested_schema, limits)
     return new_interaction(ctx, Kind.FORM, shorten(params.message, MAX_MESSAGE), form=form, timeout=timeout,
-                           accept_label="Submit", decline_label="Decline")
+                           accept_label="Submit", decline_label="Decline",
+                           request=params_digest(ELICIT, params))
 
 
 def url_interaction(ctx: RequestContext, params: ElicitRequestURLParams, timeout: float) -> Interaction:
     return new_interaction(ctx, Kind.URL, shorten(params.message, MAX_MESSAGE), timeout=timeout, url=params.url,
                            details=(Detail("Host", url_host(params.url)),), accept_label="Done",
-                           decline_label="Decline", quick_accept=True)
+                           decline_label="Decline", quick_accept=True, request=params_digest(ELICIT, params))
 
 
 def to_result(outcome: Outcome) -> ElicitResult:
@@ -44,11 +47,21 @@ def to_result(outcome: Outcome) -> ElicitResult:
     return ElicitResult(action=outcome.action)
 
 
+async def receipted(receipts: Receipting | None, interaction: Interaction | None, outcome: Outcome) -> ElicitResult:
+    """The answer to an elicitation, with its receipt when it was accepted (and receipts are on)."""
+    result = to_result(outcome)
+    if receipts is None or interaction is None:
+        return result
+    return with_receipt(result, await receipts.for_decision(interaction, outcome, content=result.content))
+
+
 class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
-    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, say: Say) -> None:
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, say: Say,
+                 receipts: Receipting | None = None) -> None:
         super().__init__(contexts, asker)
         self._config = config
         self._say = say
+        self._receipts = receipts
 
     async def answer(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
         cfg = self._config.servers[ctx.server.name]
@@ -66,4 +79,4 @@ class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
                 await self._say(ctx.conversation, f"{ctx.server.text()} asked for a form this bridge cannot show, so "
                                                   f"it was refused: {shorten(str(exc), 400)}")
                 return ErrorData(code=INVALID_PARAMS, message=f"Unsupported requestedSchema: {exc}")
-        return to_result(await self.ask(ctx, interaction))
+        return await receipted(self._receipts, interaction, await self.ask(ctx, interaction))

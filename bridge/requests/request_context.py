@@ -138,9 +138,10 @@ def new_id() -> str:
 def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: float, form: Form | None = None,
                     details: tuple[Detail, ...] = (), url: str = "", accept_label: str = "Accept",
                     decline_label: str = "Decline", quick_accept: bool = False,
-                    grants: tuple[GrantOption, ...] = ()) -> Interaction:
+                    grants: tuple[GrantOption, ...] = (), request: str = "") -> Interaction:
     """The one factory of interactions: id, people, server and deadline always come from the request's context.
-    Wider grants are offered only where one approval decides."""
+    Wider grants are offered only where one approval decides. `request`: the digest of what it decides, for its
+    receipt (`bridge.requests.receipting`)."""
     if ctx.note:
         details = (Detail("Asked again", ctx.note), *details)
     people, groups, required, notify = ctx.deciders(kind)
@@ -149,4 +150,4 @@ def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: f
         approvers=people, message=message, form=form or Form(), expires_at=ctx.deadline(timeout),
         details=details, url=url, accept_label=accept_label, decline_label=decline_label, quick_accept=quick_accept,
         tool=ctx.tool, required=required, groups=groups, notify="dm" if notify == "dm" else "thread",
-        grants=grants if required == 1 else ())
+        grants=grants if required == 1 else (), request=request)

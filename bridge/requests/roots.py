@@ -16,6 +16,8 @@ from bridge.config.file import Config
 from bridge.errors import CommandError
 from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.model import ConversationKey, Detail, Kind, Status
+from bridge.receipts.canonical import request_digest
+from bridge.requests.receipting import Receipting, result_json, with_receipt
 from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
 from bridge.storage import AsyncStore
 
@@ -35,10 +37,12 @@ def remember_key(server: str) -> str:
 class RootsKeeper(RequestHandler[None, ListRootsResult]):
     """The conversation's roots, and the handler of `roots/list` (registered only when the policy is not "deny")."""
 
-    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: AsyncStore) -> None:
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: AsyncStore,
+                 receipts: Receipting | None = None) -> None:
         super().__init__(contexts, asker)
         self._config = config
         self._store = store
+        self._receipts = receipts
 
     async def __call__(self, context: ClientRequestContext, params: None = None) -> ListRootsResult | ErrorData:
         return await super().__call__(context, params)
@@ -74,7 +78,7 @@ class RootsKeeper(RequestHandler[None, ListRootsResult]):
         interaction = new_interaction(
             ctx, Kind.ROOTS, f"{ctx.server.text()} asks which folders it may see.", form=approval_form(fields),
             timeout=policy.timeout, details=tuple(Detail(name or "Folder", uri) for uri, name in roots),
-            accept_label="Share", decline_label="Deny", quick_accept=True)
+            accept_label="Share", decline_label="Deny", quick_accept=True, request=request_digest("roots/list", {}))
         outcome = await self.ask(ctx, interaction)
         if outcome.status is not Status.ACCEPTED:
             return ListRootsResult(roots=[])
@@ -83,7 +87,11 @@ class RootsKeeper(RequestHandler[None, ListRootsResult]):
         picked = [str(u) for u in chosen] if isinstance(chosen, list) else []
         if content.get("remember") is True:
             await self._store.set_setting(ctx.conversation, remember_key(ctx.server.name), "all")
-        return _result(roots, picked)
+        result = _result(roots, picked)
+        if self._receipts is None:
+            return result
+        meta = await self._receipts.for_decision(interaction, outcome, content=result_json(result, "roots"))
+        return with_receipt(result, meta)
 
 
 def _result(roots: list[tuple[str, str]], picked: list[str]) -> ListRootsResult:

@@ -41,9 +41,10 @@ from bridge.llm import (
     to_create_message_result,
     to_llm_request,
 )
-from bridge.model import Detail, Interaction, Kind, Status
+from bridge.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.requests.budgets import Budgets
 from bridge.requests.grants import Grants, offers
+from bridge.requests.receipting import Receipting, params_digest, result_json, with_receipt
 from bridge.requests.request_context import (
     Asker,
     ContextSource,
@@ -62,8 +63,9 @@ SamplingAnswer = CreateMessageResult | CreateMessageResultWithTools | ErrorData
 
 class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | CreateMessageResultWithTools]):
     def __init__(self, contexts: ContextSource, asker: Asker, config: Config, say: Say,
-                 provider: LLMProvider, grants: Grants, budgets: Budgets) -> None:
+                 provider: LLMProvider, grants: Grants, budgets: Budgets, receipts: Receipting | None = None) -> None:
         super().__init__(contexts, asker)
+        self._receipts = receipts
         self._config = config
         self._say = say
         self._provider = provider
@@ -98,11 +100,14 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
 
         quorum = approver_rule(cfg, Kind.SAMPLING).required > 1
         grant = None if quorum else await self._grants.find("sampling", ctx.server.name, "", ctx.conversation)
+        asked = params_digest("sampling/createMessage", params)
+        decided: list[tuple[Interaction, Outcome]] = []
         if policy.approval == "ask" and grant is not None:
             await self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
         elif policy.approval == "ask":
-            interaction = self._approval(ctx, params, request.max_tokens, model, policy.timeout)
+            interaction = self._approval(ctx, params, request.max_tokens, model, policy.timeout, asked)
             outcome = await self.ask(ctx.step("approve"), interaction)
+            decided.append((interaction, outcome))
             if outcome.status is not Status.ACCEPTED:
                 return _rejected(outcome.status)
             await self._grants.remember(ctx, outcome, policy.grants, "sampling", "")
@@ -126,18 +131,26 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
             await self._budgets.record(ctx.conversation, ctx.requester, response.usage)
 
         if response is None or policy.review:
-            review = self._review(ctx, response, policy.timeout)
+            review = self._review(ctx, response, policy.timeout, asked)
             outcome = await self.ask(ctx.step("review"), review)
             if outcome.status is not Status.ACCEPTED:
                 return _rejected(outcome.status)
+            decided.append((review, outcome))
             if response is None or not response.tool_calls:
                 text = str((outcome.content or {}).get("answer", response.text if response else ""))
                 response = LLMResponse(text=text, model=response.model if response else "human",
                                        stop_reason=response.stop_reason if response else "endTurn")
-        return to_create_message_result(response)
+        result = to_create_message_result(response)
+        if not decided or self._receipts is None:
+            return result
+        # One receipt for the request and the answer that went back: the last card's, naming everyone who decided.
+        last, outcome = decided[-1]
+        meta = await self._receipts.for_decision(last, outcome, content=result_json(result, "content"),
+                                                 earlier=[o for _, o in decided[:-1]])
+        return with_receipt(result, meta)
 
     def _approval(self, ctx: RequestContext, params: CreateMessageRequestParams, max_tokens: int, model: str | None,
-                  timeout: float) -> Interaction:
+                  timeout: float, asked: str) -> Interaction:
         details = [Detail("System prompt", params.system_prompt or "(none)")]
         for n, message in enumerate(params.messages, 1):
             details.append(_message_detail(n, message))
@@ -159,9 +172,9 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
             ctx, Kind.SAMPLING, f"{ctx.server.text()} wants the model to answer {len(params.messages)} message(s).",
             form=approval_form(fields), timeout=timeout, details=tuple(details), accept_label="Approve",
             decline_label="Deny", quick_accept=True,
-            grants=offers(self._config.servers[ctx.server.name].sampling.grants))
+            grants=offers(self._config.servers[ctx.server.name].sampling.grants), request=asked)
 
-    def _review(self, ctx: RequestContext, response: LLMResponse | None, timeout: float) -> Interaction:
+    def _review(self, ctx: RequestContext, response: LLMResponse | None, timeout: float, asked: str) -> Interaction:
         form = Form()
         if response is None:
             answer = Field("answer", FieldKind.TEXT, "Your answer", required=True, multiline=True)
@@ -184,7 +197,7 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
             form = approval_form([answer])
         return new_interaction(
             ctx, Kind.SAMPLING_REVIEW, message, form=form, timeout=timeout, details=details, accept_label="Send",
-            decline_label="Deny", quick_accept=response is not None)
+            decline_label="Deny", quick_accept=response is not None, request=asked)
 
 
 def _blocks(message: SamplingMessage) -> list[object]:

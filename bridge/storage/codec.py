@@ -68,6 +68,7 @@ def dump_interaction(i: Interaction) -> str:
         "accept_label": i.accept_label, "decline_label": i.decline_label, "quick_accept": i.quick_accept,
         "tool": i.tool, "required": i.required, "groups": list(i.groups), "notify": i.notify, "asked": list(i.asked),
         "grants": [[g.scope, g.label] for g in i.grants], "private": i.private,
+        "request": i.request,
     })
 
 
@@ -82,7 +83,7 @@ def load_interaction(text: str) -> Interaction:
         decline_label=d["decline_label"], quick_accept=d["quick_accept"], tool=d["tool"],
         required=d.get("required", 1), groups=tuple(d.get("groups", ())), notify=d.get("notify", "thread"),
         asked=tuple(d.get("asked", ())), grants=tuple(GrantOption(*g) for g in d.get("grants", ())),
-        private=bool(d.get("private", False)),
+        private=bool(d.get("private", False)), request=str(d.get("request", "")),
     )
 
 
