@@ -96,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors (in logs and on failure)")
     # The same options are accepted after the command (`run -c x --debug`); SUPPRESS keeps the subcommand from
     # resetting what was given before it.
-    common: argparse.ArgumentParser = _Parser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
                         help="how much to log on stderr (default: warning)")
     common.add_argument("--log-json", action="store_true", default=argparse.SUPPRESS,
@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
                      "or 2026-07-28")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, summary: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    def command(name: str, summary: str, *parents: _Parser) -> argparse.ArgumentParser:
         made: argparse.ArgumentParser = sub.add_parser(name, parents=[common, *parents], help=summary,
                                                        description=summary[:1].upper() + summary[1:] + ".")
         return made
