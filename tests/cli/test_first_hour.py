@@ -253,3 +253,29 @@ def test_every_option_and_command_has_help(tmp_path: Path) -> None:
         return found
 
     assert undocumented(parser()) == []
+
+
+# 4. A dead stdio server's last output.
+
+DIES = """\
+import os, sys
+print("connecting with token " + os.environ.get("API_TOKEN", "(none)"), file=sys.stderr)
+print("fatal: DATABASE_URL is not set; cannot start", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def test_call_shows_why_a_stdio_server_died_with_secrets_redacted(tmp_path: Path) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text(DIES)
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump({"servers": {"db": {"command": sys.executable, "args": [str(script)],
+                                                         "env": {"API_TOKEN": "${API_TOKEN}"}}}}))
+    done = cli("call", "-c", str(config), "db", "query", tmp=tmp_path, env={"API_TOKEN": "tok-4f1e9a77c2"})
+    assert done.returncode == 2, done.stderr
+    assert "fatal: DATABASE_URL is not set; cannot start" in done.stderr
+    assert "Its last output:" in done.stderr and "tok-4f1e9a77c2" not in done.stderr
+    assert "connecting with token [redacted]" in done.stderr
+    bare = cli("call", "--stdio", f"{sys.executable} {script}", "query", tmp=tmp_path)
+    assert bare.returncode == 2 and "fatal: DATABASE_URL is not set" in bare.stderr, bare.stderr
+    assert "Traceback" not in done.stderr + bare.stderr
