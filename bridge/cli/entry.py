@@ -15,6 +15,7 @@ import gc
 import importlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridge")
 
-EXIT_OK, EXIT_TOOL_ERROR = 0, 1
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 
 
 class _JSONFormatter(logging.Formatter):
@@ -170,9 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_json, debug=args.debug)
     quiet_auth_tracebacks(args.log_level)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except KeyboardInterrupt:
-        return 130
+        code = EXIT_INTERRUPTED
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the one place every error becomes a line for the user
@@ -180,10 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(full_traceback(exc), file=sys.stderr, end="")
         lines, code = report(exc)
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
-            return 130
-        for line in lines:
-            print(line, file=sys.stderr)
-        return code
+            code = EXIT_INTERRUPTED
+        else:
+            for line in lines:
+                print(line, file=sys.stderr)
+    if code == EXIT_INTERRUPTED:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+    return code
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -399,7 +403,8 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
+            stopped_by: list[int] = []
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, host, stopped_by)
             if http is not None:
                 from bridge.cli import monitoring
                 from bridge.webform import web_forms
@@ -422,7 +427,8 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             gc.freeze()
             for adapter in adapters:
                 tg.start_soon(serve, adapter)
-    return EXIT_OK
+    # Ctrl-C is an interruption (what was running was cut off), as for any command; SIGTERM is the way to stop.
+    return EXIT_INTERRUPTED if stopped_by == [signal.SIGINT] else EXIT_OK
 
 
 def _banner(config: Config) -> str:
@@ -433,13 +439,12 @@ def _banner(config: Config) -> str:
             f"Type `!mcp help` for commands; try {example}. End with Ctrl-D.")
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
-    import signal
-
+async def _stop_on_signal(scope: anyio.CancelScope, host: Host, stopped_by: list[int]) -> None:
     import anyio
 
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
+            stopped_by.append(signum)
             logger.info("received %s, shutting down", signal.Signals(signum).name)
             host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
             scope.cancel()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -279,3 +280,45 @@ def test_call_shows_why_a_stdio_server_died_with_secrets_redacted(tmp_path: Path
     bare = cli("call", "--stdio", f"{sys.executable} {script}", "query", tmp=tmp_path)
     assert bare.returncode == 2 and "fatal: DATABASE_URL is not set" in bare.stderr, bare.stderr
     assert "Traceback" not in done.stderr + bare.stderr
+
+
+# 5. Ctrl-C during a running call.
+
+COUNT_DOWN = '{"steps": 200, "seconds": 0.5}'
+
+
+def interrupted_at_progress(argv: list[str], tmp: Path, stdin: str = "") -> tuple[str, int]:
+    """Run the command, send SIGINT once the call shows progress, and return everything it printed and its code."""
+    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", *argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "XDG_STATE_HOME": str(tmp / "state")})
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(stdin)
+    proc.stdin.flush()
+    seen = []
+    try:
+        while "to go" not in (line := proc.stdout.readline()):  # blocks until the call reports progress
+            assert line, "".join(seen)
+            seen.append(line)
+        seen.append(line)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=patient(60))
+    finally:
+        proc.kill()
+        proc.wait()
+    return "".join(seen) + rest, proc.returncode
+
+
+def test_ctrl_c_during_call_says_interrupted_and_exits_130(tmp_path: Path) -> None:
+    output, code = interrupted_at_progress(
+        ["call", "--stdio", f"{sys.executable} -m bridge.demo.server", "count_down", COUNT_DOWN], tmp_path)
+    assert code == 130, output
+    assert "server.count_down: interrupted" in output and ": done" not in output
+    assert output.rstrip().endswith("interrupted (Ctrl-C)") and "Traceback" not in output
+
+
+def test_ctrl_c_during_a_console_call_says_interrupted_and_exits_130(tmp_path: Path) -> None:
+    output, code = interrupted_at_progress(["demo"], tmp_path, f"!mcp call demo count_down {COUNT_DOWN}\n")
+    assert code == 130, output
+    assert "demo.count_down: interrupted" in output and ": done" not in output
+    assert "interrupted (Ctrl-C)" in output and "Traceback" not in output
