@@ -295,7 +295,7 @@ def interrupted_at_progress(argv: list[str], tmp: Path, stdin: str = "") -> tupl
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(stdin)
     proc.stdin.flush()
-    seen = []
+    seen: list[str] = []
     try:
         while "to go" not in (line := proc.stdout.readline()):  # blocks until the call reports progress
             assert line, "".join(seen)
