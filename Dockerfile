@@ -42,10 +42,10 @@ ENV PATH=/opt/venv/bin:$PATH \
 USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
-# The bridge's HTTP server (health, readiness, metrics, OAuth callbacks): `http: {listen: "0.0.0.0:8080"}` in the
+# The bridge's HTTP server (health, readiness, metrics, OAuth callbacks): `http: {listen: "0.0.0.0:8780"}` in the
 # config. 3000 is Slack's HTTP mode (chat.slack.http.port), when used.
-EXPOSE 8080
+EXPOSE 8780
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python3", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4).status != 200)"]
+    CMD ["python3", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8780/healthz', timeout=4).status != 200)"]
 ENTRYPOINT ["mcp-chat-bridge"]
 CMD ["run", "-c", "/config/bridge.yaml"]

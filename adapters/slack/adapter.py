@@ -20,7 +20,7 @@ from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack import http_edge, listeners, translate
+from adapters.slack import http_edge, listeners, reaching, translate
 from adapters.slack.background import Background
 from adapters.slack.clicks import Clicks
 from adapters.slack.client import clients
@@ -66,6 +66,7 @@ class SlackAdapter:
         allow = AllowList(settings, intake.wanted, self.port.tell, self.background, response_urls)
         # bolt authorizes every request with `authorize`, which answers from one shared auth.test (bolt's own
         # single-workspace authorization would make one per request until the first answer comes).
+        reaching.quiet_bolt()  # before the app is made: it warns about SLACK_BOT_TOKEN as it is made
         self.app = AsyncApp(client=self.clients.for_bolt, authorize=self.clients.authorizer(),
                             signing_secret=settings.signing_secret,
                             request_verification_enabled=settings.mode == "http")
@@ -120,12 +121,12 @@ class SlackAdapter:
     async def serve(self) -> None:
         """Receive Slack's events until cancelled: over Socket Mode (default) or on the HTTP path."""
         async with self.clients.shared_session(), self.background.running():
-            try:
-                # Who the bot is (and the workspace's address for card links), asked before the first event, so no
-                # ack waits for it; every request's authorization then answers from memory.
-                await self.clients.auth()
-            except AdapterError as exc:
-                logger.warning("Slack auth.test failed (%s); it is tried again with the first event", exc)
+            # Who the bot is (and the workspace's address for card links), asked before the first event, so no
+            # ack waits for it; every request's authorization then answers from memory. Without a network it is
+            # tried again, further apart each time, before anything else is opened.
+            refused = await reaching.until_reached(self.clients.auth)
+            if refused is not None:
+                logger.warning("Slack auth.test failed (%s); it is tried again with the first event", refused)
             if self.settings.mode == "http":
                 await self._serve_http()
             else:
@@ -134,10 +135,10 @@ class SlackAdapter:
     async def _serve_socket(self) -> None:
         handler = AsyncSocketModeHandler(self.app, app_token=self.settings.app_token,
                                          web_client=self.clients.socket_mode())
-        await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
-        self._socket = handler
-        self.ready.set()
-        try:
+        try:  # the handler has its own HTTP session from here on: closed however this ends, connected or not
+            await handler.connect_async()  # type: ignore[no-untyped-call]  # bolt leaves it unannotated
+            self._socket = handler
+            self.ready.set()
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):

@@ -180,6 +180,7 @@ class ToolCalls:
         was stopped or was parked."""
         self._calls[call.id] = call
         keep_record = False
+        cut_short: str | None = None  # why the call ended without a result, when nothing else said so
         try:
             with call.scope, observe.tool_call(call.server, call.tool):
                 result = await body()
@@ -214,9 +215,11 @@ class ToolCalls:
         except SessionError as exc:
             await self._out.say(call.conversation, session_error_text(exc, again=self.restart_hint))
             return None
-        except BaseException:
+        except BaseException as exc:
             # Cut short by a shutdown: the record stays, and the next start tells the conversation.
             keep_record = self._broker.closing
+            cut_short = "interrupted" if isinstance(exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt) \
+                else "failed"
             raise
         finally:
             self._calls.pop(call.id, None)
@@ -224,7 +227,8 @@ class ToolCalls:
                 with anyio.CancelScope(shield=True):
                     await self._store.end_running_call(call.id)
             if call.status is not None and not call.scope.cancel_called:
-                await self._finish_status(call, "waiting for answers on its cards" if call.parked else "done")
+                await self._finish_status(call, cut_short or (
+                    "waiting for answers on its cards" if call.parked else "done"))
 
     async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool,
                      retry_after_links: bool) -> CallToolResult | None:

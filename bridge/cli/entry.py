@@ -15,6 +15,7 @@ import gc
 import importlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridge")
 
-EXIT_OK, EXIT_TOOL_ERROR = 0, 1
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 
 
 class _JSONFormatter(logging.Formatter):
@@ -85,45 +86,65 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="mcp-chat-bridge", description="An MCP host that lives in team chat.")
     p.add_argument("--version", action="version", version=f"mcp-chat-bridge {__version__}")
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="warning", choices=LOG_LEVELS,
+                   help="how much to log on stderr (default: warning)")
     p.add_argument("--log-json", action="store_true", help="log JSON lines instead of plain text")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors (in logs and on failure)")
-    # Also accepted after the command (`run --debug -c x`); SUPPRESS keeps the subcommand from resetting it.
+    # The same options are accepted after the command (`run -c x --debug`); SUPPRESS keeps the subcommand from
+    # resetting what was given before it.
     common = _Parser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", parents=[common], help="serve every adapter configured under chat: until SIGTERM")
-    run.add_argument("-c", "--config", required=True)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                        help="how much to log on stderr (default: warning)")
+    common.add_argument("--log-json", action="store_true", default=argparse.SUPPRESS,
+                        help="log JSON lines instead of plain text")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks of errors (in logs and on failure)")
+    config_help = "the bridge's config file (YAML)"
+    protocol_help = ("the MCP protocol era to speak: auto (what the server offers), legacy (2025-11-25 and before), "
+                     "or 2026-07-28")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, *parents: _Parser) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = sub.add_parser(name, parents=[common, *parents], help=summary,
+                                                       description=summary[:1].upper() + summary[1:] + ".")
+        return made
+
+    run = command("run", "serve every adapter configured under chat: until SIGTERM")
+    run.add_argument("-c", "--config", required=True, help=config_help)
     run.add_argument("--worker-id", default=None,
                      help="this worker's name on a shared (Postgres) store; default: hostname:pid")
-    demo_cmd = sub.add_parser("demo", parents=[common], help="the console chat with the bundled demo server")
-    demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"])
+    demo_cmd = command("demo", "the console chat with the bundled demo server")
+    demo_cmd.add_argument("--protocol", default="auto", choices=["auto", "legacy", "2026-07-28"], help=protocol_help)
     # call and tools reach a server the same ways: a configured one, or one named on the command line.
     source = _Parser(add_help=False)
-    source.add_argument("-c", "--config")
+    source.add_argument("-c", "--config", help=config_help + ": its servers are the ones named")
     source.add_argument("--url", help="a streamable HTTP server instead of a configured one")
     source.add_argument("--stdio", help='a stdio server command instead of a configured one, e.g. "npx -y pkg"')
-    source.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"])
-    call = sub.add_parser("call", parents=[common, source],
-                          help="call one tool; the console answers any request; print the result")
+    source.add_argument("--protocol", default=None, choices=["auto", "legacy", "2026-07-28"],
+                        help=protocol_help + " (default: the server's protocol: in the config, else auto)")
+    call = command("call", "call one tool; the console answers any request; print the result", source)
     call.add_argument("--timeout", default=None, help="how long to wait for each answer, e.g. 10m")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("target", nargs="+", help="SERVER TOOL [JSON] (or TOOL [JSON] with --url/--stdio)")
-    tools = sub.add_parser("tools", parents=[common, source],
-                           help="print a server's tool definitions as it sends them (names, schemas)")
+    tools = command("tools", "print a server's tool definitions as it sends them (names, schemas)", source)
     tools.add_argument("--timeout", default=None, help="how long to wait for a sign-in, e.g. 10m")
     tools.add_argument("--json", action="store_true", help="print the definitions as JSON")
     tools.add_argument("target", nargs="*", help="SERVER (with -c)")
-    check = sub.add_parser("check-config", parents=[common], help="validate a config file the way run does")
-    check.add_argument("file")
-    imp = sub.add_parser("import-servers", parents=[common],
-                         help="print a servers: block from an mcpServers JSON file")
-    imp.add_argument("file")
-    sub.add_parser("schema", parents=[common], help="print the config file's JSON Schema")
-    audit = sub.add_parser("audit", parents=[common], help="read the audit log, or --verify it")
+    check = command("check-config", "validate a config file and make every check run makes before it starts")
+    check.add_argument("-c", "--config", dest="config", help=config_help)
+    check.add_argument("file", nargs="?", help="the config file (the same as -c FILE)")
+    imp = command("import-servers", "print a servers: block from an mcpServers JSON file, or add it to a config")
+    imp.add_argument("file", help="the other host's config (Claude Desktop, Cursor, VS Code, Windsurf)")
+    imp.add_argument("--into", metavar="CONFIG",
+                     help="add the servers to this config file's servers: block (a name it has already is refused)")
+    command("schema", "print the config file's JSON Schema")
+    audit = command("audit", "read the audit log, or --verify it")
     audit.add_argument("-c", "--config", help="the bridge's config file: its store is read (default store: "
                                               f"{DEFAULT_STORE})")
     audit.add_argument("--store", help="the store itself (a SQLite file or a postgresql:// URL), instead of -c")
@@ -152,9 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_json, debug=args.debug)
     quiet_auth_tracebacks(args.log_level)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except KeyboardInterrupt:
-        return 130
+        code = EXIT_INTERRUPTED
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the one place every error becomes a line for the user
@@ -162,10 +183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(full_traceback(exc), file=sys.stderr, end="")
         lines, code = report(exc)
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves(exc)):
-            return 130
-        for line in lines:
-            print(line, file=sys.stderr)
-        return code
+            code = EXIT_INTERRUPTED
+        else:
+            for line in lines:
+                print(line, file=sys.stderr)
+    if code == EXIT_INTERRUPTED:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+    return code
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -175,16 +199,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         from bridge.cli import preflight
         from bridge.config.file import load
 
-        config = load(args.file)
+        if args.config and args.file and args.config != args.file:
+            raise ConfigError(["check-config: give the config file once (-c FILE or FILE)"])
+        path = args.config or args.file
+        if not path:
+            raise ConfigError(["check-config: give the config file: check-config -c FILE"])
+        config = load(path)
         problems = preflight.problems(config)
         if problems:
             raise ConfigError(problems)
         for warning in _audit_warnings():
             print(f"warning: {warning}", file=sys.stderr)
-        print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
+        print(f"{path}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
         return EXIT_OK
     if args.command == "import-servers":
-        return _import_servers(args.file)
+        return _import_servers(args.file, args.into)
     if args.command == "schema":
         from bridge.config.file import schema
 
@@ -270,11 +299,15 @@ def _audit_warnings() -> list[str]:
     return AuditSettings.from_env().warnings()
 
 
-def _import_servers(path: str) -> int:
+def _import_servers(path: str, into: str | None = None) -> int:
     from bridge.cli import importing
 
     imported = importing.convert(importing.read(path), path)
-    print(imported.yaml(), end="")
+    if into is None:
+        print(imported.yaml(), end="")
+    else:
+        importing.write_into(into, imported)
+        print(f"{into}: added {', '.join(imported.servers)}", file=sys.stderr)
     for warning in imported.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if imported.variables:
@@ -375,7 +408,8 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             adapters = [load_adapter(name, host, settings, config) for name, settings in config.chat.items()]
             for adapter in adapters:
                 host.attach(adapter)
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, host)
+            stopped_by: list[int] = []
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, host, stopped_by)
             if http is not None:
                 from bridge.cli import monitoring
                 from bridge.webform import web_forms
@@ -398,7 +432,8 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             gc.freeze()
             for adapter in adapters:
                 tg.start_soon(serve, adapter)
-    return EXIT_OK
+    # Ctrl-C is an interruption (what was running was cut off), as for any command; SIGTERM is the way to stop.
+    return EXIT_INTERRUPTED if stopped_by == [signal.SIGINT] else EXIT_OK
 
 
 def _banner(config: Config) -> str:
@@ -409,13 +444,12 @@ def _banner(config: Config) -> str:
             f"Type `!mcp help` for commands; try {example}. End with Ctrl-D.")
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, host: Host) -> None:
-    import signal
-
+async def _stop_on_signal(scope: anyio.CancelScope, host: Host, stopped_by: list[int]) -> None:
     import anyio
 
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
+            stopped_by.append(signum)
             logger.info("received %s, shutting down", signal.Signals(signum).name)
             host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
             scope.cancel()

@@ -10,7 +10,9 @@ dropped silently.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,13 @@ from bridge.errors import ConfigError
 _VSCODE_VAR = re.compile(r"\$\{(env|input|config|command):([^}]+)\}|\$\{(workspaceFolder|userHome|[A-Za-z_]\w*)\}")
 _SCHEME = re.compile(r"^(Bearer|Basic|Token|Bot)\s+(\S.*)$", re.I)
 _SECRET_LOOKING = re.compile(
-    r"://[^/@\s:]+:[^/@\s]+@|(?:key|token|secret|password|passwd|auth)[\w-]*[=:](?!\$\{)\S", re.I)
+    r"://[^/@\s:]+:(?!\$\{)[^/@\s]+@|(?:key|token|secret|password|passwd|auth)[\w-]*[=:](?!\$\{)\S", re.I)
+# The secret parts of a command-line argument or URL: a URL's password, `--token=…`/`api_key:…` values, and the
+# argument after a flag named like a secret (`--token …`).
+_URL_PASSWORD = re.compile(r"(?P<head>://[^/@\s:]+:)(?P<secret>(?!\$\{)[^/@\s]+)(?P<tail>@)")
+_KEY_VALUE = re.compile(r"(?P<head>(?P<key>[\w-]*(?:key|token|secret|password|passwd|auth)[\w-]*)[=:])"
+                        r"(?P<secret>(?!\$\{)[^\s&]+)", re.I)
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(?:key|token|secret|password|passwd)[\w-]*$", re.I)
 # Keys other hosts use that have nothing to do in a bridge (editor, gallery and UI state): named, then left out.
 _EDITOR_ONLY = ("dev", "gallery", "version", "description", "icon", "timeout", "transportType", "autoApprove",
                 "alwaysAllow", "disabledTools", "envFile")
@@ -48,6 +56,27 @@ class Imported:
         return yaml.safe_dump({"servers": self.servers}, sort_keys=False, allow_unicode=True)
 
 
+def write_into(config: str | Path, imported: Imported) -> None:
+    """Add the imported servers to a config file (created if missing), replacing it whole or not at all."""
+    from bridge.cli import merging
+
+    target = Path(config)
+    try:
+        text = target.read_text("utf-8") if target.exists() else ""
+    except OSError as exc:
+        raise ConfigError([f"{config}: cannot read: {exc.strerror}"]) from None
+    result = merging.merged(text, imported.servers, str(config))
+    scratch = target.with_name(f".{target.name}.importing")
+    try:
+        scratch.write_text(result, "utf-8")
+        if target.exists():
+            shutil.copymode(target, scratch)
+        os.replace(scratch, target)
+    except OSError as exc:
+        scratch.unlink(missing_ok=True)
+        raise ConfigError([f"{config}: cannot write: {exc.strerror}"]) from None
+
+
 def read(path: str | Path) -> Mapping[str, Any]:
     """The file as data: JSON, or JSONC with comments and trailing commas."""
     try:
@@ -55,7 +84,7 @@ def read(path: str | Path) -> Mapping[str, Any]:
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
     try:
-        data = json5.loads(text)
+        data = json5.loads(text, allow_duplicate_keys=False)  # the host would have used one of the two
     except ValueError as exc:
         # json5's messages name the line and column, never the text around it.
         raise ConfigError([f"{path}: not valid JSON: {exc}"]) from None
@@ -108,14 +137,16 @@ class _Converter:
         if entry.get("command"):
             item["command"] = self.text(str(entry["command"]), f"{path}.command", name)
             if entry.get("args"):
-                item["args"] = [self.text(str(a), f"{path}.args[{i}]", name) for i, a in enumerate(entry["args"])]
+                args = [self.text(str(a), f"{path}.args[{i}]", name) for i, a in enumerate(entry["args"])]
+                item["args"] = [self.hidden(a, f"{path}.args[{i}]", name, args[i - 1] if i else "")
+                                for i, a in enumerate(args)]
             if entry.get("cwd"):
                 item["cwd"] = self.text(str(entry["cwd"]), f"{path}.cwd", name)
             if entry.get("env"):
                 item["env"] = {str(k): self.secret(str(v), f"{path}.env.{k}", name, str(k), is_env=True)
                                for k, v in entry["env"].items()}
         elif url:
-            item["url"] = self.text(str(url), f"{path}.url", name)
+            item["url"] = self.hidden(self.text(str(url), f"{path}.url", name), f"{path}.url", name, "")
             if entry.get("headers"):
                 item["headers"] = {str(k): self.secret(str(v), f"{path}.headers.{k}", name, str(k))
                                    for k, v in entry["headers"].items()}
@@ -159,6 +190,18 @@ class _Converter:
         name = self.claim(base, _var_name(f"{server}_{base}"), secret)
         self.note(name, path)
         return f"{prefix}${{{name}}}"
+
+    def hidden(self, value: str, path: str, server: str, previous: str) -> str:
+        """An argument or URL with its secret parts as `${VAR}` references (the rest as written)."""
+        if _SECRET_FLAG.match(previous) and not value.startswith(("-", "${")):
+            return self.secret(value, path, server, previous.lstrip("-"))
+
+        def password(match: re.Match[str]) -> str:
+            return match["head"] + self.secret(match["secret"], path, server, "password") + match["tail"]
+
+        def keyed(match: re.Match[str]) -> str:
+            return match["head"] + self.secret(match["secret"], path, server, match["key"].lstrip("-"))
+        return _KEY_VALUE.sub(keyed, _URL_PASSWORD.sub(password, value))
 
     def text(self, value: str, path: str, server: str) -> str:
         """A value with VS Code's `${…}` variables turned into ours."""

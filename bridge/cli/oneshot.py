@@ -36,13 +36,14 @@ from bridge.auth.oauth import OAuthClients
 from bridge.auth.terminal import TerminalConsent
 from bridge.cli.failures import leaves
 from bridge.config.file import Config, ServerConfig, load, parse_duration
-from bridge.errors import CommandError, ConfigError
+from bridge.errors import CommandError, ConfigError, SessionError
 from bridge.host import Host
 from bridge.safety import redaction
+from bridge.safety.redaction import Redactor
 from bridge.safety.sanitize import clean
 from bridge.servers.catalog import TASK_NOTE, needs_task
 from bridge.storage import open_store
-from bridge.text.plain import result_text
+from bridge.text.plain import result_text, session_error_text
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +165,10 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
 
 
 def server_failure(exc: BaseException) -> str | None:
-    """One line for what the SDK raises about a server's answers (None: not such an error); never a token."""
+    """One line for what the SDK raises about a server's answers (None: not such an error); never a token. A server
+    that failed to start or died is shown with its last output, as `run` shows it in chat."""
+    if isinstance(exc, SessionError):
+        return session_error_text(exc, again=False)
     if isinstance(exc, MCPError):
         return f"the server answered with error {exc.code}: {exc.error.message}"
     if isinstance(exc, ValidationError):
@@ -176,8 +180,9 @@ def server_failure(exc: BaseException) -> str | None:
     return None
 
 
-async def _guarded(body: Callable[[], Awaitable[int]]) -> int:
-    """Run a command's body; a server's bad answer is one clean line and exit 2, anything else goes to the CLI."""
+async def _guarded(body: Callable[[], Awaitable[int]], redactor: Redactor) -> int:
+    """Run a command's body; a server's bad answer is one clean line and exit 2, anything else goes to the CLI.
+    `redactor`: the config's secrets, kept out of what a server printed (its env holds them)."""
     try:
         return await body()
     except Exception as exc:
@@ -186,7 +191,7 @@ async def _guarded(body: Callable[[], Awaitable[int]]) -> int:
             raise
         logger.debug("the command failed", exc_info=True)
         for line in dict.fromkeys(lines):
-            _err("error: " + clean(str(line)))
+            _err("error: " + clean(redactor.redact(str(line))))
         return EXIT_USAGE
 
 
@@ -236,7 +241,7 @@ async def call(args: argparse.Namespace) -> int:
                                                arguments, retry_after_links=True)
             return EXIT_OK
 
-        code = await _with_console(term, lambda: _guarded(run))
+        code = await _with_console(term, lambda: _guarded(run, spec.config.redactor))
     if code != EXIT_OK:
         return code
     if result is None:
@@ -259,7 +264,7 @@ async def tools(args: argparse.Namespace) -> int:
             listed.extend(await fresh_tools(term, spec.server))
             return EXIT_OK
 
-        code = await _guarded(run)
+        code = await _guarded(run, spec.config.redactor)
     if code != EXIT_OK:
         return code
     hidden = [t for t in listed if needs_task(t)]

@@ -15,11 +15,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from jsonschema import Draft202012Validator
 
 from bridge import DEFAULT_STORE
 from bridge.config import approvers as approver_entries
+from bridge.config import yaml_text
 from bridge.config.auth import AuthConfig, auth_problems, build_auth, default_token_store
 from bridge.config.problems import error_message, error_path, substitute
 from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
@@ -186,14 +186,7 @@ class Config:
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     """Read, substitute, validate and build a config. Raises ConfigError listing every problem."""
-    try:
-        text = Path(path).read_text("utf-8")
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
+    raw = yaml_text.read(path)
     return from_mapping(raw if raw is not None else {}, env)
 
 
@@ -212,27 +205,13 @@ def audit_config(path: str | Path, env: Mapping[str, str] | None = None) -> Audi
 
 
 def _only(path: str | Path, key: str, default: Any, env: Mapping[str, str] | None) -> Any:
-    try:
-        raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{path}: not valid YAML: {_yaml_problem(exc)}"]) from None
+    raw = yaml_text.read(path) or {}
     problems: list[str] = []
     value = substitute(raw.get(key, default) if isinstance(raw, dict) else default,
                        os.environ if env is None else env, key, problems, set())
     if problems:
         raise ConfigError(problems)
     return value
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """Where and what, in one line; never the offending line itself (it may hold a secret)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or "cannot parse"
-    context = getattr(exc, "context", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + problem + (f" ({context})" if context else "")
 
 
 def from_mapping(raw: Any, env: Mapping[str, str] | None = None) -> Config:
@@ -328,13 +307,19 @@ def secret_values(data: Any) -> list[str]:
         elif isinstance(node, list):
             for v in node:
                 walk(v, key, parent)
-        elif isinstance(node, str) and (parent in ("env", "headers") or looks_secret(key)):
+        elif isinstance(node, str) and (parent in ("env", "headers") or looks_secret(key)) and \
+                not (parent not in ("env", "headers") and _names_a_variable(key)):
             out.append(node)
             if parent == "headers" and " " in node.strip():
                 out.append(node.strip().rsplit(" ", 1)[1])
 
     walk(data, "", "")
     return out
+
+
+def _names_a_variable(key: str) -> bool:
+    """`secrets_key_env`, `auth.key_env`: the value is the name of a variable, which messages must be able to say."""
+    return key == "key_env" or key.endswith("_key_env")
 
 
 def _build(data: dict[str, Any]) -> Config:

@@ -152,8 +152,9 @@ class AsyncStore(SigninRows, Protocol):
         ...
 
     async def forget_cards(self, platform: str) -> int:
-        """Open interactions on `platform` lose their card, so that they are posted again when resumed: for a
-        platform whose cards do not outlive the process (a terminal). Returns how many."""
+        """Open interactions on `platform` lose their card, so that they are posted again when resumed, and decided
+        ones count as shown final: for a platform whose cards do not outlive the process (a terminal). Returns how
+        many open ones lost their card."""
         ...
 
     # Rows that cannot be read back are left out of what these return (`reap_workers` hands them over apart).

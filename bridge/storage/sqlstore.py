@@ -231,8 +231,14 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
                                           (interaction_id,))])
 
     async def forget_cards(self, platform: str) -> int:
-        return await self._write("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
-                                 " AND conversation LIKE ? ESCAPE '\\'", (_like_prefix(platform + "/"),))
+        where = (_like_prefix(platform + "/"),)
+        # Decided ones count as shown: the card they would be shown final on ended with the process.
+        done = await self._db.transaction([
+            Step("UPDATE interactions SET card = NULL WHERE status = 'open' AND card IS NOT NULL"
+                 " AND conversation LIKE ? ESCAPE '\\'", where),
+            Step("UPDATE interactions SET shown = 1 WHERE shown = 0 AND status <> 'open'"
+                 " AND conversation LIKE ? ESCAPE '\\'", where)])
+        return done[0].count
 
     async def interaction(self, interaction_id: str) -> StoredInteraction | None:
         """The interaction, or None if unknown or unreadable (a restart closes unreadable ones)."""

@@ -72,9 +72,11 @@ def _same(structured: dict[str, Any], text: str) -> bool:
 
 def card_title(interaction: Interaction) -> str:
     """One line saying who asks whom for what: every card starts with it."""
-    who = interaction.requester.label() if interaction.requester else "an approver"
-    if interaction.approvers and interaction.requester is None:
-        who = "an approver"
+    requester = interaction.requester
+    who = requester.label() if requester else "an approver"
+    if interaction.approvers and (requester is None or not interaction.may_decide(requester)):
+        # The requester is not one of those asked (his click would be refused): the card asks the approvers.
+        who = f"{interaction.required} approvers" if interaction.required > 1 else "an approver"
     server = interaction.server.text()
     what = {
         Kind.FORM: "to fill in a form",

@@ -110,11 +110,11 @@ def test_one_provider_per_account_and_the_right_kind(tmp_path: Path) -> None:
 
 def test_per_user_in_chat_needs_the_http_server_its_sign_ins_come_back_to() -> None:
     without = config({"identity": "per_user"}, {"K": KEY}, secrets_key_env="K", chat={"console": {}})
-    assert preflight.problems(without) == [
+    assert preflight.problems(without, {"K": KEY}) == [
         "servers.s.auth: per_user in chat needs http.listen: each person's sign-in comes back to the bridge's HTTP "
         "server (<http.public_url>/oauth/callback)"]
     served = config({"identity": "per_user"}, {"K": KEY}, secrets_key_env="K", chat={"console": {}},
                     http={"listen": "127.0.0.1:8780", "public_url": "https://bridge.example.com"})
-    assert preflight.problems(served) == []
+    assert preflight.problems(served, {"K": KEY}) == []
     shared = config({"identity": "shared"}, {}, chat={"console": {}})
     assert preflight.problems(shared) == []

@@ -114,7 +114,8 @@ def test_windsurf_server_url_collisions_and_secret_looking_args(tmp_path: Path,
     assert servers["one"]["env"] == {"API_KEY": "${API_KEY}"}
     assert servers["two"]["env"] == {"API_KEY": "${TWO_API_KEY}"}  # same name, another value: its own variable
     assert servers["two"]["tools"] == {"approve": {"read_file": "never"}}
-    assert "warning: servers.two.args[0]: looks like it holds a secret" in err
+    assert servers["two"]["args"] == ["postgres://u:${TWO_PASSWORD}@db/x"]  # the password stays in the file
+    assert "TWO_PASSWORD  servers.two.args[0]" in err
     assert "warning: servers.two.timeout: ignored" in err
 
 

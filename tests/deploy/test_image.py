@@ -73,7 +73,7 @@ def test_the_image_config_is_non_root_with_one_volume_and_a_health_check(image: 
     assert config["User"] == "10001:10001"
     assert list(config["Volumes"]) == ["/data"]
     assert config["Entrypoint"] == ["mcp-chat-bridge"] and config["Cmd"] == ["run", "-c", "/config/bridge.yaml"]
-    assert "http://127.0.0.1:8080/healthz" in " ".join(config["Healthcheck"]["Test"])
+    assert "http://127.0.0.1:8780/healthz" in " ".join(config["Healthcheck"]["Test"])
     assert config["WorkingDir"] == "/data"
 
 

@@ -61,7 +61,7 @@ def test_the_image_is_multi_stage_non_root_with_a_health_check_and_one_volume() 
     assert "COPY --from=node /usr/local/bin/node" in text and "npx-cli.js /usr/local/bin/npx" in text
     assert re.search(r"^USER 10001:10001$", text, re.M)
     assert re.search(r"^VOLUME \[\"/data\"\]$", text, re.M)
-    assert "http://127.0.0.1:8080/healthz" in text.split("HEALTHCHECK", 1)[1].split("\n\n")[0]
+    assert "http://127.0.0.1:8780/healthz" in text.split("HEALTHCHECK", 1)[1].split("\n\n")[0]
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     assert ignored[1] == "**" and "!bridge/" in ignored and "!adapters/" in ignored  # nothing else gets in
 
@@ -169,7 +169,7 @@ def test_the_deployment_probes_health_reads_secrets_and_keeps_the_store_on_a_vol
     [container] = pod["containers"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert container["ports"] == [{"name": "http", "containerPort": 8080}]
+    assert container["ports"] == [{"name": "http", "containerPort": 8780}]
     assert container["envFrom"] == [{"secretRef": {"name": "mcp-chat-bridge"}}]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -184,3 +184,30 @@ def test_the_deployment_probes_health_reads_secrets_and_keeps_the_store_on_a_vol
     secret_keys = documents(K8S / "secret.example.yaml")[0]["stringData"]
     config = load(path, env=dict.fromkeys(secret_keys, "set"))
     assert config.store == "/data/mcp-chat-bridge.db"
+
+
+# -- one port -----------------------------------------------------------------------------------------------------
+
+def test_the_bridge_listens_on_one_port_in_every_file_that_names_it() -> None:
+    """The image's HEALTHCHECK, compose, the Kubernetes probes and the docs all name the same `http.listen` port."""
+    def port(listen: str) -> int:
+        return int(listen.rsplit(":", 1)[1])
+
+    named: dict[str, set[int]] = {}
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    named["Dockerfile EXPOSE"] = {int(p) for p in re.findall(r"^EXPOSE (\d+)", dockerfile, re.M)} - {3000}  # Slack
+    named["Dockerfile HEALTHCHECK"] = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)/healthz", dockerfile)}
+    for path in sorted(DEPLOY.glob("compose-bridge*.yaml")):
+        named[path.name] = {port(yaml.safe_load(path.read_text())["http"]["listen"])}
+    [configmap] = documents(K8S / "configmap.yaml")
+    named["configmap.yaml"] = {port(yaml.safe_load(configmap["data"]["bridge.yaml"])["http"]["listen"])}
+    [deployment] = documents(K8S / "deployment.yaml")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    named["deployment.yaml"] = {p["containerPort"] for p in container["ports"]}
+    [service] = documents(K8S / "service.yaml")
+    named["service.yaml"] = {p["port"] for p in service["spec"]["ports"]}
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bridge/config/schema.json"]:
+        found = {int(p) for p in re.findall(r"0\.0\.0\.0:(\d+)", path.read_text())}
+        if found:
+            named[path.name] = found
+    assert {name: ports for name, ports in named.items() if ports != {8780}} == {}
