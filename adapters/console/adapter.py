@@ -20,12 +20,12 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import anyio
 from anyio.abc import TaskGroup
 
-from adapters.console import render
+from adapters.console import render, terminal
 from bridge.config.file import Config
 from bridge.model import (
     Action,
@@ -77,6 +77,13 @@ async def stream_lines(stream: TextIO) -> AsyncIterator[str]:
             yield line
 
 
+class Screen(Protocol):
+    """Where the console prints: a text stream, or one that prints above the prompt (`terminal.AbovePrompt`)."""
+
+    def write(self, text: str, /) -> int: ...
+    def flush(self) -> None: ...
+
+
 @dataclass
 class _Card:
     interaction: Interaction
@@ -89,12 +96,12 @@ class ConsoleAdapter:
     platform = "console"
     private_cards = False  # one person: a private card is shown where it is, on stderr (`err`)
 
-    def __init__(self, host: Inbound, lines: AsyncIterator[str], out: TextIO, *, user: str = "you",
-                 accept_commands: bool = True, err: TextIO | None = None) -> None:
+    def __init__(self, host: Inbound, lines: AsyncIterator[str], out: Screen, *, user: str = "you",
+                 accept_commands: bool = True, err: Screen | None = None) -> None:
         self._host = host
         self._lines = lines
         self._out = out
-        self._err = err if err is not None else sys.stderr
+        self._err: Screen = err if err is not None else sys.stderr
         self.actor = Actor("console", user, user)
         self.conversation = ConversationKey("console", "local", "terminal")
         self._accept_commands = accept_commands
@@ -279,5 +286,18 @@ class ConsoleAdapter:
 
 
 def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> ConsoleAdapter:
-    """The console on this process's stdin and stdout."""
-    return ConsoleAdapter(host, stream_lines(sys.stdin), sys.stdout, user=str(settings.get("user", "you")))
+    """The console on this process's stdin and stdout: with line editing at a terminal, plain lines from a pipe."""
+    user = str(settings.get("user", "you"))
+    if not terminal.is_terminal(sys.stdin, sys.stdout):
+        return ConsoleAdapter(host, stream_lines(sys.stdin), sys.stdout, user=user)
+    holder: list[ConsoleAdapter] = []
+
+    async def next_words(before: list[str]) -> list[str]:
+        console = holder[0]
+        return await host.next_words(console.conversation, console.actor, before)
+
+    session = terminal.prompt_session(terminal.CommandCompleter(next_words))
+    console = ConsoleAdapter(host, terminal.terminal_lines(session), terminal.AbovePrompt(sys.stdout), user=user,
+                             err=terminal.AbovePrompt(sys.stderr))
+    holder.append(console)
+    return console
