@@ -142,6 +142,9 @@ def parser() -> argparse.ArgumentParser:
                                             "MCP_BRIDGE_AUDIT_PUBLIC_KEY, or derived from MCP_BRIDGE_AUDIT_SIGNING_KEY")
     audit.add_argument("--public-key-of-signing-key", action="store_true",
                        help="print the public key of MCP_BRIDGE_AUDIT_SIGNING_KEY (for those who only verify)")
+    from bridge.cli import operator
+
+    operator.register(sub, [common])
     return p
 
 
@@ -188,6 +191,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "audit":
         return _audit(args)
+    from bridge.cli import operator
+
+    if args.command in operator.COMMANDS:
+        return operator.run(args)
     import anyio
 
     if args.command == "run":

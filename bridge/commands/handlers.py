@@ -23,6 +23,7 @@ from bridge.auth.accounts import Accounts
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Say
+from bridge.commands import listings
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.config.file import Config
@@ -40,7 +41,6 @@ from bridge.servers import catalog
 from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
 from bridge.text.content import block_text
-from bridge.text.durations import time_left
 from bridge.text.plain import session_error_text, shorten
 from bridge.text.showing import interaction_text
 
@@ -142,9 +142,7 @@ class CommandHandlers:
             await self.say(message.conversation, "Nothing is waiting for anyone here.")
             return
         now = time.time()
-        lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
-                 f"{i.requester.label() if i.requester else 'an approver'}, expires in "
-                 f"{time_left(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
+        lines = [listings.pending_line(i, now) for i in open_]
         await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
 
     async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
