@@ -281,7 +281,7 @@ class ConsoleAdapter:
         if question is None:
             return
         if question.field is None and card.dialog.answers and step.kind is StepKind.ASK:
-            self._print("│ Your answers:", *render.summary(card.dialog), private=private)
+            self._print(f"│ {card.dialog.summary_label()}", *render.summary(card.dialog), private=private)
         self._print(*render.question(question), private=private)
 
 

@@ -24,6 +24,7 @@ from bridge import DEFAULT_STORE, __version__
 from bridge.cli.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_auth_tracebacks, report
 from bridge.errors import ConfigError
 from bridge.safety import redaction
+from bridge.text.grammar import count, listing
 
 if TYPE_CHECKING:
     import anyio
@@ -180,7 +181,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise ConfigError(problems)
         for warning in _audit_warnings():
             print(f"warning: {warning}", file=sys.stderr)
-        print(f"{args.file}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
+        print(f"{args.file}: OK ({count(len(config.servers), 'server')}, chat: {', '.join(config.chat)})")
         return EXIT_OK
     if args.command == "import-servers":
         return _import_servers(args.file)
@@ -404,7 +405,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
 
 
 def _banner(config: Config) -> str:
-    names = ", ".join(config.servers)
+    names = listing(list(config.servers), "none configured")
     example = ("`!mcp tools demo`, then e.g. `!mcp call demo plan_trip`" if "demo" in config.servers
                else "`!mcp tools`")
     return (f"mcp-chat-bridge {__version__} on the console. Servers: {names}.\n"

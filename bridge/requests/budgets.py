@@ -15,6 +15,7 @@ from bridge.config.team import BudgetLimits
 from bridge.llm import Usage
 from bridge.model import Actor, ConversationKey
 from bridge.storage import AsyncStore
+from bridge.text.grammar import possessive, sentence
 
 DAY = 86400.0
 
@@ -48,7 +49,7 @@ class Budgets:
         out = []
         if actor is not None:
             subject = f"user:{actor.key}"
-            out.append(Standing(subject, f"{actor.label()}'s daily budget", self._limits.per_user,
+            out.append(Standing(subject, f"{sentence(possessive(actor.label()))} daily budget", self._limits.per_user,
                                 await self._store.usage(day, subject)))
         subject = f"conversation:{conversation.id()}"
         out.append(Standing(subject, "This conversation's daily budget", self._limits.per_conversation,
