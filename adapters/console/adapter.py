@@ -220,7 +220,8 @@ class ConsoleAdapter:
         return bool(self._cards) or (self._accept_commands and self._busy == 0)
 
     def _interrupts(self, line: str) -> bool:
-        if not self._accept_commands or self._cards or self._busy == 0:
+        # In `call` (no commands) the one call is always running while no card is shown.
+        if self._cards or (self._accept_commands and self._busy == 0):
             return False
         words = line.strip().split()
         if words and words[0] == PREFIX:
@@ -238,15 +239,23 @@ class ConsoleAdapter:
             return
         if stripped and self._accept_commands:
             self._start(MessageIn(self.conversation, self.actor, stripped), tg)
+        elif self._interrupts(stripped):
+            # `call`'s running tool: the chat command `cancel` stops the newest call of this conversation.
+            self._start(MessageIn(self.conversation, self.actor, "cancel", explicit_command=True), tg)
 
     def _start(self, message: MessageIn, tg: TaskGroup) -> None:
         self._busy += 1
+        # A command typed while a card asks something (`show`, `pending`): its answer is printed below the question,
+        # so the question is asked again after it.
+        asking = self._cards[0] if self._cards else None
 
         async def run() -> None:
             try:
                 await self._host.run_message(message)
             finally:
                 self._busy -= 1
+                if asking is not None and self._cards and self._cards[0] is asking:
+                    self._show(asking, Step(StepKind.ASK, asking.dialog.question()))
                 self._poke()
 
         tg.start_soon(run)
