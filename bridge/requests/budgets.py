@@ -15,7 +15,7 @@ from bridge.config.team import BudgetLimits
 from bridge.llm import Usage
 from bridge.model import Actor, ConversationKey
 from bridge.storage import AsyncStore
-from bridge.text.grammar import possessive, sentence
+from bridge.text.grammar import possessive
 
 DAY = 86400.0
 
@@ -49,7 +49,7 @@ class Budgets:
         out = []
         if actor is not None:
             subject = f"user:{actor.key}"
-            out.append(Standing(subject, f"{sentence(possessive(actor.label()))} daily budget", self._limits.per_user,
+            out.append(Standing(subject, f"{possessive(actor.label(), start=True)} daily budget", self._limits.per_user,
                                 await self._store.usage(day, subject)))
         subject = f"conversation:{conversation.id()}"
         out.append(Standing(subject, "This conversation's daily budget", self._limits.per_conversation,

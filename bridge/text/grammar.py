@@ -19,10 +19,12 @@ def is_you(who: str) -> bool:
     return who.strip().lower() == YOU
 
 
-def acts(who: str, verb: str) -> str:
-    """`Alice wants`, `you want` (`verb` in the third person: wants, has, is, asks)."""
+def acts(who: str, verb: str, *, start: bool = False) -> str:
+    """`Alice wants`, `you want` (`verb` in the third person: wants, has, is, asks); `start`: at the start of a
+    sentence (`You want`; a name is never changed: `ada.lovelace wants`)."""
     if not is_you(who):
         return f"{who} {verb}"
+    who = "You" if start else who
     base = {"has": "have", "is": "are", "does": "do"}.get(verb)
     if base is None:
         base = verb[:-2] if verb.endswith(("ches", "shes", "sses", "xes")) else verb[:-1] if verb.endswith("s") \
@@ -30,14 +32,11 @@ def acts(who: str, verb: str) -> str:
     return f"{who} {base}"
 
 
-def possessive(who: str) -> str:
-    """`Alice's`, `your`."""
-    return "your" if is_you(who) else f"{who}'s"
-
-
-def sentence(text: str) -> str:
-    """The first letter made upper case (`you want …` → `You want …`)."""
-    return text[:1].upper() + text[1:]
+def possessive(who: str, *, start: bool = False) -> str:
+    """`Alice's`, `your` (`Your` at the start of a sentence)."""
+    if is_you(who):
+        return "Your" if start else "your"
+    return f"{who}'s"
 
 
 def listing(names: Sequence[str], empty: str = "none") -> str:

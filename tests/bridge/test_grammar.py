@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bridge.text.grammar import acts, count, listing, possessive, sentence
+from bridge.text.grammar import acts, count, listing, possessive
 
 
 def test_count_says_one_thing_and_many_things() -> None:
@@ -16,12 +16,15 @@ def test_count_says_one_thing_and_many_things() -> None:
 def test_persons() -> None:
     assert acts("you", "wants") == "you want"
     assert acts("You", "has") == "You have"
+    assert acts("you", "wants", start=True) == "You want"
+    assert acts("ada.lovelace", "wants", start=True) == "ada.lovelace wants"
     assert acts("you", "asks") == "you ask"
     assert acts("you", "reaches") == "you reach"
     assert acts("Alice", "wants") == "Alice wants"
     assert possessive("you") == "your"
     assert possessive("Alice") == "Alice's"
-    assert sentence(f"{possessive('you')} daily budget") == "Your daily budget"
+    assert possessive("you", start=True) == "Your"
+    assert possessive("ada.lovelace", start=True) == "ada.lovelace's"
 
 
 def test_listing() -> None:

@@ -70,7 +70,7 @@ async def test_pre_filled_values_are_not_called_your_answers() -> None:
 
 async def _roots_conversation(script: Sequence[str]) -> str:
     roots = RootsPolicy(defaults=(("file:///srv/project", "the project"), ("file:///home/ada", "")))
-    config = config_for({"demo": ServerConfig(name="demo", inprocess=demo, roots=roots)})  # type: ignore[arg-type]
+    config = config_for({"demo": ServerConfig(name="demo", inprocess=demo, roots=roots)})
     out = io.StringIO()
 
     async def lines() -> AsyncIterator[str]:
