@@ -69,7 +69,8 @@ async def terminal_lines(session: PromptSession[str]) -> AsyncIterator[str]:
     """Lines typed at the prompt until Ctrl-D; Ctrl-C stops the bridge as the signal would."""
     while True:
         try:
-            line = await session.prompt_async(PROMPT)
+            # Not prompt_toolkit's own SIGINT handler: it would replace the bridge's, and remove it after each line.
+            line = await session.prompt_async(PROMPT, handle_sigint=False, set_exception_handler=False)
         except EOFError:
             return
         except KeyboardInterrupt:

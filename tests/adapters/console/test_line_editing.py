@@ -104,3 +104,16 @@ def test_output_while_typing_is_printed_above_the_prompt(terminal: Terminal) -> 
     assert _prompt_line(screen).rstrip() == "mcp> !mcp hel"
     terminal.keys("C-u", "C-d")
     terminal.wait_for("EXITED")
+
+
+def test_ctrl_c_at_the_prompt_stops_the_bridge_during_a_call(terminal: Terminal) -> None:
+    """Ctrl-C reaches the bridge's own SIGINT handling (prompt_toolkit's handler is not installed over it), also
+    after a first line was read: the running call is stopped and the process ends."""
+    terminal.wait_for("mcp>")
+    terminal.keys("!mcp servers", "Enter")
+    terminal.wait_for("not started (starts on first use)")
+    terminal.keys('!mcp call demo count_down {"steps": 50, "seconds": 0.5}', "Enter")
+    terminal.wait_for("/50")
+    terminal.keys("C-c")
+    screen = terminal.wait_for("EXITED")
+    assert "50/50" not in screen
