@@ -31,7 +31,7 @@ from bridge.config.policy import approver_rule, server_allowed
 from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
 from bridge.llm import LLMMessage
-from bridge.model import ConversationKey, Kind, MessageIn, Status, Verdict
+from bridge.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
 from bridge.requests.audience import Audience
 from bridge.requests.budgets import Budgets
 from bridge.requests.grants import Grants
@@ -149,8 +149,19 @@ class CommandHandlers:
         if result is not None:
             await self.calls.report(message.conversation, server, tool, result)
 
+    async def _waiting_here(self, conversation: ConversationKey) -> list[Interaction]:
+        """Requests open in this conversation: those waited on in this process, and the stored open ones nobody waits
+        on in memory (a 2026 call's parked cards, another worker's)."""
+        live = self.broker.open_interactions(conversation)
+        known = {i.id for i in live}
+        now = time.time()
+        stored = [row.interaction for row in await self.store.open_interactions()
+                  if row.interaction.conversation == conversation and row.interaction.id not in known
+                  and row.interaction.expires_at > now]
+        return [*live, *stored]
+
     async def _cmd_pending(self, message: MessageIn, command: commands.Command) -> None:
-        open_ = self.broker.open_interactions(message.conversation)
+        open_ = await self._waiting_here(message.conversation)
         if not open_:
             await self.say(message.conversation, "Nothing is waiting for anyone here.")
             return
@@ -184,9 +195,11 @@ class CommandHandlers:
         await self.say(message.conversation, "Forgot this conversation's history.")
 
     async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
-        target = command.args[0] if command.args else None
-        interaction = self.broker.interaction(target) if target else None
-        if interaction is not None and interaction.conversation == message.conversation:
+        waiting = await self._waiting_here(message.conversation)
+        # Without an id: the newest request waiting here (the card being answered, on a console).
+        target = command.args[0] if command.args else (waiting[-1].id if waiting else None)
+        interaction = next((i for i in waiting if i.id == target), None)
+        if interaction is not None:
             await self.say(message.conversation, interaction_text(interaction))
             return
         kept = self.calls.results.get(message.conversation, target) if target else None

@@ -137,3 +137,21 @@ def test_cancel_typed_during_call_stops_the_call() -> None:
                 pipe.close()
     assert "stopped by you" in rest
     assert "done" not in rest
+
+
+def test_the_banner_says_when_no_server_is_configured() -> None:
+    from bridge.cli.entry import _banner
+
+    assert "Servers: none configured." in _banner(config_for({}))
+    one = config_for({"demo": ServerConfig(name="demo", inprocess=demo)})
+    assert "Servers: demo." in _banner(one)
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_pending_and_show_see_the_card_being_answered(protocol: str) -> None:
+    """On both eras: a 2026 call's card is parked (stored, nobody waits on it in memory) and is still waiting."""
+    out, _ = await converse(["!mcp call demo cancel_booking", "!mcp pending", "!mcp show", "deny"], protocol)
+    assert re.search(r"Waiting:\n• \w+: demo \(mcp-chat-bridge-demo\), tool, waits for you", out)
+    assert "Nothing is waiting" not in out
+    assert "Usage: show" not in out
+    assert "\nTool:\ndemo.cancel_booking: Cancel a booking." in out  # `show` without an id: the card being answered
