@@ -28,8 +28,10 @@ from bridge.cards.outbound import Outbound
 from bridge.cards.routing import Routing, base_id
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
+from bridge.commands.completion import next_words
 from bridge.commands.handlers import CommandHandlers
 from bridge.config.file import Config
+from bridge.config.policy import server_allowed
 from bridge.errors import ConfigError
 from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
@@ -207,6 +209,19 @@ class Host:
 
     def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
         return self.broker.open_interactions(conversation)
+
+    async def next_words(self, conversation: ConversationKey, actor: Actor, before: list[str]) -> list[str]:
+        servers = [n for n, c in self.config.servers.items()
+                   if not c.disabled and server_allowed(self.config, conversation, n)]
+
+        async def tools(server: str) -> list[str]:
+            try:
+                return [t.name for t in await self.pool.list_tools(conversation, server, person=actor)]
+            except Exception:  # a server that cannot be reached just offers no completions
+                logger.debug("no tool names of %s to complete", server, exc_info=True)
+                return []
+
+        return await next_words(before, servers, tools)
 
     def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
         return self.broker.waiting_for(actor)

@@ -42,6 +42,12 @@ class ConversationKey:
         return cls(platform, workspace, channel, thread, user)
 
 
+def shown_conversation(conversation_id: str) -> str:
+    """A conversation's id as people read it: without the empty thread and person parts (`console/local/terminal`,
+    not `console/local/terminal//`); a thread without a person keeps its thread."""
+    return conversation_id.rstrip("/")
+
+
 ConversationScope = Literal["thread", "channel", "user"]
 """What one conversation is in a channel (the config's `conversation_scope`)."""
 

@@ -151,6 +151,11 @@ class Inbound(Protocol):
         """Open interactions this person may decide, for a 'what needs me' view."""
         ...
 
+    async def next_words(self, conversation: ConversationKey, actor: Actor, before: list[str]) -> list[str]:
+        """What may follow these words of a command (without the platform's prefix): command words, the servers
+        this conversation may use, a server's tool names after `call SERVER`. For a terminal's Tab completion."""
+        ...
+
     async def wait_open(self, interaction_id: str) -> Interaction:
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
         ...

@@ -20,12 +20,12 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import anyio
 from anyio.abc import TaskGroup
 
-from adapters.console import render
+from adapters.console import render, terminal
 from bridge.config.file import Config
 from bridge.model import (
     Action,
@@ -77,6 +77,13 @@ async def stream_lines(stream: TextIO) -> AsyncIterator[str]:
             yield line
 
 
+class Screen(Protocol):
+    """Where the console prints: a text stream, or one that prints above the prompt (`terminal.AbovePrompt`)."""
+
+    def write(self, text: str, /) -> int: ...
+    def flush(self) -> None: ...
+
+
 @dataclass
 class _Card:
     interaction: Interaction
@@ -89,12 +96,12 @@ class ConsoleAdapter:
     platform = "console"
     private_cards = False  # one person: a private card is shown where it is, on stderr (`err`)
 
-    def __init__(self, host: Inbound, lines: AsyncIterator[str], out: TextIO, *, user: str = "you",
-                 accept_commands: bool = True, err: TextIO | None = None) -> None:
+    def __init__(self, host: Inbound, lines: AsyncIterator[str], out: Screen, *, user: str = "you",
+                 accept_commands: bool = True, err: Screen | None = None) -> None:
         self._host = host
         self._lines = lines
         self._out = out
-        self._err = err if err is not None else sys.stderr
+        self._err: Screen = err if err is not None else sys.stderr
         self.actor = Actor("console", user, user)
         self.conversation = ConversationKey("console", "local", "terminal")
         self._accept_commands = accept_commands
@@ -213,7 +220,8 @@ class ConsoleAdapter:
         return bool(self._cards) or (self._accept_commands and self._busy == 0)
 
     def _interrupts(self, line: str) -> bool:
-        if not self._accept_commands or self._cards or self._busy == 0:
+        # In `call` (no commands) the one call is always running while no card is shown.
+        if self._cards or (self._accept_commands and self._busy == 0):
             return False
         words = line.strip().split()
         if words and words[0] == PREFIX:
@@ -231,15 +239,23 @@ class ConsoleAdapter:
             return
         if stripped and self._accept_commands:
             self._start(MessageIn(self.conversation, self.actor, stripped), tg)
+        elif self._interrupts(stripped):
+            # `call`'s running tool: the chat command `cancel` stops the newest call of this conversation.
+            self._start(MessageIn(self.conversation, self.actor, "cancel", explicit_command=True), tg)
 
     def _start(self, message: MessageIn, tg: TaskGroup) -> None:
         self._busy += 1
+        # A command typed while a card asks something (`show`, `pending`): its answer is printed below the question,
+        # so the question is asked again after it.
+        asking = self._cards[0] if self._cards else None
 
         async def run() -> None:
             try:
                 await self._host.run_message(message)
             finally:
                 self._busy -= 1
+                if asking is not None and self._cards and self._cards[0] is asking:
+                    self._show(asking, Step(StepKind.ASK, asking.dialog.question()))
                 self._poke()
 
         tg.start_soon(run)
@@ -274,10 +290,23 @@ class ConsoleAdapter:
         if question is None:
             return
         if question.field is None and card.dialog.answers and step.kind is StepKind.ASK:
-            self._print("│ Your answers:", *render.summary(card.dialog), private=private)
+            self._print(f"│ {card.dialog.summary_label()}", *render.summary(card.dialog), private=private)
         self._print(*render.question(question), private=private)
 
 
 def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> ConsoleAdapter:
-    """The console on this process's stdin and stdout."""
-    return ConsoleAdapter(host, stream_lines(sys.stdin), sys.stdout, user=str(settings.get("user", "you")))
+    """The console on this process's stdin and stdout: with line editing at a terminal, plain lines from a pipe."""
+    user = str(settings.get("user", "you"))
+    if not terminal.is_terminal(sys.stdin, sys.stdout):
+        return ConsoleAdapter(host, stream_lines(sys.stdin), sys.stdout, user=user)
+    holder: list[ConsoleAdapter] = []
+
+    async def next_words(before: list[str]) -> list[str]:
+        console = holder[0]
+        return await host.next_words(console.conversation, console.actor, before)
+
+    session = terminal.prompt_session(terminal.CommandCompleter(next_words))
+    console = ConsoleAdapter(host, terminal.terminal_lines(session), terminal.AbovePrompt(sys.stdout), user=user,
+                             err=terminal.AbovePrompt(sys.stderr))
+    holder.append(console)
+    return console

@@ -128,3 +128,17 @@ class Accounts:
     async def aclose(self) -> None:
         await self.clients.aclose()
 
+
+
+async def every_account(config: Config) -> list[tuple[str, str]]:
+    """(server, person) for every person who connected their own account to a `per_user` server: the vaults
+    `accounts` reads in chat, read for everyone (the operator's `accounts`). Names and ids only, never a token."""
+    clients = OAuthClients(config, NoConsent())
+    try:
+        out: list[tuple[str, str]] = []
+        for name, server in config.servers.items():
+            if server.url and server.auth.identity == "per_user":
+                out.extend((name, person) for person in await clients.vault(server).people(server.url))
+        return out
+    finally:
+        await clients.aclose()

@@ -103,6 +103,10 @@ class TokenVault(Protocol):
         """The servers this identity has tokens for (what `accounts` lists)."""
         ...
 
+    async def people(self, server: str) -> list[str]:
+        """The identities that have tokens for this server (the operator's `accounts`)."""
+        ...
+
     @property
     def persistent(self) -> bool:
         """False when tokens live only as long as this process."""
@@ -130,6 +134,9 @@ class MemoryVault:
 
     async def servers(self, identity: str) -> list[str]:
         return sorted({s for s, i, kind in self._slots if i == identity and kind == TOKENS})
+
+    async def people(self, server: str) -> list[str]:
+        return sorted({i for s, i, kind in self._slots if s == server and kind == TOKENS})
 
 
 class SqliteVault:
@@ -193,6 +200,15 @@ class SqliteVault:
             with self._lock:
                 rows = self._db.execute("SELECT server FROM oauth_tokens WHERE identity = ? AND kind = ? "
                                         "ORDER BY server", (identity, TOKENS)).fetchall()
+            return [str(r[0]) for r in rows]
+
+        return await anyio.to_thread.run_sync(read)
+
+    async def people(self, server: str) -> list[str]:
+        def read() -> list[str]:
+            with self._lock:
+                rows = self._db.execute("SELECT identity FROM oauth_tokens WHERE server = ? AND kind = ? "
+                                        "ORDER BY identity", (server, TOKENS)).fetchall()
             return [str(r[0]) for r in rows]
 
         return await anyio.to_thread.run_sync(read)
@@ -276,10 +292,14 @@ class StoreVault:
     async def servers(self, identity: str) -> list[str]:
         return await (await self._rows()).token_servers(identity, TOKENS)
 
+    async def people(self, server: str) -> list[str]:
+        return await (await self._rows()).token_identities(server, TOKENS)
+
 
 class SealedTokens(Protocol):
     async def sealed_token(self, server: str, identity: str, kind: str) -> bytes | None: ...
     async def keep_sealed_token(self, server: str, identity: str, kind: str, blob: bytes) -> None: ...
     async def forget_tokens(self, server: str, identity: str) -> None: ...
     async def token_servers(self, identity: str, kind: str) -> list[str]: ...
+    async def token_identities(self, server: str, kind: str) -> list[str]: ...
     async def aclose(self) -> None: ...

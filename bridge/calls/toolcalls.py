@@ -41,7 +41,8 @@ from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
-from bridge.text.plain import session_error_text, shorten
+from bridge.text.plain import result_text, session_error_text, shorten
+from bridge.text.server_errors import validation_summary
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +172,11 @@ class ToolCalls:
         await self.continue_call(record, {})
 
     async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult) -> None:
+        summary = validation_summary(result_text(result)) if result.is_error else None
+        if summary is not None:
+            await self._out.say(conversation, f"{server}.{tool} refused its arguments: {summary}. See `tools {server} "
+                                              f"{tool}`.")
+            return
         head = f"{server}.{tool} reported an error:" if result.is_error else f"{server}.{tool}:"
         await self._out.say(conversation, self.results.message(conversation, head, result))
 

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from bridge.config.file import parse_duration
 from bridge.errors import ConfigError, StoreError
-from bridge.model import Kind
+from bridge.model import Kind, shown_conversation
 from bridge.safety.addresses import shown
 from bridge.storage import audit as chain
 from bridge.storage import is_postgres
@@ -257,7 +257,8 @@ def verdict_text(verdict: chain.Verdict) -> list[str]:
 def write_table(items: Sequence[Entry], out: TextIO) -> None:
     headers = ("time", "server", "kind", "outcome", "decided by", "asked by", "conversation", "detail")
     rows = [tuple(_clean(str(c)) for c in (e.time, e.server, e.kind, e.outcome, e.by_name or e.by or "-",
-                                           e.requester or "-", e.conversation, _short(e.detail, 60)))
+                                           e.requester or "-", shown_conversation(e.conversation),
+                                           _short(e.detail, 60)))
             for e in items]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     for row in (headers, *rows):

@@ -26,6 +26,7 @@ from bridge.cli import receipts
 from bridge.cli.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_auth_tracebacks, report
 from bridge.errors import ConfigError
 from bridge.safety import redaction
+from bridge.text.grammar import count, listing
 
 if TYPE_CHECKING:
     import anyio
@@ -165,6 +166,9 @@ def parser() -> argparse.ArgumentParser:
     audit.add_argument("--public-key-of-signing-key", action="store_true",
                        help="print the public key of MCP_BRIDGE_AUDIT_SIGNING_KEY (for those who only verify)")
     receipts.add_parser(sub, common)
+    from bridge.cli import operator
+
+    operator.register(sub, [common])
     return p
 
 
@@ -210,7 +214,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise ConfigError(problems)
         for warning in _audit_warnings():
             print(f"warning: {warning}", file=sys.stderr)
-        print(f"{path}: OK ({len(config.servers)} servers, chat: {', '.join(config.chat)})")
+        print(f"{path}: OK ({count(len(config.servers), 'server')}, chat: {', '.join(config.chat)})")
         return EXIT_OK
     if args.command == "import-servers":
         return _import_servers(args.file, args.into)
@@ -221,6 +225,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "audit":
         return _audit(args)
+    from bridge.cli import operator
+
+    if args.command in operator.COMMANDS:
+        return operator.run(args)
     import anyio
 
     if args.command == "run":
@@ -437,7 +445,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
 
 
 def _banner(config: Config) -> str:
-    names = ", ".join(config.servers)
+    names = listing(list(config.servers), "none configured")
     example = ("`!mcp tools demo`, then e.g. `!mcp call demo plan_trip`" if "demo" in config.servers
                else "`!mcp tools`")
     return (f"mcp-chat-bridge {__version__} on the console. Servers: {names}.\n"

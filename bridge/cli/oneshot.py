@@ -43,6 +43,7 @@ from bridge.safety.redaction import Redactor
 from bridge.safety.sanitize import clean
 from bridge.servers.catalog import TASK_NOTE, needs_task
 from bridge.storage import open_store
+from bridge.text.grammar import count
 from bridge.text.plain import result_text, session_error_text
 
 logger = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ def server_failure(exc: BaseException) -> str | None:
     if isinstance(exc, ValidationError):
         problems = exc.errors()
         first = (".".join(str(p) for p in problems[0]["loc"]) + ": " + problems[0]["msg"]) if problems else "invalid"
-        return f"the server sent an answer that is not valid MCP ({len(problems)} problem(s); first: {first})"
+        return f"the server sent an answer that is not valid MCP ({count(len(problems), 'problem')}; first: {first})"
     if isinstance(exc, OAuthFlowError | OAuthTokenError | OAuthRegistrationError):
         return f"authorization failed: {exc}"
     return None

@@ -23,6 +23,7 @@ from bridge.auth.accounts import Accounts
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Say
+from bridge.commands import listings
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.config.file import Config
@@ -30,7 +31,7 @@ from bridge.config.policy import approver_rule, server_allowed
 from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
 from bridge.forms import approval_form
 from bridge.llm import LLMMessage
-from bridge.model import ConversationKey, Kind, MessageIn, Status, Verdict
+from bridge.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
 from bridge.requests.audience import Audience
 from bridge.requests.budgets import Budgets
 from bridge.requests.grants import Grants
@@ -40,7 +41,7 @@ from bridge.servers import catalog
 from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
 from bridge.text.content import block_text
-from bridge.text.durations import time_left
+from bridge.text.grammar import count
 from bridge.text.plain import session_error_text, shorten
 from bridge.text.showing import interaction_text
 
@@ -106,6 +107,9 @@ class CommandHandlers:
         await self.say(message.conversation, "Servers:\n" + "\n".join(lines))
 
     async def _cmd_tools(self, message: MessageIn, command: commands.Command) -> None:
+        if len(command.args) == 2 and command.args[1] not in self.config.servers:
+            await self._tool_detail(message, *command.args)
+            return
         names = self._server_names(command, message.conversation)
         out: list[str] = []
         for name in names:
@@ -119,15 +123,24 @@ class CommandHandlers:
                 continue
             hidden = [t.name for t in tools if catalog.needs_task(t)]
             tools = [t for t in tools if not catalog.needs_task(t)]
-            out.append(f"{name}: {len(tools)} tools")
+            out.append(f"{name}: {count(len(tools), 'tool')}")
             for tool in tools:
                 hints = tool.annotations
                 flag = " [destructive]" if hints and hints.destructive_hint and not hints.read_only_hint else ""
-                desc = (tool.description or "").strip().splitlines()
-                out.append(f"  • {tool.name}{flag}" + (f": {shorten(desc[0], 160)}" if desc else ""))
+                out.extend(line.replace("tools SERVER TOOL", f"tools {name} {tool.name}")
+                           for line in catalog.tool_line(tool, flag))
             if hidden:
                 out.append(f"  (not shown: {', '.join(hidden)}: {catalog.TASK_NOTE})")
         await self.say(message.conversation, "\n".join(out) or "No servers.")
+
+    async def _tool_detail(self, message: MessageIn, server: str, name: str) -> None:
+        if server not in self._server_names(commands.Command("tools"), message.conversation):
+            raise CommandError(f"There is no server named {server!r} here. Try `servers`.")
+        tools = {t.name: t for t in await self.pool.list_tools(message.conversation, server, person=message.actor)}
+        tool = tools.get(name)
+        if tool is None:
+            raise CommandError(f"{server} has no tool named {name!r}. Try `tools {server}`.")
+        await self.say(message.conversation, catalog.tool_detail(server, tool))
 
     async def _cmd_call(self, message: MessageIn, command: commands.Command) -> None:
         server, tool = command.args
@@ -136,15 +149,24 @@ class CommandHandlers:
         if result is not None:
             await self.calls.report(message.conversation, server, tool, result)
 
+    async def _waiting_here(self, conversation: ConversationKey) -> list[Interaction]:
+        """Requests open in this conversation: those waited on in this process, and the stored open ones nobody waits
+        on in memory (a 2026 call's parked cards, another worker's)."""
+        live = self.broker.open_interactions(conversation)
+        known = {i.id for i in live}
+        now = time.time()
+        stored = [row.interaction for row in await self.store.open_interactions()
+                  if row.interaction.conversation == conversation and row.interaction.id not in known
+                  and row.interaction.expires_at > now]
+        return [*live, *stored]
+
     async def _cmd_pending(self, message: MessageIn, command: commands.Command) -> None:
-        open_ = self.broker.open_interactions(message.conversation)
+        open_ = await self._waiting_here(message.conversation)
         if not open_:
             await self.say(message.conversation, "Nothing is waiting for anyone here.")
             return
         now = time.time()
-        lines = [f"• {i.id}: {i.server.text()}, {i.kind.value}, waits for "
-                 f"{i.requester.label() if i.requester else 'an approver'}, expires in "
-                 f"{time_left(i.expires_at - now)}: {shorten(i.message, 120)}" for i in open_]
+        lines = [listings.pending_line(i, now) for i in open_]
         await self.say(message.conversation, "Waiting:\n" + "\n".join(lines))
 
     async def _cmd_cancel(self, message: MessageIn, command: commands.Command) -> None:
@@ -173,9 +195,11 @@ class CommandHandlers:
         await self.say(message.conversation, "Forgot this conversation's history.")
 
     async def _cmd_show(self, message: MessageIn, command: commands.Command) -> None:
-        target = command.args[0] if command.args else None
-        interaction = self.broker.interaction(target) if target else None
-        if interaction is not None and interaction.conversation == message.conversation:
+        waiting = await self._waiting_here(message.conversation)
+        # Without an id: the newest request waiting here (the card being answered, on a console).
+        target = command.args[0] if command.args else (waiting[-1].id if waiting else None)
+        interaction = next((i for i in waiting if i.id == target), None)
+        if interaction is not None:
             await self.say(message.conversation, interaction_text(interaction))
             return
         kept = self.calls.results.get(message.conversation, target) if target else None
@@ -201,8 +225,16 @@ class CommandHandlers:
             return
         roots = await self.roots.offered(conversation)
         lines = [f"• {uri}" + (f" ({name})" if name else "") for uri, name in roots]
-        await self.say(conversation, "Roots here:\n" + "\n".join(lines) if lines else
-                       "No roots here yet. Add one with `roots add file:///path [name]`.")
+        out = ["Roots here:", *lines] if lines else [
+            "No roots added here. Add one with `roots add file:///path [name]`."]
+        # What a server's roots card offers also includes its configured folders: show those too.
+        for server in self._server_names(commands.Command("roots"), conversation):
+            extra = [(uri, name) for uri, name in self.config.servers[server].roots.defaults
+                     if uri not in {u for u, _ in roots}]
+            if extra:
+                out.append(f"Also offered to {server} (its configured folders):")
+                out.extend(f"• {uri}" + (f" ({name})" if name else "") for uri, name in extra)
+        await self.say(conversation, "\n".join(out))
 
     async def _roots_changed(self, conversation: ConversationKey) -> None:
         """Legacy sessions get notifications/roots/list_changed; 2026 servers ask again on their next request."""
@@ -235,7 +267,7 @@ class CommandHandlers:
             if items is None:
                 out.append(f"{name}: no {what}")
                 continue
-            out.append(f"{name}: {len(items)} {what}")
+            out.append(f"{name}: {count(len(items), what.removesuffix('s'))}")
             out.extend(line(item) for item in items)
         await self.say(message.conversation, shorten("\n".join(out) or "No servers."))
 

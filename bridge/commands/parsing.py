@@ -15,8 +15,8 @@ from typing import Any
 HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   help                               this list
   servers                            configured servers, their state and protocol version
-  tools [server]                     tools of one server, or of all
-  call <server> <tool> [json]        run a tool, e.g. call everything echo {"message": "hi"}
+  tools [server] [tool]              tools of one server (or of all), with their arguments; one tool in full
+  call <server> <tool> [json]        run a tool, e.g. call demo echo {"message": "hi"}
   pending                            requests waiting for someone in this conversation
   cancel [id]                        cancel a waiting request (the newest if no id), or a running call
   prompts [server]                   prompts a server offers

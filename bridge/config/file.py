@@ -204,6 +204,13 @@ def audit_config(path: str | Path, env: Mapping[str, str] | None = None) -> Audi
     return _audit(value) if isinstance(value, dict) else AuditConfig()
 
 
+def budgets_config(path: str | Path, env: Mapping[str, str] | None = None) -> BudgetLimits:
+    """Only the `budgets:` block of a config file (for the operator's `usage`)."""
+    value = _only(path, "budgets", {}, env)
+    value = value if isinstance(value, dict) else {}
+    return BudgetLimits(*((value.get(who) or {}).get("tokens_per_day") for who in ("per_user", "per_conversation")))
+
+
 def _only(path: str | Path, key: str, default: Any, env: Mapping[str, str] | None) -> Any:
     raw = yaml_text.read(path) or {}
     problems: list[str] = []

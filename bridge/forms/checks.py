@@ -58,5 +58,11 @@ FORMAT_REASONS = {"email": "enter an email address like name@example.com",
                   "date-time": "enter a date and time like 2026-01-31T09:30:00Z"}
 
 
-def format_reason(fmt: str) -> str:
+_WELL_FORMED_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z", re.ASCII)
+
+
+def format_reason(fmt: str, value: str = "") -> str:
+    """Why `value` is not of the format: a well-formed date that is not in the calendar (2026-02-30) is told so."""
+    if fmt == "date" and _WELL_FORMED_DATE.match(value):
+        return f"{value} is not a date that exists (check the month and the day)"
     return FORMAT_REASONS.get(fmt, "wrong format")

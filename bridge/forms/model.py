@@ -234,7 +234,7 @@ class Field:
             if not isinstance(value, str):
                 return "enter text"
             if self.format and not FORMAT_CHECKER.conforms(value, self.format):
-                return format_reason(self.format)
+                return format_reason(self.format, value)
             if self.min_length is not None and len(value) < self.min_length:
                 return f"enter at least {self.min_length} characters"
             if self.max_length is not None and len(value) > self.max_length:

@@ -15,6 +15,7 @@ from bridge.config.team import BudgetLimits
 from bridge.llm import Usage
 from bridge.model import Actor, ConversationKey
 from bridge.storage import AsyncStore
+from bridge.text.grammar import possessive
 
 DAY = 86400.0
 
@@ -48,11 +49,20 @@ class Budgets:
         out = []
         if actor is not None:
             subject = f"user:{actor.key}"
-            out.append(Standing(subject, f"{actor.label()}'s daily budget", self._limits.per_user,
+            out.append(Standing(subject, f"{possessive(actor.label(), start=True)} daily budget", self._limits.per_user,
                                 await self._store.usage(day, subject)))
         subject = f"conversation:{conversation.id()}"
         out.append(Standing(subject, "This conversation's daily budget", self._limits.per_conversation,
                             await self._store.usage(day, subject)))
+        return out
+
+    async def everyone_today(self) -> list[Standing]:
+        """Every person's and conversation's use today that has a row (the operator's `usage`)."""
+        out = []
+        for subject, used in await self._store.usage_on(self._day()):
+            kind, _, who = subject.partition(":")
+            limit = self._limits.per_user if kind == "user" else self._limits.per_conversation
+            out.append(Standing(subject, f"{who} ({'person' if kind == 'user' else 'conversation'})", limit, used))
         return out
 
     async def refusal(self, conversation: ConversationKey, actor: Actor | None) -> str | None:
@@ -77,8 +87,10 @@ class Budgets:
         return f"at 00:00 UTC, in {hours} h {minutes:02d} min" if hours else f"at 00:00 UTC, in {minutes} min"
 
     async def report(self, conversation: ConversationKey, actor: Actor) -> str:
-        lines = []
-        for standing in await self.standings(conversation, actor):
-            limit = f" of {standing.limit:,}" if standing.limit is not None else " (no limit)"
-            lines.append(f"• {standing.label}: {standing.used:,}{limit} tokens")
+        lines = [standing_line(standing) for standing in await self.standings(conversation, actor)]
         return "Model use today (UTC):\n" + "\n".join(lines) + f"\nBudgets reset {self.resets()}."
+
+
+def standing_line(standing: Standing) -> str:
+    limit = f" of {standing.limit:,}" if standing.limit is not None else " (no limit)"
+    return f"• {standing.label}: {standing.used:,}{limit} tokens"

@@ -67,6 +67,10 @@ class Grants:
         places = [place("conversation", conversation), place("channel", conversation)]
         return [_load(body) for body in await self._store.grants(places, self.clock())]
 
+    async def everywhere(self) -> list[Grant]:
+        """Every grant that holds now, wherever it holds (the operator's `grants`)."""
+        return [_load(body) for body in await self._store.all_grants(self.clock())]
+
     async def find(self, kind: str, server: str, tool: str, conversation: ConversationKey) -> Grant | None:
         here = await self.here(conversation)
         return next((g for g in here if (g.kind, g.server, g.tool) == (kind, server, tool)), None)

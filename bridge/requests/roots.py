@@ -68,7 +68,8 @@ class RootsKeeper(RequestHandler[None, ListRootsResult]):
         remembered = await self._store.setting(ctx.conversation, remember_key(ctx.server.name)) == "all"
         if policy.approval == "auto" or remembered:
             return _result(roots, [uri for uri, _ in roots])
-        options = tuple(Option(uri, f"{name} ({uri})" if name else uri) for uri, name in roots)
+        # The title is the name; option lists show the value (the path) beside a title that differs, once.
+        options = tuple(Option(uri, name or uri) for uri, name in roots)
         fields = [
             Field("roots", FieldKind.MULTI, "Folders to share", options=options, default=[o.value for o in options],
                   has_default=True),

@@ -55,6 +55,7 @@ from bridge.requests.request_context import (
 )
 from bridge.safety.ratelimit import RateLimiter
 from bridge.text.content import block_text
+from bridge.text.grammar import count
 
 logger = logging.getLogger(__name__)
 
@@ -168,8 +169,9 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
             text = "\n".join(block_text(b) for b in _blocks(last))
             fields.append(Field("prompt", FieldKind.TEXT, "Last user message", default=text, has_default=True,
                                 multiline=True))
+        asked = f"{ctx.server.text()} wants the model to answer {count(len(params.messages), 'message')}."
         return new_interaction(
-            ctx, Kind.SAMPLING, f"{ctx.server.text()} wants the model to answer {len(params.messages)} message(s).",
+            ctx, Kind.SAMPLING, asked,
             form=approval_form(fields), timeout=timeout, details=tuple(details), accept_label="Approve",
             decline_label="Deny", quick_accept=True,
             grants=offers(self._config.servers[ctx.server.name].sampling.grants), request=asked)

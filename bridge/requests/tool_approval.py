@@ -31,6 +31,7 @@ from bridge.requests.request_context import (
 )
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
+from bridge.text.grammar import acts
 from bridge.text.plain import shorten
 from bridge.text.presentation import describe_outcome
 
@@ -96,7 +97,7 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""
         interaction = new_interaction(
-            ctx, Kind.TOOL, f"{who} wants to run {server}.{tool_name}.", timeout=cfg.tool_timeout,
+            ctx, Kind.TOOL, f"{acts(who, 'wants', start=True)} to run {server}.{tool_name}.", timeout=cfg.tool_timeout,
             details=(Detail("Tool", f"{server}.{tool_name}{about}"),
                      Detail("Arguments", mask_arguments(params.arguments or {})), Detail("Asked by", who)),
             accept_label="Run", decline_label="Deny", quick_accept=True, grants=offers(cfg.tool_grants),

@@ -69,6 +69,45 @@ async def all_resources(client: Client) -> list[Resource]:
     return await paginate(fetch)
 
 
+def argument_list(tool: Tool) -> list[tuple[str, str, bool, str]]:
+    """A tool's arguments from its input schema: (name, type, required, description), in the schema's order."""
+    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+    found, listed = schema.get("properties"), schema.get("required")
+    properties: dict[str, Any] = found if isinstance(found, dict) else {}
+    required = set(listed) if isinstance(listed, list) else set()
+    out = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, dict) else {}
+        kind = prop.get("type") or ("one of several" if "anyOf" in prop or "oneOf" in prop else "any")
+        kind = " or ".join(str(k) for k in kind) if isinstance(kind, list) else str(kind)
+        out.append((str(name), kind, name in required, str(prop.get("description") or "")))
+    return out
+
+
+def tool_line(tool: Tool, flag: str = "") -> list[str]:
+    """`tools SERVER`: the name, the description's first line, the arguments (name, type, required)."""
+    desc = (tool.description or "").strip().splitlines()
+    more = " (more: `tools SERVER TOOL`)" if desc and (len(desc) > 1 or len(desc[0]) > 160) else ""
+    lines = [f"  • {tool.name}{flag}" + (f": {shorten(desc[0], 160)}{more}" if desc else "")]
+    args = [f"{name} ({kind}{', required' if needed else ''})" for name, kind, needed, _ in argument_list(tool)]
+    lines.append(f"      arguments: {', '.join(args)}" if args else "      no arguments")
+    return lines
+
+
+def tool_detail(server: str, tool: Tool) -> str:
+    """`tools SERVER TOOL`: the whole description and each argument with its own description."""
+    lines = [f"{server}.{tool.name}"]
+    lines.extend((tool.description or "(no description)").strip().splitlines())
+    args = argument_list(tool)
+    lines.append("Arguments:" if args else "No arguments.")
+    for name, kind, needed, desc in args:
+        lines.append(f"  • {name} ({kind}, {'required' if needed else 'optional'})" + (f": {desc}" if desc else ""))
+    if args:
+        example = ", ".join(f'"{name}": …' for name, _, needed, _ in args if needed)
+        lines.append(f"Call it: call {server} {tool.name}" + (f" {{{example}}}" if example else ""))
+    return "\n".join(lines)
+
+
 def prompt_line(prompt: Prompt) -> str:
     args = ", ".join(a.name + ("*" if a.required else "") for a in prompt.arguments or [])
     desc = f": {shorten(prompt.description, 160)}" if prompt.description else ""

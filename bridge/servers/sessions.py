@@ -30,7 +30,7 @@ from bridge import __version__
 from bridge.config.file import Config, ServerConfig
 from bridge.config.policy import server_allowed
 from bridge.errors import AuthError, ServerStartError, ServerUnavailable
-from bridge.model import Actor, ConversationKey
+from bridge.model import Actor, ConversationKey, shown_conversation
 from bridge.observe import hooks as observe
 from bridge.servers import catalog
 from bridge.servers.mcp_session import Callbacks, Session, SessionState
@@ -268,7 +268,7 @@ class SessionPool:
                 session.state = SessionState.READY
                 started = True
                 logger.info("started %s (%s) for %s", session.server.name, session.protocol_version,
-                            session.key[0])
+                            shown_conversation(session.key[0]))
                 task_status.started()
                 await session._closed.wait()
         except Exception as exc:

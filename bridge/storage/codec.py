@@ -109,10 +109,14 @@ def audit_row(row: Sequence[Any]) -> AuditRow:
 
 
 def audit_values(interaction: Interaction, outcome: Outcome, detail: str, at: float) -> tuple[Any, ...]:
-    """The values of `AUDIT_COLUMNS` for one outcome."""
+    """The values of `AUDIT_COLUMNS` for one outcome. A tool approval's detail names the tool (the server is a
+    column of its own)."""
+    detail = detail or outcome.reason
+    if interaction.tool:
+        detail = f"tool {interaction.tool}" + (f": {detail}" if detail else "")
     return (at, interaction.id, interaction.kind.value, interaction.server.name, interaction.conversation.id(),
             outcome.status.value, outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
-            interaction.requester.key if interaction.requester else None, detail or outcome.reason)
+            interaction.requester.key if interaction.requester else None, detail)
 
 
 def row_values(row: AuditRow) -> tuple[Any, ...]:

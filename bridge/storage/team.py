@@ -25,6 +25,13 @@ class TeamRows:
                                     f" (expires_at IS NULL OR expires_at > ?) ORDER BY {order}", (*places, now))
         return [str(r[0]) for r in rows]
 
+    async def all_grants(self, now: float) -> list[str]:
+        """Bodies of every grant that holds at `now`, wherever it holds, oldest first (for operators)."""
+        order = "rowid" if self._db.dialect == "sqlite" else "pos"
+        rows = await self._db.fetch("SELECT body FROM grants WHERE revoked IS NULL AND (expires_at IS NULL OR"
+                                    f" expires_at > ?) ORDER BY {order}", (now,))
+        return [str(r[0]) for r in rows]
+
     async def revoke_grant(self, grant_id: str, by: str) -> bool:
         done = await self._db.transaction([Step("UPDATE grants SET revoked = ? WHERE id = ? AND revoked IS NULL",
                                                 (by, grant_id))])
@@ -39,3 +46,8 @@ class TeamRows:
     async def usage(self, day: str, subject: str) -> int:
         rows = await self._db.fetch("SELECT tokens FROM usage WHERE day = ? AND subject = ?", (day, subject))
         return int(rows[0][0]) if rows else 0
+
+    async def usage_on(self, day: str) -> list[tuple[str, int]]:
+        """Every subject's tokens on one day (for operators), by subject."""
+        rows = await self._db.fetch("SELECT subject, tokens FROM usage WHERE day = ? ORDER BY subject", (day,))
+        return [(str(r[0]), int(r[1])) for r in rows]

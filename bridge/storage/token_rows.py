@@ -31,6 +31,11 @@ class TokenRows:
                                     (identity, kind))
         return [str(r[0]) for r in rows]
 
+    async def token_identities(self, server: str, kind: str) -> list[str]:
+        rows = await self._db.fetch("SELECT identity FROM oauth_tokens WHERE server = ? AND kind = ? ORDER BY"
+                                    " identity", (server, kind))
+        return [str(r[0]) for r in rows]
+
 
 class TokenTable(TokenRows):
     """Only the token rows of a store, on a driver of their own (the token vault's, `bridge.auth.tokens`)."""

@@ -61,6 +61,8 @@ class Dialog:
     answers: dict[str, Any] = field(default_factory=dict)
     _index: int = 0
     _confirming: bool = False
+    _typed: bool = False
+    """Whether the person has gone through the fields (else the values shown were filled in for them)."""
 
     def __post_init__(self) -> None:
         self.answers.update(self.preset)
@@ -99,6 +101,12 @@ class Dialog:
         return Question(f"{i.accept_label}?", f"answer {i.accept_label.lower()}, {i.decline_label.lower()}{edit}"
                                                f"{allow} or cancel")
 
+    def summary_label(self) -> str:
+        """What the summary before accepting is: the person's answers, or what will be sent unless they edit it."""
+        if self._typed:
+            return "Your answers:"
+        return "What will be sent (edit to change it):" if self._fields() else "What will be sent:"
+
     def summary_lines(self) -> list[str]:
         """The answers so far as `title: value` lines (for the summary before accepting)."""
         form = self.interaction.form
@@ -125,6 +133,7 @@ class Dialog:
             except ValueError as exc:
                 return Step(StepKind.REASK, self.question(), _sentence(str(exc)))
         self._index += 1
+        self._typed = True
         return Step(StepKind.ASK, self.question())
 
     def _confirm(self, text: str) -> Step:

@@ -43,7 +43,8 @@ def test_text_answers_parse_to_the_schema_type(name: str, text: str, value: Any)
 
 @pytest.mark.parametrize(("name", "text", "reason"), [
     ("name", "A", "at least 2"), ("email", "ada", "email address"), ("homepage", "example", "full URL"),
-    ("start", "2026-02-30", "YYYY-MM-DD"), ("pickup", "2026-02-28 10:15", "time zone"),
+    ("start", "2026-02-30", "not a date that exists"), ("start", "30.02.2026", "YYYY-MM-DD"),
+    ("pickup", "2026-02-28 10:15", "time zone"),
     ("travellers", "13", "at most 12"), ("travellers", "2.5", "whole number"), ("budget", "lots", "not a number"),
     ("budget", "nan", "finite"), ("window", "maybe", "yes or no"), ("city", "Paris", "not one of the options"),
     ("activities", "hiking,food,beach,museums", "at most 3"), ("climate", "9", "not one of the options"),
