@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import os
 import subprocess
 import sys
 import zipfile
@@ -13,8 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=900, check=False, cwd=cwd)
+def run(*argv: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=900, check=False, cwd=cwd,
+                          env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     return done
 
@@ -37,5 +40,7 @@ def test_a_built_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) ->
     assert str(tmp_path / "venv") in where
     cli = tmp_path / "venv/bin/mcp-chat-bridge"
     assert run(cli, "--version", cwd=empty).stdout.strip() == "mcp-chat-bridge 0.1.0"
-    checked = run(cli, "check-config", ROOT / "deploy/config.example.yaml", cwd=empty).stdout
+    # The example keeps OAuth tokens encrypted: like `run`, check-config wants the key's variable set.
+    key = dict(os.environ, BRIDGE_TOKEN_KEY=base64.b64encode(os.urandom(32)).decode())
+    checked = run(cli, "check-config", ROOT / "deploy/config.example.yaml", cwd=empty, env=key).stdout
     assert checked.strip().endswith("OK (2 servers, chat: console)")
