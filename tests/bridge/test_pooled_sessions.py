@@ -13,13 +13,19 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
+from bridge.config.file import Protocol as Era
 from bridge.config.file import RootsPolicy, ServerConfig
 from bridge.host import Host
-from bridge.model import ConversationKey, DecisionIn, MessageIn
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
+from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
+from bridge.testing import ALICE, BOB, ROOM, config_for, host_for, patient
+from tests.bridge.test_connect import ADA, CHANNEL, connect_card, web
+from tests.bridge.test_connect import BOB as CONNECT_BOB
+from tests.bridge.test_connect import bridge as connected
 from tests.servers.features import features_server
+from tests.servers.signin import Site, sign_in
 
 pytestmark = pytest.mark.anyio
+__all__ = ["web"]  # the per-person accounts' fixture (tests.bridge.test_connect)
 ROOT = Path(__file__).resolve().parents[2]
 WHO = ServerConfig(name="who", command=sys.executable, args=("-m", "tests.servers.whoami"), cwd=str(ROOT))
 
@@ -50,7 +56,7 @@ async def pids_of(host: Host, conversations: list[ConversationKey]) -> list[str]
 
 
 @pytest.mark.parametrize("protocol", ["auto", "2026-07-28"])
-async def test_a_2026_stdio_server_used_by_50_conversations_runs_in_the_pools_processes_only(protocol: str) -> None:
+async def test_a_2026_stdio_server_used_by_50_conversations_runs_in_the_pools_processes_only(protocol: Era) -> None:
     host, _ = await host_for(config_for({"who": replace(WHO, protocol=protocol)}, pool_size=2))
     async with host:
         pids = await pids_of(host, [room(n) for n in range(50)])
@@ -143,3 +149,24 @@ async def test_two_conversations_roots_each_reach_their_own_calls_on_a_shared_se
     assert [d.text for d in cards[ROOM].details] == [here] and [d.text for d in cards[other].details] == [there]
     said = {m.conversation: m.text for m in chat.messages if m.text.startswith("feat.my_roots:")}
     assert said == {ROOM: f"feat.my_roots:\nroots: -={here}", other: f"feat.my_roots:\nroots: -={there}"}
+
+
+async def test_per_person_accounts_never_share_a_session_on_a_2026_server(web: Site) -> None:
+    elsewhere = ConversationKey("test", "W1", "C2")
+    results: dict[str, CallToolResult | None] = {}
+    async with connected(web) as (host, chat, _):
+        async def call(person: Actor) -> None:
+            results[person.user_id] = await host.calls.run(CHANNEL, person, "s", "whoami", {})
+
+        with anyio.fail_after(patient(30)):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, ADA)
+                tg.start_soon(call, CONNECT_BOB)
+                await sign_in((await connect_card(chat, ADA)).url, "ada")
+                await sign_in((await connect_card(chat, CONNECT_BOB)).url, "bob")
+            again = await host.calls.run(elsewhere, ADA, "s", "whoami", {})  # her token, another conversation
+        sessions = sorted((s.key, s.modern, s.slot) for s in host.pool.sessions())
+    assert text(results["U-ada"]).endswith("for ada") and text(results["U-bob"]).endswith("for bob")
+    assert text(again).endswith("for ada")
+    assert sessions == [((CHANNEL.id(), "s", ADA.key), True, None), ((CHANNEL.id(), "s", CONNECT_BOB.key), True, None),
+                        ((elsewhere.id(), "s", ADA.key), True, None)]
