@@ -12,7 +12,9 @@ Each round calls a tool that elicits a small form and is answered at once:
 * bare: `mcp.Client(server, mode=..., elicitation_callback=...)` whose callback returns the answer.
 
 Rounds of the two are interleaved (alternating which goes first) so drift hits both alike, once with the store in
-memory and once in a file. Prints medians and p90 in milliseconds and the bridge/bare ratios beside the targets.
+memory and once in a file. Prints medians and p90 in milliseconds and the bridge/bare ratios beside the targets; then,
+from a few more rounds per side run under a profile hook (`bench.call_count`), the Python calls per round: the
+bridge's own (code under `bridge/`) and all of them, beside the bare client's.
 Run: `python -m bench.elicitation_roundtrip [--help]`.
 """
 
@@ -33,6 +35,7 @@ from mcp import Client
 from mcp.client import ClientRequestContext
 from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorData
 
+from bench.call_count import Calls, counted
 from bench.common import (
     ANSWER,
     SERVER,
@@ -68,6 +71,8 @@ class Row:
     cpu: dict[str, float] = field(default_factory=lambda: {"bridge": 0.0, "bare": 0.0})
     failures: int = 0
     refused: int = 0
+    calls: dict[str, list[Calls]] = field(default_factory=lambda: {"bridge": [], "bare": []})
+    """Python calls per profiled round (after the timed ones), per side."""
 
 
 async def _bare_answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
@@ -94,13 +99,15 @@ class Sides:
 
 
 @asynccontextmanager
-async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path) -> AsyncIterator[Sides]:
-    """A host on its own store and a bare client, on one server, for `warmup + rounds` rounds of `mode`."""
+async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path,
+                profiled: int = 0) -> AsyncIterator[Sides]:
+    """A host on its own store and a bare client, on one server, for `warmup + rounds + profiled` rounds of
+    `mode`."""
     protocol, park = MODES[mode]
     server = bench_server()
     store = await open_store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
     port = AnsweringPort(ALICE, ANSWER)
-    limits = bench_limits(warmup + rounds)  # one form per round, all within a minute
+    limits = bench_limits(warmup + rounds + profiled)  # one form per round, all within a minute
     host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
     try:
         async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
@@ -128,9 +135,9 @@ async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path)
         await store.aclose()
 
 
-async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path) -> Row:
+async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path, profiled: int = 0) -> Row:
     out = Row(mode, store_kind)
-    async with sides(mode, store_kind, rounds, warmup, tmp) as two:
+    async with sides(mode, store_kind, rounds, warmup, tmp, profiled) as two:
         for i in range(warmup + rounds):
             order = [("bridge", two.via_bridge), ("bare", two.via_bare)]
             if i % 2:
@@ -142,6 +149,13 @@ async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Pat
                 if i >= warmup:
                     (out.bridge if name == "bridge" else out.bare).append(elapsed)
                     out.cpu[name] += cpu
+            two.port.forget()
+        for _ in range(profiled):  # after the timed rounds: the hook slows every call it sees
+            for name, call in (("bridge", two.via_bridge), ("bare", two.via_bare)):
+                calls, result = await counted(call)
+                if not answered(result):
+                    out.failures += 1
+                out.calls[name].append(calls)
             two.port.forget()
         session = two.host.pool.find(ROOM, SERVER)
         out.bridge_era = session.protocol_version if session else "?"
@@ -163,7 +177,7 @@ async def main_async(args: argparse.Namespace) -> int:
     level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         for mode, store_kind in wanted(args):
-            rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp)))
+            rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp), args.profiled))
     print(f"elicitation round trip: {args.rounds} rounds per side after {args.warmup} warm-up rounds; file store: "
           f"SQLite WAL, synchronous={level}")
     print(f"{'mode':<13} {'store':<7} {'era':<11} {'bridge med':>10} {'p90':>7} {'bare med':>9} {'p90':>7} "
@@ -179,6 +193,15 @@ async def main_async(args: argparse.Namespace) -> int:
             failed = True
             print(f"  ! {r.failures} round(s) did not return the answer, {r.refused} decision(s) not claimed",
                   file=sys.stderr)
+    if args.profiled:
+        print(f"Python calls per round (median of {args.profiled} profiled rounds per side; this thread, which runs "
+              "every task; the store's writer thread not counted)")
+        print(f"{'mode':<13} {'store':<7} {'bridge own':>10} {'bridge all':>10} {'bare all':>9} {'added':>7}")
+        for r in rows:
+            own = median([c.own for c in r.calls["bridge"]])
+            every = median([c.all for c in r.calls["bridge"]])
+            bare = median([c.all for c in r.calls["bare"]])
+            print(f"{r.mode:<13} {r.store:<7} {own:>10.0f} {every:>10.0f} {bare:>9.0f} {every - bare:>7.0f}")
     return 1 if failed else 0
 
 
@@ -192,9 +215,11 @@ def parse_args(argv: list[str] | None = None, *, prog: str = "python -m bench.el
                         help="the bridge's store: SQLite ':memory:', a file in a temp dir, or both (default)")
     parser.add_argument("--rounds", type=int, default=300, help="timed rounds per side (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="untimed rounds first (default 30)")
+    parser.add_argument("--profiled", type=int, default=5,
+                        help="rounds per side counted by a profile hook after the timed ones (default 5; 0: none)")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.warmup < 0:
-        parser.error("--rounds must be at least 1 and --warmup at least 0")
+    if args.rounds < 1 or args.warmup < 0 or args.profiled < 0:
+        parser.error("--rounds must be at least 1, --warmup and --profiled at least 0")
     return args
 
 

@@ -87,7 +87,9 @@ class ServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     auth: AuthConfig = field(default_factory=AuthConfig)
     protocol: Protocol = "auto"
-    scope: Literal["conversation", "shared"] = "conversation"
+    scope: Literal["auto", "conversation", "shared"] = "auto"
+    pool_size: int = 0
+    """Pooled sessions at most (a 2026-07-28 server under `scope: auto`); 0: the `sessions.pool_size`."""
     title: str = ""
     approvers: ApproverRule = field(default_factory=ApproverRule)
     disabled: bool = False
@@ -164,6 +166,8 @@ class Config:
     conversation_scope: ConversationScope = "thread"
     idle_timeout: float = 1800.0
     max_sessions: int = 200
+    pool_size: int = 4
+    """Sessions a 2026-07-28 server's pool grows to at most, as calls run at once (`servers.<name>.pool_size`)."""
     llm: LLMConfig = LLMConfig()
     agent_max_rounds: int = 8
     agent_system_prompt: str = ""
@@ -344,6 +348,7 @@ def _build(data: dict[str, Any]) -> Config:
         conversation_scope=data.get("conversation_scope", "thread"),
         idle_timeout=parse_duration(sessions.get("idle_timeout", "30m")),
         max_sessions=int(sessions.get("max_sessions", 200)),
+        pool_size=int(sessions.get("pool_size", 4)),
         llm=LLMConfig(provider=llm.get("provider", "human"), model=llm.get("model"), api_key=llm.get("api_key"),
                       base_url=llm.get("base_url"), timeout=parse_duration(llm.get("timeout", 60))),
         agent_max_rounds=int(agent.get("max_rounds", 8)),
@@ -421,7 +426,7 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         name=name, command=s.get("command"), args=tuple(s.get("args", ())), env=dict(s.get("env") or {}),
         cwd=s.get("cwd"), url=s.get("url"), headers=dict(s.get("headers") or {}),
         auth=build_auth(s.get("auth") or {}, parse_duration), protocol=s.get("protocol", "auto"),
-        scope=s.get("scope", "conversation"), title=s.get("title", ""),
+        scope=s.get("scope", "auto"), pool_size=int(s.get("pool_size", 0)), title=s.get("title", ""),
         approvers=_rule(s.get("approvers")) or ApproverRule(), disabled=bool(s.get("disabled", False)),
         elicitation_enabled=bool(elicitation.get("enabled", True)),
         elicitation_timeout=parse_duration(elicitation.get("timeout", "10m")),

@@ -16,7 +16,7 @@ from mcp.types import SamplingCapability
 from bridge.config.file import ServerConfig
 from bridge.model import Actor, ConversationKey
 from bridge.servers.message_bound import MessageBound
-from bridge.servers.session_keys import SHARED, SessionKey
+from bridge.servers.session_keys import SHARED, SessionKey, pool_key
 
 STDERR_TAIL = 2000
 
@@ -61,7 +61,7 @@ class Session:
 
     server: ServerConfig
     conversation: ConversationKey | None
-    """None for a shared session."""
+    """None for a shared or pooled session."""
     person: Actor | None = None  # whose account it uses: `per_user` servers only (one session per person)
     last_conversation: ConversationKey | None = None  # where a sign-in prompt for its person goes
     state: SessionState = SessionState.STARTING
@@ -81,6 +81,8 @@ class Session:
     """Legacy URL elicitation ids (the server's) -> interaction ids, for notifications/elicitation/complete."""
     borrowed: int = 0
     """Commands using the client outside a tool call (a prompt waiting on its argument card): not idle."""
+    slot: int | None = None
+    """Its place in the server's pool (a 2026-07-28 server used by every conversation), or None."""
 
     @property
     def serial(self) -> bool:
@@ -93,7 +95,14 @@ class Session:
     _finished: anyio.Event = field(default_factory=anyio.Event)
 
     @property
+    def load(self) -> int:
+        """Calls and commands using it now: a pooled session with none is the one to hand out."""
+        return len(self.calls) + self.borrowed
+
+    @property
     def key(self) -> SessionKey:
+        if self.slot is not None:
+            return pool_key(self.server.name, self.slot)
         return (self.conversation.id() if self.conversation else SHARED, self.server.name,
                 self.person.key if self.person else "")
 
@@ -122,7 +131,8 @@ class Session:
             return ""
 
     def context_for_request(self) -> CallInfo | None:
-        """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one."""
-        if not self.calls:
+        """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one. A
+        2026 session's requests travel with their call (`input_required`); with several calls open on it, none."""
+        if not self.calls or (len(self.calls) > 1 and not self.serial):
             return None
         return next(iter(self.calls.values()))

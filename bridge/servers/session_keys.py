@@ -1,8 +1,15 @@
-"""Which session a use of a server gets: per conversation (or one shared), and per person for `per_user` servers.
+"""Which session a use of a server gets: per conversation (or one shared), a slot of the server's pool, and per
+person for `per_user` servers.
+
+`scope: auto` (the default) follows the protocol the server speaks. A 2025-11-25 server gets a session per
+conversation: its requests do not say which call they belong to, and it may keep state per session. A 2026-07-28
+server is stateless (every request carries its context, roots are asked within the request), so calls from every
+conversation share a small pool of sessions (`pool_size`); `SessionPool` picks the slot. `scope: conversation` keeps
+a session per conversation on either era, `scope: shared` one session for all.
 
 A `per_user` server is used with each person's own account, so its sessions are also keyed by the person: one
 person's token is never used for another's call, whatever the conversation scope (a channel-wide conversation, a
-shared session). A use with no known person fails closed before anything is sent.
+shared session), and it is never pooled. A use with no known person fails closed before anything is sent.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from bridge.errors import AuthError
 from bridge.model import Actor, ConversationKey
 
 SHARED = "*"
+POOL = "pool:"
+"""The prefix of a pooled session's place: `pool:0`, `pool:1`, ..."""
 
 SessionKey = tuple[str, str, str]
 """(conversation id or SHARED, server name, person's actor key or '')."""
@@ -31,6 +40,24 @@ def session_key(server: ServerConfig, conversation: ConversationKey, person: Act
                             "known person, so it was not sent.")
         who = person.key
     return (SHARED if server.scope == "shared" else conversation.id(), server.name, who)
+
+
+def follows_era(server: ServerConfig) -> bool:
+    """Whether where its sessions go waits on the protocol it speaks: `scope: auto`, and not a `per_user` server."""
+    return server.scope == "auto" and not personal(server)
+
+
+def pinned_era(server: ServerConfig) -> bool | None:
+    """Whether it speaks 2026-07-28, when its config says so before connecting; None for `protocol: auto`."""
+    return {"2026-07-28": True, "legacy": False}.get(server.protocol)
+
+
+def pool_key(server: str, slot: int) -> SessionKey:
+    return (f"{POOL}{slot}", server, "")
+
+
+def pooled(key: SessionKey) -> bool:
+    return key[0].startswith(POOL)
 
 
 def auth_failure(exc: BaseException) -> AuthError | None:

@@ -1,5 +1,13 @@
-"""The session pool: one MCP client per (conversation, server), or one per server for `scope: shared`; for a
-`per_user` server, one per person too (`bridge.servers.session_keys`), with that person's account.
+"""The session pool: one MCP client per (conversation, server), one per server for `scope: shared`, or, for a
+2026-07-28 server under `scope: auto`, a few shared by every conversation; for a `per_user` server, one per person too
+(`bridge.servers.session_keys`), with that person's account.
+
+A pooled server's sessions grow with the calls running at once, not with conversations: a use takes the pooled
+session with the fewest calls open, and a new one starts only when every one has a call open and the pool has fewer
+than `pool_size`. With `protocol: auto` the era is known only once a session has connected: until a server's first
+session has, its uses wait for that one (a probe, started for the first conversation); the version it negotiated
+decides for the sessions after it (a pooled slot when it is 2026-07-28, else that conversation's session), and every
+later session that connects updates it.
 
 Sessions start on first use, each in a task owned by the pool's task group, and close after an idle time or when
 the pool is full and room is needed. A server that fails to start raises `ServerStartError` with its stderr tail; one
@@ -36,7 +44,18 @@ from bridge.servers import catalog
 from bridge.servers.mcp_session import Callbacks, Session, SessionState
 from bridge.servers.message_bound import MessageBound
 from bridge.servers.prestart import Prestarts
-from bridge.servers.session_keys import SHARED, SessionKey, auth_failure, personal, session_key
+from bridge.servers.session_keys import (
+    POOL,
+    SHARED,
+    SessionKey,
+    auth_failure,
+    follows_era,
+    personal,
+    pinned_era,
+    pool_key,
+    pooled,
+    session_key,
+)
 from bridge.servers.transports import client_mode, open_transport
 
 logger = logging.getLogger(__name__)
@@ -62,6 +81,10 @@ class SessionPool:
         self._by_client: dict[int, tuple[object, Session]] = {}
         """Each running session by its MCP client session's id (held with it), for `by_client`."""
         self._locks: dict[SessionKey, anyio.Lock] = {}
+        self._eras: dict[str, bool] = {}
+        """Whether each `scope: auto` server spoke 2026-07-28 when a session of it last connected."""
+        self._probes: dict[str, anyio.Lock] = {}
+        """Held while a server of unknown era starts its first session: the others wait to learn where they go."""
         self._room_waiters: deque[anyio.Event] = deque()
         """Who waits for room, first come first served: each session that stops being busy or closes wakes one."""
         self._starting = 0
@@ -104,7 +127,17 @@ class SessionPool:
         if personal(cfg) and (person is None or not person.user_id):
             where = SHARED if cfg.scope == "shared" else conversation.id()
             return next((s for k, s in self._sessions.items() if k[:2] == (where, server)), None)
+        if follows_era(cfg) and self._era(cfg):
+            return min(self._pooled(server), key=lambda s: (s.load, s.slot), default=None)
         return self._sessions.get(session_key(cfg, conversation, person))
+
+    def _era(self, cfg: ServerConfig) -> bool | None:
+        pinned = pinned_era(cfg)
+        return pinned if pinned is not None else self._eras.get(cfg.name)
+
+    def _pooled(self, server: str) -> list[Session]:
+        return [s for s in self._sessions.values()
+                if s.slot is not None and s.server.name == server and s.state is SessionState.READY]
 
     def by_client(self, client_session: object) -> Session | None:
         """The session whose MCP client session this is (for a server request the SDK hands over): asked for every
@@ -151,7 +184,35 @@ class SessionPool:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
         if not server_allowed(self._config, conversation, server):
             raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
-        key = session_key(cfg, conversation, person)
+        if follows_era(cfg):
+            modern = self._era(cfg)
+            if modern is None:
+                probe = self._probes.setdefault(server, anyio.Lock())
+                async with probe:
+                    modern = self._era(cfg)
+                    if modern is None:  # still unknown: this use's session tells (see _start)
+                        return await self._get(session_key(cfg, conversation, person), cfg, conversation, person,
+                                               wait)
+            if modern:
+                return await self._from_pool(cfg, conversation, wait)
+        return await self._get(session_key(cfg, conversation, person), cfg, conversation, person, wait)
+
+    async def _from_pool(self, cfg: ServerConfig, conversation: ConversationKey, wait: float) -> Session:
+        """The pooled session with the fewest calls open; a new one when all have some and there is a free slot."""
+        size = cfg.pool_size or self._config.pool_size
+        ready = self._pooled(cfg.name)
+        best = min(ready, key=lambda s: (s.load, s.slot), default=None)
+        taken = {s.slot for s in self._sessions.values() if s.slot is not None and s.server.name == cfg.name}
+        free = next((n for n in range(size) if n not in taken), None)
+        if best is not None and (best.load == 0 or free is None):
+            best.last_used = time.monotonic()
+            best.last_conversation = conversation
+            return best
+        # Starts of one slot queue on its lock: a burst of uses grows the pool by one session at a time.
+        return await self._get(pool_key(cfg.name, free if free is not None else 0), cfg, conversation, None, wait)
+
+    async def _get(self, key: SessionKey, cfg: ServerConfig, conversation: ConversationKey, person: Actor | None,
+                   wait: float) -> Session:
         session = self._sessions.get(key)
         if session is not None and session.state is SessionState.READY:
             session.last_used = time.monotonic()
@@ -173,8 +234,9 @@ class SessionPool:
             session.last_conversation = conversation
             return session  # started by whoever held the lock before us
         await self._make_room(wait)
-        session = Session(cfg, None if cfg.scope == "shared" else conversation,
-                          person if personal(cfg) else None, conversation)
+        slot = int(key[0].removeprefix(POOL)) if pooled(key) else None
+        session = Session(cfg, None if cfg.scope == "shared" or slot is not None else conversation,
+                          person if personal(cfg) else None, conversation, slot=slot)
         assert self._tg is not None
         self._starting += 1  # counted against max_sessions while it starts
         try:
@@ -186,8 +248,26 @@ class SessionPool:
                                    session.stderr_tail()) from exc
         finally:
             self._starting -= 1
-        self._sessions[key] = session
+        if follows_era(cfg):
+            self._place(session, conversation)
+            existing = self._sessions.get(session.key)
+            if existing is not None and existing.state is SessionState.READY:  # its era changed under a racing start
+                await self.close(session)
+                return existing
+        self._sessions[session.key] = session
         return session
+
+    def _place(self, session: Session, conversation: ConversationKey) -> None:
+        """Learn the server's era from what this session negotiated, and put it where that era's sessions go."""
+        cfg = session.server
+        self._eras[cfg.name] = session.modern
+        if session.modern and session.slot is None:
+            taken = {s.slot for s in self._sessions.values() if s.slot is not None and s.server.name == cfg.name}
+            session.slot = next(n for n in range(len(taken) + 1) if n not in taken)
+            session.conversation = None
+        elif not session.modern and session.slot is not None:
+            session.slot = None
+            session.conversation = conversation
 
     @asynccontextmanager
     async def borrow(self, conversation: ConversationKey, server: str,

@@ -28,7 +28,7 @@ def test_a_full_config_loads_with_defaults(tmp_path: Path) -> None:
     config = load(path, env={"TOKEN": "t0k"})
     assert config.servers["github"].headers == {"Authorization": "Bearer t0k"}
     assert config.servers["github"].elicitation_timeout == 120
-    assert config.servers["github"].protocol == "auto" and config.servers["github"].scope == "conversation"
+    assert config.servers["github"].protocol == "auto" and config.servers["github"].scope == "auto"
     assert config.servers["fs"].scope == "shared" and config.servers["fs"].protocol == "legacy"
     assert config.idle_timeout == 45 and config.conversation_scope == "thread"
     assert config.store == "./mcp-chat-bridge.db"

@@ -322,7 +322,8 @@ async def test_a_legacy_url_required_error_presents_its_links(everything_js: Pat
 async def test_sessions_close_when_idle_and_the_pool_never_exceeds_its_maximum() -> None:
     server = form_server()
     other = replace(ROOM, thread="T2")
-    async with bridge(server, "auto", idle_timeout=0.5, max_sessions=1) as (host, chat):
+    # A session per conversation (on 2026, `scope: auto` would share one), so the second needs room.
+    async with bridge(server, "auto", idle_timeout=0.5, max_sessions=1, server_scope="conversation") as (host, chat):
         await call(host, "echo", {"message": "one"})
         with anyio.fail_after(patient(10)):
             await chat.wait_message("forms.echo:\none")

@@ -58,12 +58,12 @@ async def ask(host: Host, chat: FakeChatPort, text: str, conversation: Conversat
 
 async def test_the_first_session_adopts_the_process_started_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NOT_FOR_SERVERS", "secret")  # the SDK passes servers only a few variables; so do we
-    async with bridge(WHOAMI) as (host, chat, prestarts):
+    async with bridge(replace(WHOAMI, scope="conversation")) as (host, chat, prestarts):
         started = prestarts._waiting["who"][1].process
         assert await ask(host, chat, "call who pid") == str(started.pid)
         assert await ask(host, chat, 'call who env {"name": "GREETING"}') == "hello"
         assert await ask(host, chat, 'call who env {"name": "NOT_FOR_SERVERS"}') == "-"
-        # Another conversation gets a session, and a process, of its own.
+        # Another conversation gets a session, and a process, of its own (`scope: conversation`).
         assert await ask(host, chat, "call who pid", ELSEWHERE) not in (str(started.pid), "")
     assert started.returncode is not None  # stopped with its session
 
