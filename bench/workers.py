@@ -2,8 +2,8 @@
 one process on SQLite, in the same run.
 
 Each configuration runs real `mcp-chat-bridge run` processes (Slack in HTTP mode against the fake Slack of
-`tests/slackfake`, running in this process) and the shared HTTP MCP server of `tests/servers/fleet_server.py`, the
-harness of the multi-worker test (`tests/cli/fleet.py`). `--cards` calls are started (half legacy, half 2026, spread
+`tests/harness/slack`, running in this process) and the shared HTTP MCP server of `tests/servers/fleet_server.py`, the
+harness of the multi-worker test (`tests/harness/fleet.py`). `--cards` calls are started (half legacy, half 2026, spread
 over the workers, each asked by a different person, as on a team), and once every card is posted, one click per card is
 sent through the round-robin balancer with `--concurrency` clicks in flight. A decision's latency runs from sending its
 click to the card's final state arriving at Slack (`chat.update`: the bridge shows a decision only once it is stored),
@@ -27,9 +27,9 @@ import anyio
 import httpx2
 
 from adapters.slack import ids
-from tests.cli.fleet import Balancer, Worker, finished, mcp_server, post_cards, start_worker
-from tests.pg.cluster import PostgresCluster
-from tests.slackfake import Call, FakeSlack, block_actions
+from tests.harness.fleet import Balancer, Worker, finished, mcp_server, post_cards, start_worker
+from tests.harness.postgres import PostgresCluster
+from tests.harness.slack import Call, FakeSlack, block_actions
 
 
 class Finals:

@@ -14,8 +14,8 @@ import pytest
 from bridge.cli.entry import setup_logging
 from bridge.safety import redaction
 from bridge.testing import HOST_STORES, time_scale
-from tests.matrixhs.synapse import Synapse
-from tests.pg.cluster import PostgresCluster, PostgresUnavailable, store_location
+from tests.harness.postgres import PostgresCluster, PostgresUnavailable, store_location
+from tests.harness.synapse import Synapse
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"

@@ -30,7 +30,7 @@ from bridge.host import Host
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.storage import AsyncStore, open_store
 from bridge.testing import FakeChatPort, config_for, host_for, patient
-from tests.pg.cluster import PostgresCluster
+from tests.harness.postgres import PostgresCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -26,9 +26,9 @@ from bridge.storage import open_store
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch
 from bridge.testing import patient
-from tests.cli.fleet import SIGNING_SECRET, Balancer, Output, Worker, free_port, spawn
+from tests.harness.fleet import SIGNING_SECRET, Balancer, Output, Worker, free_port, spawn
+from tests.harness.slack import Call, FakeSlack, event_app_mention
 from tests.servers.signin import KEY_ENV, Site, site
-from tests.slackfake import Call, FakeSlack, event_app_mention
 
 pytestmark = pytest.mark.anyio
 

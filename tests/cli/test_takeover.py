@@ -14,8 +14,8 @@ import pytest
 
 from adapters.slack import ids
 from bridge.testing import patient
-from tests.cli.fleet import Balancer, Worker, finished, logged_mcp_server, posted, start_worker
-from tests.slackfake import Call, FakeSlack, block_actions, event_app_mention
+from tests.harness.fleet import Balancer, Worker, finished, logged_mcp_server, posted, start_worker
+from tests.harness.slack import Call, FakeSlack, block_actions, event_app_mention
 
 pytestmark = pytest.mark.anyio
 

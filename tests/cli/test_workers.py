@@ -22,8 +22,8 @@ from adapters.slack import ids
 from bridge.storage import AsyncStore, open_store
 from bridge.storage.watch import DecisionWatch
 from bridge.testing import patient
-from tests.cli.fleet import Balancer, Worker, final, finished, mcp_server, post_cards, posted, start_worker
-from tests.slackfake import Call, FakeSlack, block_actions
+from tests.harness.fleet import Balancer, Worker, final, finished, mcp_server, post_cards, posted, start_worker
+from tests.harness.slack import Call, FakeSlack, block_actions
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from bridge.config.file import ServerConfig
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
-from tests.slackfake import FakeSlack
+from tests.harness.slack import FakeSlack
 
 pytestmark = pytest.mark.anyio
 

@@ -25,7 +25,7 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.model import Interaction
 from bridge.testing import patient
-from tests.slackfake import FakeSlack, block_actions, event_app_mention, slash_command
+from tests.harness.slack import FakeSlack, block_actions, event_app_mention, slash_command
 
 pytestmark = pytest.mark.anyio
 JSON = dict[str, Any]

@@ -14,9 +14,9 @@ from adapters.slack import ids
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.slack import Call, FakeSlack
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
-from tests.slackfake import Call, FakeSlack
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, interaction, one_field
 from tests.adapters.slack.test_adapter import asking
-from tests.slackfake import FakeSlack
+from tests.harness.slack import FakeSlack
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
+from tests.harness.slack import FakeSlack
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
-from tests.slackfake import FakeSlack
 
 pytestmark = pytest.mark.anyio
 

@@ -22,8 +22,8 @@ import anyio
 import httpx2
 import yaml
 
-from tests.slackfake import Call, FakeSlack, check_http_ack, encode_http_body, event_app_mention, sign_request
-from tests.slackfake.server import EnvelopeType
+from tests.harness.slack import Call, FakeSlack, check_http_ack, encode_http_body, event_app_mention, sign_request
+from tests.harness.slack.server import EnvelopeType
 
 SIGNING_SECRET = "fleet-signing-secret"
 ROOT = Path(__file__).resolve().parents[2]
