@@ -27,7 +27,7 @@ import anyio
 import httpx2
 
 from adapters.slack import ids
-from tests.harness.fleet import Balancer, Worker, finished, mcp_server, post_cards, start_worker
+from tests.harness.fleet import Balancer, finished, mcp_server, post_cards, running, start_worker
 from tests.harness.postgres import PostgresCluster
 from tests.harness.slack import Call, FakeSlack, block_actions
 
@@ -56,11 +56,9 @@ async def run_one(label: str, store: str, workers_n: int, cards_n: int, concurre
     async with FakeSlack() as slack, mcp_server() as mcp_url, httpx2.AsyncClient(timeout=60) as http:
         slack.users.update({f"U{i}": f"Person {i}" for i in range(cards_n)})
         finals = Finals(slack)
-        workers: list[Worker] = []
-        try:
-            for n in range(workers_n):
-                workers.append(await start_worker(folder, f"{label}-w{n}", store, mcp_url, slack.api_url,
-                                                  lease="60s"))
+        names = [f"{label}-w{n}" for n in range(workers_n)]
+        async with running(names, lambda name: start_worker(folder, name, store, mcp_url, slack.api_url,
+                                                            lease="60s")) as workers:
             lb = Balancer(workers, http)
             threads = [f"1700000001.{i:06d}" for i in range(cards_n)]
             with anyio.fail_after(600):
@@ -86,9 +84,6 @@ async def run_one(label: str, store: str, workers_n: int, cards_n: int, concurre
                     for i in range(cards_n):
                         tg.start_soon(click, i)
             elapsed = time.perf_counter() - began
-        finally:
-            for worker in workers:
-                await worker.stop()
     return label, cards_n / elapsed, latencies
 
 

@@ -16,6 +16,7 @@ from bridge.safety import redaction
 from bridge.testing import HOST_STORES, time_scale
 from tests.harness.postgres import PostgresCluster, PostgresUnavailable, store_location
 from tests.harness.synapse import Synapse
+from tests.llm.fake_llm_server import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -34,26 +35,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-BOTH_ENGINES = ("tests/bridge/", "tests/adapters/console/", "tests/adapters/slack/", "tests/webform/")
-"""Where every async test runs twice: on SQLite and on Postgres (its hosts' stores, `store_target`). The core and
-adapter tests that use the store; the storage tests choose their engines themselves, and the CLI and Matrix tests keep
-SQLite (they run whole processes or a homeserver, which the second pass would only make slower)."""
-ONE_ENGINE = {
-    "tests/bridge/test_broker.py",  # its own in-memory store, on trio's mock clock
-    "tests/bridge/test_workers.py",  # several workers: Postgres only
-    "tests/bridge/test_takeover.py",  # several workers: Postgres only
-    "tests/bridge/test_connect_workers.py",  # several workers: Postgres only
-    "tests/webform/test_workers.py",  # several workers: Postgres only
-    "tests/adapters/slack/test_workers.py",  # several workers: Postgres only
-}
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    path = Path(str(metafunc.definition.fspath)).relative_to(ROOT).as_posix()
-    if (inspect.iscoroutinefunction(metafunc.function) and path.startswith(BOTH_ENGINES) and path not in ONE_ENGINE
-            and "store_engine" not in metafunc.fixturenames):
+    # `both_engines` (a module's `pytestmark`): every async test there runs twice, on SQLite and on Postgres (its
+    # hosts' stores, `store_target`). The core and adapter tests that use the store carry it; the storage tests
+    # choose their engines themselves, tests of several workers are Postgres only, and the CLI and Matrix tests keep
+    # SQLite (they run whole processes or a homeserver, which a second pass would only make slower).
+    if (metafunc.definition.get_closest_marker("both_engines") is not None
+            and inspect.iscoroutinefunction(metafunc.function) and "store_engine" not in metafunc.fixturenames):
         metafunc.fixturenames.append("store_engine")
-        metafunc.parametrize("store_engine", ["sqlite", "postgres"], indirect=True)
+        metafunc.parametrize("store_engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+                             indirect=True)
 
 
 @pytest.fixture
@@ -122,6 +113,17 @@ def postgres() -> Iterator[PostgresCluster]:
         pytest.skip(str(exc))
     with cluster:
         yield cluster
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeLLMServer]:
+    """A fake OpenAI/Anthropic HTTP server on a free port, for the agent and sampling; script it with `reply`."""
+    server = FakeLLMServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 @pytest.fixture

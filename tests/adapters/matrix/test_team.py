@@ -36,16 +36,6 @@ from tests.servers.features import Observed, features_server
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    server = FakeLLMServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
 @asynccontextmanager
 async def team(synapse: Synapse, tmp_path: Path, names: list[str], in_room: int,
                server: Callable[[list[Person]], dict[str, Any]] | None = None,

@@ -22,7 +22,7 @@ from tests.adapters.slack.conftest import running_bridge
 from tests.harness.slack import Call, FakeSlack, block_actions
 from tests.servers.signin import Site, redirects, sign_in, site
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.harness.slack import FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 CALL = "call everything trigger-elicitation-request"
 ANSWERS = {

@@ -17,7 +17,7 @@ from tests.adapters.slack.test_adapter import asking
 from tests.harness.slack import FakeSlack
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_a_401_digit_maximum_opens_a_modal(slack: FakeSlack) -> None:

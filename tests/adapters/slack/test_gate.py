@@ -27,7 +27,7 @@ from bridge.model import Interaction
 from bridge.testing import patient
 from tests.harness.slack import FakeSlack, block_actions, event_app_mention, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 JSON = dict[str, Any]
 
 

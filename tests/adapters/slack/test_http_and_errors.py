@@ -17,7 +17,7 @@ from tests.adapters.slack.interactions import ROOM, tool_approval
 from tests.adapters.slack.test_adapter import asking
 from tests.harness.slack import FakeSlack, encode_http_body, sign_request, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_a_signed_slash_command_runs_over_http_and_a_bad_signature_gets_401(slack: FakeSlack) -> None:

@@ -18,7 +18,7 @@ from tests.harness.slack import Call, FakeSlack
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 

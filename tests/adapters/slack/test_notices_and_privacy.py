@@ -20,7 +20,7 @@ from tests.adapters.slack.interactions import ROOM, interaction, one_field, tool
 from tests.adapters.slack.test_adapter import asking
 from tests.harness.slack import Call, FakeSlack, block_actions, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def click(slack: FakeSlack, card: driver.Card, action_id: str, user: str) -> None:

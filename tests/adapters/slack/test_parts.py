@@ -21,7 +21,7 @@ from bridge.model import ConversationKey
 from bridge.testing import patient
 from tests.harness.slack import FakeSlack, event_app_mention
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 class MemoryState(dict[str, str]):

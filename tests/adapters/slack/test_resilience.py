@@ -24,7 +24,7 @@ from tests.adapters.slack.interactions import ROOM, form, interaction, sampling,
 from tests.adapters.slack.test_adapter import asking
 from tests.harness.slack import Call, FakeSlack, event_app_mention, event_callback, event_message_im, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 def _texts(slack: FakeSlack, needle: str) -> list[str]:

@@ -25,7 +25,7 @@ from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.interactions import tool_approval
 from tests.harness.slack import Call, FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 @asynccontextmanager
