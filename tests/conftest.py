@@ -6,8 +6,11 @@ from __future__ import annotations
 import inspect
 import io
 import logging
+import re
+import types
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +36,84 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+FIXTURE_LANES = {"synapse": "synapse", "postgres": "postgres", "image": "image", "browser": "browser"}
+"""The lane marker of a test that uses one of these fixtures (directly or through another fixture)."""
+STARTS_A_PROCESS = re.compile(r"\bsubprocess\.(Popen|run|check_call|check_output)\b"
+                              r"|\bopen_process\b|\bcreate_subprocess_")
+
+
+def starts_processes(obj: object, known: dict[int, bool]) -> bool:
+    """Whether a test function, fixture or harness starts processes of its own: its source, or that of a function or
+    class of the test suite it names (followed through the names those use in turn), calls subprocess or
+    `anyio.open_process`. stdio MCP servers the bridge starts through the SDK don't count: that code is not ours."""
+    key = id(obj)
+    if key in known:
+        return known[key]
+    known[key] = False  # while looking: a cycle adds nothing
+    if isinstance(obj, type):
+        parts: list[Any] = [v for v in vars(obj).values() if isinstance(v, types.FunctionType)]
+    elif isinstance(obj, types.FunctionType):
+        parts = [obj]
+    else:
+        return False
+    found = False
+    for function in parts:
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        if STARTS_A_PROCESS.search(source):
+            found = True
+            break
+        for name in names_used(function.__code__):
+            used = function.__globals__.get(name)
+            if our_code(used) and starts_processes(used, known):
+                found = True
+                break
+        if found:
+            break
+    known[key] = found
+    return found
+
+
+def names_used(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= names_used(const)
+    return names
+
+
+def our_code(obj: object) -> bool:
+    return (isinstance(obj, (type, types.FunctionType))
+            and str(getattr(obj, "__module__", "")).startswith(("tests.", "bench.")))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The lanes (pyproject's markers): put on by what a test uses, so `scripts/dev.sh test-fast` can leave out
+    # what needs a homeserver, a database server, a browser, an image build or processes of its own, and what asked
+    # for more time than the default. Marks written on a test by hand stay as they are.
+    default_timeout = 120.0
+    known: dict[int, bool] = {}
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        names = set(item.fixturenames)
+        for fixture, lane in FIXTURE_LANES.items():
+            if fixture in names:
+                item.add_marker(lane)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "postgres" in callspec.params.values():  # an engine parameter: its Postgres pass
+            item.add_marker("postgres")
+        timeout = item.get_closest_marker("timeout")
+        if timeout is not None and timeout.args and float(timeout.args[0]) > default_timeout:
+            item.add_marker("slow")
+        fixtures = [defs[-1].func for name, defs in item._fixtureinfo.name2fixturedefs.items()
+                    if defs and name not in FIXTURE_LANES]
+        if any(starts_processes(inspect.unwrap(f), known) for f in (item.function, *fixtures)):
+            item.add_marker("subprocess")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
