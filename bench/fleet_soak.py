@@ -1,5 +1,5 @@
 """A fleet's worst day, repeated: three `mcp-chat-bridge run` workers on one Postgres (4 s lease), Slack in HTTP mode
-behind a round-robin balancer (the fake Slack of `tests/slackfake`), the shared HTTP MCP server of
+behind a round-robin balancer (the fake Slack of `tests/harness/slack`), the shared HTTP MCP server of
 `tests/servers/fleet_server.py`. Each run posts `--cards` cards (half from a 2026-07-28 server, half from a
 2025-11-25 one), clicks each once (accept or decline, `--people` clicks in flight), sends six of the clicks to two
 workers at once, and SIGKILLs one worker at a time `--kills` times, each 0-60 ms after a click reached it, restarting
@@ -33,9 +33,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 from adapters.slack import ids
 from bridge.model import Status
 from bridge.storage import SqlStore, open_store
-from tests.cli.fleet import Balancer, Worker, finished, logged_mcp_server, post_cards, start_worker
-from tests.pg.cluster import PostgresCluster
-from tests.slackfake import Call, FakeSlack, block_actions
+from tests.harness.fleet import Balancer, Worker, finished, logged_mcp_server, post_cards, start_worker
+from tests.harness.postgres import PostgresCluster
+from tests.harness.slack import Call, FakeSlack, block_actions
 
 INTERRUPTED = "was interrupted after its answers were sent"
 SETTLE = 120.0

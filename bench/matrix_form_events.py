@@ -1,6 +1,6 @@
 """Events and notifications per form card on Matrix: server-everything's 13-field form answered as Element would.
 
-A real Synapse (the test suite's, `tests/matrixhs`), the bridge (host, Matrix adapter, server-everything over stdio)
+A real Synapse (`tests/harness/synapse.py`), the bridge (host, Matrix adapter, server-everything over stdio)
 and a person: a second matrix-nio client that sends what Element sends. One answer per poll tap (a changed mind is a
 second tap), reactions on the card and on lists (a pick taken back is a redaction of the reaction, Element's second
 tap), and typed answers as replies in the card's thread. Each card is driven to its end, then counted:
@@ -272,7 +272,7 @@ def figures(p: Person, bot_id: str, card_id: str, notifications: list[dict[str, 
 
 
 def register(base_url: str, name: str) -> tuple[str, str, str]:
-    from tests.matrixhs.synapse import Synapse
+    from tests.harness.synapse import Synapse
 
     server = Synapse()  # not started: only its registration call, against the running one
     try:
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                                           e2ee=args.e2ee))
         print(json.dumps([asdict(r) for r in rows]))
         return 0
-    from tests.matrixhs.synapse import Synapse
+    from tests.harness.synapse import Synapse
 
     with Synapse() as synapse:
         rows = anyio.run(lambda: scenario(synapse.base_url, EVERYTHING, args.runs, baseline=False, e2ee=args.e2ee))

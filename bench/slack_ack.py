@@ -3,7 +3,7 @@ the App Home's cost per card, for the current adapter beside a baseline in the s
 
 Two processes, as in production where Slack is elsewhere: this one runs the bridge (`Host` + the real
 `SlackAdapter` in Socket Mode, the real bolt app and slack_sdk clients); a child process runs the fake Slack
-(`tests/slackfake`: Web API and Socket Mode) and plays the team. Acks are timed where Slack times them, in the fake:
+(`tests/harness/slack`: Web API and Socket Mode) and plays the team. Acks are timed where Slack times them, in the fake:
 from sending the envelope to the ack arriving on the websocket.
 
 **ack**: the bridge keeps `--cards` (200) cards open for one on-call approver (half tool approvals, half one-field
@@ -60,7 +60,7 @@ from bridge.host import Host
 from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Detail, Interaction, Kind, ServerLabel
 from bridge.storage import open_store
 from bridge.testing import config_for
-from tests.slackfake import FakeSlack, block_actions, view_submission
+from tests.harness.slack import FakeSlack, block_actions, view_submission
 
 JSON = dict[str, Any]
 APPROVER, SECOND, STRANGER = "U1", "U2", "U9"

@@ -1,5 +1,5 @@
 """Synced commits and latency per decision: the old synchronous store (formerly `bridge.store`, kept in
-`tests/storage/legacy_store.py`) beside the SQLite engine.
+`tests/harness/legacy_store.py`) beside the SQLite engine.
 
 A decision is the store writes the bridge makes for one card, per era:
 
@@ -46,7 +46,7 @@ from bench.store_restart import item
 from bridge.model import CardRef, Interaction, Outcome, Status
 from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for
-from tests.storage.legacy_store import Store
+from tests.harness.legacy_store import Store
 
 ENGINES = ("old", "new")
 ERAS = ("legacy", "2026")

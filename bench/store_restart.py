@@ -1,7 +1,7 @@
 """Restart with history: what a start reads to resume, with 1 000 pending 2026 calls next to 100 000 old rows.
 
 One SQLite file is built in the schema of the release before (the old synchronous store, kept as
-`tests/storage/legacy_store.py`, creates it; rows are bulk-inserted in its exact format): `--calls` pending calls,
+`tests/harness/legacy_store.py`, creates it; rows are bulk-inserted in its exact format): `--calls` pending calls,
 each with its open card, and `--old` finished interactions from earlier calls, each with its audit row. Then, on
 copies of that file and in one run:
 
@@ -13,7 +13,7 @@ copies of that file and in one run:
 * **SQLite**: `bridge.storage.open_store` does the same, first on the old file (the open includes migrating it),
   then again as a plain restart;
 * **Postgres** (unless `--no-postgres` or the server binaries are missing): the same rows copied into a fresh
-  database of a throwaway cluster (`tests/pg/cluster.py`), then a restart.
+  database of a throwaway cluster (`tests/harness/postgres.py`), then a restart.
 
 Every read is checked (each call finds its card); a wrong count exits 1. Run: `python -m bench.store_restart`.
 """
@@ -38,7 +38,7 @@ from bridge.model import Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.storage.codec import dump_interaction, dump_outcome, pending_values
 from bridge.testing import ALICE, ROOM, config_for, host_for
-from tests.storage.legacy_store import Store
+from tests.harness.legacy_store import Store
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}, "required": ["n"]}
 REQUEST = {"method": "elicitation/create", "params": {"message": "How many?", "requestedSchema": SCHEMA}}
@@ -203,7 +203,7 @@ def main() -> None:
 
 def postgres(args: argparse.Namespace, baseline: float) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.pg.cluster import PostgresCluster, PostgresUnavailable
+    from tests.harness.postgres import PostgresCluster, PostgresUnavailable
 
     try:
         cluster = PostgresCluster(fsync=True)

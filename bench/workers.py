@@ -2,8 +2,8 @@
 one process on SQLite, in the same run.
 
 Each configuration runs real `mcp-chat-bridge run` processes (Slack in HTTP mode against the fake Slack of
-`tests/slackfake`, running in this process) and the shared HTTP MCP server of `tests/servers/fleet_server.py`, the
-harness of the multi-worker test (`tests/cli/fleet.py`). `--cards` calls are started (half legacy, half 2026, spread
+`tests/harness/slack`, running in this process) and the shared HTTP MCP server of `tests/servers/fleet_server.py`, the
+harness of the multi-worker test (`tests/harness/fleet.py`). `--cards` calls are started (half legacy, half 2026, spread
 over the workers, each asked by a different person, as on a team), and once every card is posted, one click per card is
 sent through the round-robin balancer with `--concurrency` clicks in flight. A decision's latency runs from sending its
 click to the card's final state arriving at Slack (`chat.update`: the bridge shows a decision only once it is stored),
@@ -27,9 +27,9 @@ import anyio
 import httpx2
 
 from adapters.slack import ids
-from tests.cli.fleet import Balancer, Worker, finished, mcp_server, post_cards, start_worker
-from tests.pg.cluster import PostgresCluster
-from tests.slackfake import Call, FakeSlack, block_actions
+from tests.harness.fleet import Balancer, finished, mcp_server, post_cards, running, start_worker
+from tests.harness.postgres import PostgresCluster
+from tests.harness.slack import Call, FakeSlack, block_actions
 
 
 class Finals:
@@ -56,11 +56,9 @@ async def run_one(label: str, store: str, workers_n: int, cards_n: int, concurre
     async with FakeSlack() as slack, mcp_server() as mcp_url, httpx2.AsyncClient(timeout=60) as http:
         slack.users.update({f"U{i}": f"Person {i}" for i in range(cards_n)})
         finals = Finals(slack)
-        workers: list[Worker] = []
-        try:
-            for n in range(workers_n):
-                workers.append(await start_worker(folder, f"{label}-w{n}", store, mcp_url, slack.api_url,
-                                                  lease="60s"))
+        names = [f"{label}-w{n}" for n in range(workers_n)]
+        async with running(names, lambda name: start_worker(folder, name, store, mcp_url, slack.api_url,
+                                                            lease="60s")) as workers:
             lb = Balancer(workers, http)
             threads = [f"1700000001.{i:06d}" for i in range(cards_n)]
             with anyio.fail_after(600):
@@ -86,9 +84,6 @@ async def run_one(label: str, store: str, workers_n: int, cards_n: int, concurre
                     for i in range(cards_n):
                         tg.start_soon(click, i)
             elapsed = time.perf_counter() - began
-        finally:
-            for worker in workers:
-                await worker.stop()
     return label, cards_n / elapsed, latencies
 
 

@@ -3,6 +3,7 @@
 #   bash scripts/dev.sh demo    # the console chat with the bundled demo MCP server
 #   bash scripts/dev.sh test    # lint, types, import contracts and every test (installs npm peers, Synapse, Chromium,
 #                               # PostgreSQL and the MCP conformance suite with Node 22)
+#   bash scripts/dev.sh test-fast  # the in-process tests only (the markers in pyproject.toml), for a quick loop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -51,7 +52,14 @@ case "${1:-}" in
     "$VENV/bin/lint-imports"
     exec "$VENV/bin/python" -m pytest "${@:2}"
     ;;
+  test-fast)
+    install slack,matrix,llm,otel,dev
+    # npm ci again only when the lock file changed since the last one.
+    [ tests/npm/node_modules/.package-lock.json -nt tests/npm/package-lock.json ] ||
+      (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
+    exec "$VENV/bin/python" -m pytest -m "not (slow or synapse or postgres or subprocess or image or browser)" "${@:2}"
+    ;;
   *)
-    echo "usage: bash scripts/dev.sh demo|test [args]" >&2; exit 2
+    echo "usage: bash scripts/dev.sh demo|test|test-fast [args]" >&2; exit 2
     ;;
 esac

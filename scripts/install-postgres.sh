@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Make Debian's PostgreSQL server binaries available for the Postgres store tests (tests/pg), which start a throwaway
-# cluster of their own in a temporary folder. Idempotent: does nothing when `initdb` is already there. Installs the
-# `postgresql` package when missing and we are root; otherwise says what is missing (the tests then skip, saying why).
+# Make Debian's PostgreSQL server binaries available for the Postgres store tests (tests/harness/postgres.py), which
+# start a throwaway cluster of their own in a temporary folder. Idempotent: does nothing when `initdb` is already
+# there. Installs the `postgresql` package when missing and we are root; otherwise says what is missing (the tests
+# then skip, saying why).
 set -euo pipefail
 find_initdb() {
   if [ -n "${PG_BINDIR:-}" ] && [ -x "$PG_BINDIR/initdb" ]; then return 0; fi

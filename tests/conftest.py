@@ -6,16 +6,20 @@ from __future__ import annotations
 import inspect
 import io
 import logging
+import re
+import types
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bridge.cli.entry import setup_logging
 from bridge.safety import redaction
 from bridge.testing import HOST_STORES, time_scale
-from tests.matrixhs.synapse import Synapse
-from tests.pg.cluster import PostgresCluster, PostgresUnavailable, store_location
+from tests.harness.postgres import PostgresCluster, PostgresUnavailable, store_location
+from tests.harness.synapse import Synapse
+from tests.llm.fake_llm_server import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -34,26 +38,94 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-BOTH_ENGINES = ("tests/bridge/", "tests/adapters/console/", "tests/adapters/slack/", "tests/webform/")
-"""Where every async test runs twice: on SQLite and on Postgres (its hosts' stores, `store_target`). The core and
-adapter tests that use the store; the storage tests choose their engines themselves, and the CLI and Matrix tests keep
-SQLite (they run whole processes or a homeserver, which the second pass would only make slower)."""
-ONE_ENGINE = {
-    "tests/bridge/test_broker.py",  # its own in-memory store, on trio's mock clock
-    "tests/bridge/test_workers.py",  # several workers: Postgres only
-    "tests/bridge/test_takeover.py",  # several workers: Postgres only
-    "tests/bridge/test_connect_workers.py",  # several workers: Postgres only
-    "tests/webform/test_workers.py",  # several workers: Postgres only
-    "tests/adapters/slack/test_workers.py",  # several workers: Postgres only
-}
+FIXTURE_LANES = {"synapse": "synapse", "postgres": "postgres", "image": "image", "browser": "browser"}
+"""The lane marker of a test that uses one of these fixtures (directly or through another fixture)."""
+STARTS_A_PROCESS = re.compile(r"\bsubprocess\.(Popen|run|check_call|check_output)\b"
+                              r"|\bopen_process\b|\bcreate_subprocess_")
+
+
+def starts_processes(obj: object, known: dict[int, bool]) -> bool:
+    """Whether a test function, fixture or harness starts processes of its own: its source, or that of a function or
+    class of the test suite it names (followed through the names those use in turn), calls subprocess or
+    `anyio.open_process`. stdio MCP servers the bridge starts through the SDK don't count: that code is not ours."""
+    key = id(obj)
+    if key in known:
+        return known[key]
+    known[key] = False  # while looking: a cycle adds nothing
+    if isinstance(obj, type):
+        parts: list[Any] = [v for v in vars(obj).values() if isinstance(v, types.FunctionType)]
+    elif isinstance(obj, types.FunctionType):
+        parts = [obj]
+    else:
+        return False
+    found = False
+    for function in parts:
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        if STARTS_A_PROCESS.search(source):
+            found = True
+            break
+        for name in names_used(function.__code__):
+            used = function.__globals__.get(name)
+            if our_code(used) and starts_processes(used, known):
+                found = True
+                break
+        if found:
+            break
+    known[key] = found
+    return found
+
+
+def names_used(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= names_used(const)
+    return names
+
+
+def our_code(obj: object) -> bool:
+    return (isinstance(obj, (type, types.FunctionType))
+            and str(getattr(obj, "__module__", "")).startswith(("tests.", "bench.")))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The lanes (pyproject's markers): put on by what a test uses, so `scripts/dev.sh test-fast` can leave out
+    # what needs a homeserver, a database server, a browser, an image build or processes of its own, and what asked
+    # for more time than the default. Marks written on a test by hand stay as they are.
+    default_timeout = 120.0
+    known: dict[int, bool] = {}
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        names = set(item.fixturenames)
+        for fixture, lane in FIXTURE_LANES.items():
+            if fixture in names:
+                item.add_marker(lane)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "postgres" in callspec.params.values():  # an engine parameter: its Postgres pass
+            item.add_marker("postgres")
+        timeout = item.get_closest_marker("timeout")
+        if timeout is not None and timeout.args and float(timeout.args[0]) > default_timeout:
+            item.add_marker("slow")
+        fixtures = [defs[-1].func for name, defs in item._fixtureinfo.name2fixturedefs.items()
+                    if defs and name not in FIXTURE_LANES]
+        if any(starts_processes(inspect.unwrap(f), known) for f in (item.function, *fixtures)):
+            item.add_marker("subprocess")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    path = Path(str(metafunc.definition.fspath)).relative_to(ROOT).as_posix()
-    if (inspect.iscoroutinefunction(metafunc.function) and path.startswith(BOTH_ENGINES) and path not in ONE_ENGINE
-            and "store_engine" not in metafunc.fixturenames):
+    # `both_engines` (a module's `pytestmark`): every async test there runs twice, on SQLite and on Postgres (its
+    # hosts' stores, `store_target`). The core and adapter tests that use the store carry it; the storage tests
+    # choose their engines themselves, tests of several workers are Postgres only, and the CLI and Matrix tests keep
+    # SQLite (they run whole processes or a homeserver, which a second pass would only make slower).
+    if (metafunc.definition.get_closest_marker("both_engines") is not None
+            and inspect.iscoroutinefunction(metafunc.function) and "store_engine" not in metafunc.fixturenames):
         metafunc.fixturenames.append("store_engine")
-        metafunc.parametrize("store_engine", ["sqlite", "postgres"], indirect=True)
+        metafunc.parametrize("store_engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+                             indirect=True)
 
 
 @pytest.fixture
@@ -122,6 +194,17 @@ def postgres() -> Iterator[PostgresCluster]:
         pytest.skip(str(exc))
     with cluster:
         yield cluster
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeLLMServer]:
+    """A fake OpenAI/Anthropic HTTP server on a free port, for the agent and sampling; script it with `reply`."""
+    server = FakeLLMServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 @pytest.fixture

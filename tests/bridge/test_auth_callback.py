@@ -16,7 +16,7 @@ from bridge.auth.signins import Authorization, Authorizations, Page, plain_oauth
 from bridge.errors import AuthError
 from bridge.testing import patient
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 URL = "https://as.example.com/authorize?client_id=c&state=S1&code_challenge=x"
 

@@ -12,7 +12,7 @@ from tests.servers.oauth import Provider, protected_server
 from tests.servers.service_account import Accounts, service_server
 from tests.servers.serving import bound_socket, serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 CLIENT = OAuthClientInformationFull(client_id="c1", client_secret="s1", redirect_uris=[AnyUrl("http://127.0.0.1/cb")],
                                     token_endpoint_auth_method="client_secret_post")

@@ -13,7 +13,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from bridge.auth.tokens import CLIENT, TOKENS, Cipher, MemoryVault, SqliteVault, VaultStorage
 from bridge.errors import ConfigError, TokenStoreError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 def key() -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from bridge.servers.catalog import MAX_PAGES, paginate
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_every_page_is_followed() -> None:

@@ -24,7 +24,7 @@ from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, Messag
 from bridge.testing import FakeChatPort, host_for, patient
 from tests.servers.signin import Site, get, redirects, sign_in, site
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ADA = Actor("test", "U-ada", "Ada")
 BOB = Actor("test", "U-bob", "Bob")

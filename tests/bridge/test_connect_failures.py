@@ -19,7 +19,7 @@ from bridge.testing import patient
 from tests.bridge.test_connect import ADA, CHANNEL, bridge, connect_card, start_whoami, text
 from tests.servers.signin import Site, get, sign_in, site
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from bridge.demo import state as demo_state
 from bridge.demo.server import build
 from bridge.errors import ConfigError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 def test_the_state_folder_follows_xdg(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for,
 from bridge.text.plain import shorten
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
 EXPECTED_ERA = {"legacy": "2025-11-25", "auto": "2026-07-28"}

@@ -21,19 +21,9 @@ from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, pa
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.features import Observed, features_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    server = FakeLLMServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def openai(llm: FakeLLMServer) -> OpenAIProvider:

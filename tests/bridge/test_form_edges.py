@@ -21,7 +21,7 @@ from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, pati
 from tests.servers.edgy import repeating_server
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
 HUGE = 10**400

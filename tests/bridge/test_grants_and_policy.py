@@ -23,22 +23,12 @@ from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.features import Observed, features_server
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
 OTHER_THREAD = ConversationKey("test", "W1", "C1", "T2")
 OTHER_CHANNEL = ConversationKey("test", "W1", "C9", "T1")
 GRANTS = (GrantScope("conversation", 3600.0), GrantScope("channel", None))
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    server = FakeLLMServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ from bridge.requests.request_context import RequestContext
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 SCHEMA = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}})
 

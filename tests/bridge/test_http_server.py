@@ -15,7 +15,7 @@ from bridge.http.guard import ConnectionLimits
 from bridge.http.server import HttpServer, HttpServerError, Listen
 from bridge.testing import patient
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_health_and_readiness_over_http() -> None:

@@ -21,7 +21,7 @@ from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for,
 from tests.servers.flood import flood_server
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
 

@@ -13,7 +13,7 @@ from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, pati
 from tests.servers import links
 from tests.servers.links import TRICKS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 

@@ -23,7 +23,7 @@ from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.bridge.test_prestart import WHOAMI, ask, bridge
 from tests.servers.serving import serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 1024**2
 BIG = 3 * LIMIT

@@ -21,7 +21,7 @@ from bridge.safety.limits import Limits
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import two_forms_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 SCRIPT = Path(__file__).parent.parent / "servers" / "mrtr_stdio.py"
 

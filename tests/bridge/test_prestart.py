@@ -23,7 +23,7 @@ from bridge.servers.prestart import Prestarts
 from bridge.servers.stdio import INHERITED, LineSplitter
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 ROOT = Path(__file__).resolve().parents[2]
 WHOAMI = ServerConfig(name="who", command=sys.executable, args=("-m", "tests.servers.whoami"), cwd=str(ROOT),
                       env={"GREETING": "hello"}, prestart=True)

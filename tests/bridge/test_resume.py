@@ -38,7 +38,7 @@ from bridge.storage import sqlite as sqlite_engine
 from bridge.storage.driver import Step
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 SCRIPT = Path(__file__).parent.parent / "servers" / "mrtr_stdio.py"
 

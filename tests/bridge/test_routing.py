@@ -14,7 +14,7 @@ from bridge.forms import form_from_schema
 from bridge.model import Interaction, Kind, ServerLabel
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 def card(**fields: object) -> Interaction:

@@ -21,7 +21,7 @@ from bridge.storage import open_store
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 TOKEN = "tok-5ecr3t-4f9a1c2e"
 LEAKY = Path(__file__).resolve().parents[1] / "servers" / "leaky.py"

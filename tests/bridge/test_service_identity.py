@@ -18,7 +18,7 @@ from tests.bridge.test_connect import text
 from tests.servers.service_account import Accounts, key_pair, service_server
 from tests.servers.serving import bound_socket, serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ADA = Actor("test", "U-ada", "Ada")
 BOB = Actor("test", "U-bob", "Bob")

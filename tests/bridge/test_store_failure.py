@@ -30,9 +30,9 @@ from bridge.host import Host
 from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.storage import AsyncStore, open_store
 from bridge.testing import FakeChatPort, config_for, host_for, patient
-from tests.pg.cluster import PostgresCluster
+from tests.harness.postgres import PostgresCluster
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 STDIO_SCRIPT = Path(__file__).parent.parent / "servers" / "mrtr_stdio.py"
 ERAS: list[Protocol] = ["legacy", "2026-07-28"]

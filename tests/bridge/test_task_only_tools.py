@@ -19,7 +19,7 @@ from bridge.testing import ALICE, ROOM, FakeChatPort, patient
 from tests.servers.edges import Edges, edge_app
 from tests.servers.serving import serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 @dataclass

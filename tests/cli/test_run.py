@@ -21,7 +21,7 @@ from bridge.model import Actor, ConversationKey, Kind, ServerLabel
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Row
-from tests.storage.legacy_store import Store as LegacyStore
+from tests.harness.legacy_store import Store as LegacyStore
 
 
 def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Popen[str], queue.Queue[str], Path,

@@ -26,9 +26,9 @@ from bridge.storage import open_store
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch
 from bridge.testing import patient
-from tests.cli.fleet import SIGNING_SECRET, Balancer, Output, Worker, free_port, spawn
+from tests.harness.fleet import SIGNING_SECRET, Balancer, Output, Worker, free_port, running, spawn
+from tests.harness.slack import Call, FakeSlack, event_app_mention
 from tests.servers.signin import KEY_ENV, Site, site
-from tests.slackfake import Call, FakeSlack, event_app_mention
 
 pytestmark = pytest.mark.anyio
 
@@ -44,8 +44,8 @@ def web(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
         yield s
 
 
-async def start(folder: Path, name: str, store: str, web: Site, api_url: str) -> tuple[Worker, str]:
-    """A worker and the base URL of its own HTTP server."""
+async def start(folder: Path, name: str, store: str, web: Site, api_url: str, bases: dict[str, str]) -> Worker:
+    """A worker, listening; the base URL of its own HTTP server goes into `bases`."""
     slack_port, http_port = free_port(), free_port()
     config = folder / f"{name}.yaml"
     config.write_text(yaml.safe_dump({
@@ -60,7 +60,8 @@ async def start(folder: Path, name: str, store: str, web: Site, api_url: str) ->
     worker = Worker(name, slack_port, proc, Output(proc))
     await worker.output.wait_for("HTTP server listening on")
     await worker.output.wait_for("Slack events, interactivity")
-    return worker, f"http://127.0.0.1:{http_port}"
+    bases[name] = f"http://127.0.0.1:{http_port}"
+    return worker
 
 
 def link_of(prompt: Call) -> str:
@@ -117,10 +118,9 @@ async def test_a_sign_in_finishes_on_any_worker_and_a_killed_worker_s_is_told_pl
         tmp_path: Path, pg_url: str, web: Site) -> None:
     async with FakeSlack() as slack, httpx2.AsyncClient(timeout=60) as http:
         slack.users.update({"U1": "Ada", "U2": "Bob"})
-        workers: list[Worker] = []
-        try:
-            (w0, base0), (w1, base1) = [await start(tmp_path, n, pg_url, web, slack.api_url) for n in ("w0", "w1")]
-            workers += [w0, w1]
+        bases: dict[str, str] = {}
+        async with running(("w0", "w1"), lambda n: start(tmp_path, n, pg_url, web, slack.api_url, bases)) as workers:
+            (w0, base0), (w1, base1) = [(w, bases[w.name]) for w in workers]
             lb = Balancer(workers, http)
             with anyio.fail_after(patient(60)):
                 # Ada's call starts on w0; her redirect comes back to w1.
@@ -146,9 +146,6 @@ async def test_a_sign_in_finishes_on_any_worker_and_a_killed_worker_s_is_told_pl
                 again = link_of(await prompt_for(slack, "U2", seen=1))
                 _, second = await sign_in_via(http, again, "bob", base1)
                 bob = await said(slack, "for bob")
-        finally:
-            for worker in workers:
-                await worker.stop()
     assert page.status_code == 200 and "You are signed in to s." in page.text
     assert "s.whoami" in ada and replayed.status_code == 400 and "already used" in replayed.text
     assert orphaned.status_code == 503 and "has stopped, so it cannot be finished" in orphaned.text

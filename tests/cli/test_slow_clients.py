@@ -17,7 +17,7 @@ import httpx2
 import pytest
 import yaml
 
-from tests.cli.fleet import Output, free_port
+from tests.harness.fleet import Output, free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from bridge.cli.monitoring import store_check
 from bridge.http.server import HttpServer
 from bridge.storage import open_store
 from tests.cli.test_run import start, wait_line
-from tests.pg.cluster import PostgresCluster
+from tests.harness.postgres import PostgresCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,8 @@ import pytest
 
 from adapters.slack import ids
 from bridge.testing import patient
-from tests.cli.fleet import Balancer, Worker, finished, logged_mcp_server, posted, start_worker
-from tests.slackfake import Call, FakeSlack, block_actions, event_app_mention
+from tests.harness.fleet import Balancer, finished, logged_mcp_server, posted, running, start_worker
+from tests.harness.slack import Call, FakeSlack, block_actions, event_app_mention
 
 pytestmark = pytest.mark.anyio
 
@@ -40,11 +40,8 @@ async def kill_while_the_server_holds_the_answer(tmp_path: Path, pg_url: str,
     async with FakeSlack() as slack, logged_mcp_server() as (mcp_url, server_log), \
             httpx2.AsyncClient(timeout=60) as http:
         slack.users["U1"] = "Person 1"
-        workers: list[Worker] = []
-        try:
-            for name in ("a", "b"):
-                workers.append(await start_worker(tmp_path, name, pg_url, mcp_url, slack.api_url, lease="2s",
-                                                  **on_interrupt))
+        async with running(("a", "b"), lambda name: start_worker(tmp_path, name, pg_url, mcp_url, slack.api_url,
+                                                                 lease="2s", **on_interrupt)) as workers:
             a, _ = workers
             lb = Balancer(workers, http)
             with anyio.fail_after(patient(60)):
@@ -58,9 +55,6 @@ async def kill_while_the_server_holds_the_answer(tmp_path: Path, pg_url: str,
             a.kill()  # the server has the answer and is working on it; nobody will hear its result
             with anyio.fail_after(patient(60)):
                 ending = await slack.wait_for_call("chat.postMessage", told)
-        finally:
-            for worker in workers:
-                await worker.stop()
         runs = sum(1 for line in server_log.lines if line.startswith("hold h ran"))
     return str(ending.args["text"]), runs
 
@@ -85,10 +79,8 @@ async def test_a_card_whose_decider_was_killed_before_editing_it_is_shown_final_
         tmp_path: Path, pg_url: str) -> None:
     async with FakeSlack() as slack, logged_mcp_server() as (mcp_url, _), httpx2.AsyncClient(timeout=60) as http:
         slack.users["U1"] = "Person 1"
-        workers: list[Worker] = []
-        try:
-            for name in ("a", "b"):
-                workers.append(await start_worker(tmp_path, name, pg_url, mcp_url, slack.api_url, lease="2s"))
+        async with running(("a", "b"), lambda name: start_worker(tmp_path, name, pg_url, mcp_url, slack.api_url,
+                                                                 lease="2s")) as workers:
             a, b = workers
             lb = Balancer(workers, http)
             with anyio.fail_after(patient(60)):
@@ -107,7 +99,4 @@ async def test_a_card_whose_decider_was_killed_before_editing_it_is_shown_final_
             b.kill()
             with anyio.fail_after(patient(60)):
                 shown = await slack.wait_for_call("chat.update", lambda c: finished(ts)(c) and c.ok)
-        finally:
-            for worker in workers:
-                await worker.stop()
     assert "accepted by" in json.dumps(shown.args).lower()  # the decision b stored, shown by a

@@ -22,8 +22,8 @@ from adapters.slack import ids
 from bridge.storage import AsyncStore, open_store
 from bridge.storage.watch import DecisionWatch
 from bridge.testing import patient
-from tests.cli.fleet import Balancer, Worker, final, finished, mcp_server, post_cards, posted, start_worker
-from tests.slackfake import Call, FakeSlack, block_actions
+from tests.harness.fleet import Balancer, final, finished, mcp_server, post_cards, posted, running, start_worker
+from tests.harness.slack import Call, FakeSlack, block_actions
 
 pytestmark = pytest.mark.anyio
 
@@ -45,10 +45,8 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
     rng = random.Random(15)
     async with FakeSlack() as slack, mcp_server() as mcp_url, httpx2.AsyncClient(timeout=60) as http:
         slack.users.update({f"U{i}": f"Person {i}" for i in range(CARDS)})  # a team: one person per card
-        workers: list[Worker] = []
-        try:
-            for n in range(3):
-                workers.append(await start_worker(tmp_path, f"w{n}", pg_url, mcp_url, slack.api_url))
+        async with running([f"w{n}" for n in range(3)],
+                           lambda name: start_worker(tmp_path, name, pg_url, mcp_url, slack.api_url)) as workers:
             lb = Balancer(workers, http)
             threads = [f"1700000000.{i:06d}" for i in range(CARDS)]
             eras = ["old" if i % 2 == 0 else "new" for i in range(CARDS)]
@@ -101,9 +99,6 @@ async def test_three_workers_one_killed_under_load(tmp_path: Path, pg_url: str) 
                     raise
             finally:
                 await store.aclose()
-        finally:
-            for worker in workers:
-                await worker.stop()
 
 
 async def settled(store: AsyncStore, slack: FakeSlack, ids_: list[str], cards: list[Call]) -> None:

@@ -29,7 +29,7 @@ from bridge.testing import config_for, patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import slack_settings
 from tests.adapters.slack.inline_server import make_server
-from tests.slackfake import FakeSlack
+from tests.harness.slack import FakeSlack
 
 pytestmark = pytest.mark.anyio
 

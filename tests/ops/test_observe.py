@@ -72,6 +72,6 @@ async def test_an_observer_that_fails_is_logged_and_the_decision_goes_on(caplog:
                 assert (await chat.wait_finished(card.id)).status is Status.ACCEPTED
     assert samples(metrics)[("mcp_bridge_interaction_outcomes_total", (("kind", "form"), ("outcome", "accepted")))] \
         == 1
-    assert [r.getMessage() for r in caplog.records if r.name == "bridge.observe"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == observe.logger.name] == [
         "observer Broken failed on card_posted", "observer Broken failed on interaction_ended"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bridge.storage import SqlStore, open_store
-from tests.pg.cluster import PostgresCluster, store_location
+from tests.harness.postgres import PostgresCluster, store_location
 
 ENGINES = ["sqlite", "postgres"]
 

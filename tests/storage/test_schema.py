@@ -16,7 +16,7 @@ from bridge.storage.codec import INTERACTION_COLUMNS
 from bridge.storage.driver import Step
 from bridge.storage.migrations import LATEST, MIGRATIONS, Migration, migrate
 from bridge.testing import ALICE, ROOM, patient
-from tests.storage.legacy_store import Store
+from tests.harness.legacy_store import Store
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from bridge.storage import SqlStore
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch, keep_alive
 from bridge.testing import patient
-from tests.pg.cluster import PostgresCluster
+from tests.harness.postgres import PostgresCluster
 from tests.storage.support import accepted, interaction, worker
 
 pytestmark = pytest.mark.anyio

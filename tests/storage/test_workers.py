@@ -15,7 +15,7 @@ from bridge.storage import SqlStore, open_store
 from bridge.storage.driver import Step
 from bridge.storage.postgres import lock_key
 from bridge.testing import patient
-from tests.pg.cluster import PostgresCluster
+from tests.harness.postgres import PostgresCluster
 from tests.storage.support import accepted, interaction, pending, worker
 
 pytestmark = pytest.mark.anyio

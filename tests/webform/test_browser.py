@@ -29,7 +29,7 @@ from bridge.webform.page import CSP
 from tests.servers.inline import form_server
 from tests.webform.site import running
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / ".cache/artifacts/webform"

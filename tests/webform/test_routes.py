@@ -20,7 +20,7 @@ from bridge.webform.page import CSP
 from tests.servers.inline import form_server
 from tests.webform.site import Site, running
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
 OK_SCHEMA = json.dumps({"type": "object", "properties": {"ok": {"type": "boolean", "title": "OK?"}},

@@ -18,7 +18,7 @@ from bridge.storage import open_store
 from bridge.testing import patient
 from tests.servers.signin import Site, redirects, sign_in, site
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 LINK = re.compile(r"https?://\S+/authorize\?\S+")
 

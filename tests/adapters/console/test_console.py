@@ -17,7 +17,7 @@ from bridge.host import Host
 from bridge.testing import config_for, host_store, patient
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def lines(items: Sequence[str]) -> AsyncIterator[str]:

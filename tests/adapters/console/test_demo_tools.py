@@ -18,7 +18,7 @@ from bridge.host import Host
 from bridge.storage import open_store
 from bridge.testing import config_for, patient
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ROOTS = RootsPolicy(defaults=(("file:///srv/trips", "trips"), ("file:///srv/photos", "photos")))
 

@@ -17,7 +17,7 @@ from bridge.testing import config_for, host_store, patient
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def lines(items: Sequence[str]) -> AsyncIterator[str]:

@@ -24,7 +24,7 @@ from bridge.storage import open_store
 from bridge.testing import config_for, patient
 from tests.servers.inline import form_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ROOT = Path(__file__).resolve().parents[3]
 Step = str | tuple[Callable[[str], str | None], Callable[[str], str]]

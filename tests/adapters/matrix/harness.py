@@ -34,7 +34,7 @@ from bridge.host import Host
 from bridge.model import MessageIn
 from bridge.storage import AsyncStore, open_store
 from bridge.testing import patient
-from tests.matrixhs.synapse import RegisteredUser, Synapse
+from tests.harness.synapse import RegisteredUser, Synapse
 
 WAIT = patient(30.0)
 MEGOLM = "m.megolm.v1.aes-sha2"

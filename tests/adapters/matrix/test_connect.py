@@ -14,7 +14,7 @@ from nio import InviteMemberEvent
 
 from bridge.config.file import Config
 from tests.adapters.matrix.harness import Person, body, bridge, mark, matrix_block, person, register
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 from tests.servers.signin import Site, redirects, sign_in, site
 
 pytestmark = pytest.mark.anyio

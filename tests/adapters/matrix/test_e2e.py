@@ -43,7 +43,7 @@ from tests.adapters.matrix.harness import (
     record_messages,
     register,
 )
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 
 pytestmark = pytest.mark.anyio
 

@@ -44,7 +44,7 @@ from tests.adapters.matrix.harness import (
     record_messages,
     register,
 )
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio

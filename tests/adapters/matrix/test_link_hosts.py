@@ -14,7 +14,7 @@ import pytest
 from adapters.matrix.render import DECLINE
 from bridge.config.file import Config
 from tests.adapters.matrix.harness import ada_with_the_bot, body, part
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
 

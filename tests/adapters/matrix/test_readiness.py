@@ -18,7 +18,7 @@ from bridge.observe import hooks as observe
 from bridge.storage import open_store
 from bridge.testing import patient
 from tests.adapters.matrix.harness import WAIT, matrix_block, register
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 
 pytestmark = pytest.mark.anyio
 

@@ -29,21 +29,11 @@ from tests.adapters.matrix.harness import (
     person,
     register,
 )
+from tests.harness.synapse import Synapse
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
-from tests.matrixhs.synapse import Synapse
 from tests.servers.features import Observed, features_server
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    server = FakeLLMServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 @asynccontextmanager

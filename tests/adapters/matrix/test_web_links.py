@@ -35,7 +35,7 @@ from tests.adapters.matrix.harness import (
     raw_result,
     register,
 )
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 from tests.webform import test_browser as web
 
 pytestmark = pytest.mark.anyio

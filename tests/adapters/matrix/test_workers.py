@@ -38,7 +38,7 @@ from tests.adapters.matrix.harness import (
 )
 from tests.adapters.matrix.test_e2e import in_thread, round_trip
 from tests.adapters.matrix.worker_process import fleet_config
-from tests.matrixhs.synapse import RegisteredUser, Synapse
+from tests.harness.synapse import RegisteredUser, Synapse
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from bridge.config.file import ServerConfig
 from bridge.host import Host
 from bridge.storage import AsyncStore
 from bridge.testing import config_for, host_store, patient
-from tests.slackfake import FakeSlack
+from tests.harness.slack import FakeSlack
 
 SIGNING_SECRET = "test-signing-secret"
 EVERYTHING = (Path(__file__).resolve().parents[2]

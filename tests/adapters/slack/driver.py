@@ -8,7 +8,7 @@ from typing import Any
 
 from adapters.slack import ids
 from tests.adapters.slack import limits
-from tests.slackfake import (
+from tests.harness.slack import (
     Call,
     FakeSlack,
     block_actions,

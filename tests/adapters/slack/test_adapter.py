@@ -21,9 +21,9 @@ from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, form, interaction, one_field, roots, sampling, tool_approval
-from tests.slackfake import APP_ID, TEAM_ID, FakeSlack, block_actions, event_callback, event_message_im
+from tests.harness.slack import APP_ID, TEAM_ID, FakeSlack, block_actions, event_callback, event_message_im
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 JSON = dict[str, Any]
 

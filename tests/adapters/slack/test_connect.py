@@ -19,10 +19,10 @@ from adapters.slack import ids
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.slack import Call, FakeSlack, block_actions
 from tests.servers.signin import Site, redirects, sign_in, site
-from tests.slackfake import Call, FakeSlack, block_actions
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from bridge.config.file import ServerConfig
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
-from tests.slackfake import FakeSlack
+from tests.harness.slack import FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 CALL = "call everything trigger-elicitation-request"
 ANSWERS = {

@@ -14,10 +14,10 @@ from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, form, interaction
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.slack import FakeSlack
 from tests.servers.inline import form_server
-from tests.slackfake import FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_a_401_digit_maximum_opens_a_modal(slack: FakeSlack) -> None:

@@ -25,9 +25,9 @@ from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.model import Interaction
 from bridge.testing import patient
-from tests.slackfake import FakeSlack, block_actions, event_app_mention, slash_command
+from tests.harness.slack import FakeSlack, block_actions, event_app_mention, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 JSON = dict[str, Any]
 
 

@@ -15,9 +15,9 @@ from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, tool_approval
 from tests.adapters.slack.test_adapter import asking
-from tests.slackfake import FakeSlack, encode_http_body, sign_request, slash_command
+from tests.harness.slack import FakeSlack, encode_http_body, sign_request, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_a_signed_slash_command_runs_over_http_and_a_bad_signature_gets_401(slack: FakeSlack) -> None:

@@ -14,11 +14,11 @@ from adapters.slack import ids
 from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.slack import Call, FakeSlack
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
-from tests.slackfake import Call, FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 

@@ -18,9 +18,9 @@ from tests.adapters.slack.conftest import running_bridge, slack_settings
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, interaction, one_field, tool_approval
 from tests.adapters.slack.test_adapter import asking
-from tests.slackfake import Call, FakeSlack, block_actions, slash_command
+from tests.harness.slack import Call, FakeSlack, block_actions, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def click(slack: FakeSlack, card: driver.Card, action_id: str, user: str) -> None:

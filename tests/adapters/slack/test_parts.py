@@ -19,9 +19,9 @@ from adapters.slack.threads import BotThreads
 from bridge.errors import PlatformAPIError
 from bridge.model import ConversationKey
 from bridge.testing import patient
-from tests.slackfake import FakeSlack, event_app_mention
+from tests.harness.slack import FakeSlack, event_app_mention
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 class MemoryState(dict[str, str]):

@@ -22,9 +22,9 @@ from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, form, interaction, sampling, tool_approval
 from tests.adapters.slack.test_adapter import asking
-from tests.slackfake import Call, FakeSlack, event_app_mention, event_callback, event_message_im, slash_command
+from tests.harness.slack import Call, FakeSlack, event_app_mention, event_callback, event_message_im, slash_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 def _texts(slack: FakeSlack, needle: str) -> list[str]:

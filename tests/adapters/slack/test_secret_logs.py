@@ -15,9 +15,9 @@ from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, interaction, one_field
 from tests.adapters.slack.test_adapter import asking
-from tests.slackfake import FakeSlack
+from tests.harness.slack import FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 async def test_a_modal_submission_is_not_logged_at_debug_level(slack: FakeSlack, debug_logs: io.StringIO) -> None:

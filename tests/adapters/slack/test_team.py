@@ -4,7 +4,6 @@ one decline, the same person twice, strangers, grants by button, approvers reach
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -18,23 +17,13 @@ from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
+from tests.harness.slack import FakeSlack
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
-from tests.slackfake import FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 TWO_OF_THREE = ApproverRule(("slack:U1", "slack:U2", "slack:U3"), required=2, requester=True)
 ECHO = 'call inline echo {"message": "deploy"}'
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLMServer]:
-    server = FakeLLMServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def team(slack: FakeSlack) -> FakeSlack:

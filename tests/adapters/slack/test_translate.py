@@ -6,7 +6,7 @@ from adapters.slack import ids, translate
 from adapters.slack.elements import rfc3339_to_unix, unix_to_rfc3339
 from bridge.model import ConversationKey
 from tests.adapters.slack.interactions import EVERY_FIELD, form
-from tests.slackfake import event_app_mention, event_message_im
+from tests.harness.slack import event_app_mention, event_message_im
 
 
 def test_a_mention_is_stripped_and_starts_a_thread_conversation() -> None:

@@ -23,9 +23,9 @@ from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.interactions import tool_approval
-from tests.slackfake import Call, FakeSlack
+from tests.harness.slack import Call, FakeSlack
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 @asynccontextmanager

@@ -24,10 +24,10 @@ from bridge.testing import patient
 from bridge.webform import WebForms
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import Bridge, running_bridge
-from tests.slackfake import Call, FakeSlack, block_actions
+from tests.harness.slack import Call, FakeSlack, block_actions
 from tests.webform import test_browser as web
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 browser = web.browser  # Debian's Chromium through Playwright (the web form tests' fixture)
 

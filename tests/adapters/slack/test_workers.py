@@ -21,8 +21,7 @@ from bridge.testing import patient
 from bridge.webform import FormLinks, WebForms
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, Bridge, running_bridge, slack_settings
-from tests.servers.inline import form_server
-from tests.slackfake import (
+from tests.harness.slack import (
     EnvelopeType,
     FakeSlack,
     block_actions,
@@ -33,6 +32,7 @@ from tests.slackfake import (
     view_closed,
     view_submission,
 )
+from tests.servers.inline import form_server
 from tests.storage.support import worker
 
 pytestmark = pytest.mark.anyio

@@ -25,7 +25,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bridge.testing import patient
-from tests.slackfake import (
+from tests.harness.slack import (
     FakeSlack,
     check_http_ack,
     encode_http_body,

@@ -6,7 +6,7 @@ pinned dependencies never meet the project's. :func:`ensure_synapse_venv` create
 generates a test config (loopback only, SQLite, rate limits raised, shared-secret
 registration), runs the server as a subprocess and stops it again.
 
-Run as a script (``python tests/matrixhs/synapse.py install``) it only creates the
+Run as a script (``python tests/harness/synapse.py install``) it only creates the
 venv; ``scripts/install-synapse.sh`` does that so the install time stays out of tests.
 This module imports nothing outside the standard library at import time, so that
 script works with any Python >= 3.10.
@@ -76,7 +76,7 @@ class RegisteredUser(NamedTuple):
 
 
 def repo_root() -> Path:
-    """The directory holding pyproject.toml above this file (tests/matrixhs/ sits two below)."""
+    """The directory holding pyproject.toml above this file (tests/harness/ sits two below)."""
     here = Path(__file__).resolve().parent
     for candidate in (here, *here.parents):
         if (candidate / "pyproject.toml").is_file():

@@ -35,7 +35,7 @@ from nio import (
 )
 
 from bridge.testing import patient
-from tests.matrixhs.synapse import RegisteredUser, Synapse
+from tests.harness.synapse import RegisteredUser, Synapse
 
 POLL_START = "org.matrix.msc3381.poll.start"
 POLL_RESPONSE = "org.matrix.msc3381.poll.response"

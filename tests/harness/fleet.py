@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +22,8 @@ import anyio
 import httpx2
 import yaml
 
-from tests.slackfake import Call, FakeSlack, check_http_ack, encode_http_body, event_app_mention, sign_request
-from tests.slackfake.server import EnvelopeType
+from tests.harness.slack import Call, FakeSlack, check_http_ack, encode_http_body, event_app_mention, sign_request
+from tests.harness.slack.server import EnvelopeType
 
 SIGNING_SECRET = "fleet-signing-secret"
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +170,20 @@ async def start_worker(folder: Path, name: str, store: str, mcp_url: str, api_ur
     worker = Worker(name, port, proc, Output(proc))
     await worker.output.wait_for("Slack events, interactivity")
     return worker
+
+
+@asynccontextmanager
+async def running(names: Iterable[str], start: Callable[[str], Awaitable[Worker]]) -> AsyncIterator[list[Worker]]:
+    """Workers started one after another (each once it listens), all stopped on the way out: also those started
+    before one that failed to, and any the caller put into the list meanwhile (a restarted worker)."""
+    workers: list[Worker] = []
+    try:
+        for name in names:
+            workers.append(await start(name))
+        yield workers
+    finally:
+        for worker in workers:
+            await worker.stop()
 
 
 @dataclass

@@ -1,1 +1,0 @@
-"""The Synapse fixture lives in tests/conftest.py, shared by every Matrix test."""
