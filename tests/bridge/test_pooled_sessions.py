@@ -24,7 +24,7 @@ from tests.bridge.test_connect import bridge as connected
 from tests.servers.features import features_server
 from tests.servers.signin import Site, sign_in
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 __all__ = ["web"]  # the per-person accounts' fixture (tests.bridge.test_connect)
 ROOT = Path(__file__).resolve().parents[2]
 WHO = ServerConfig(name="who", command=sys.executable, args=("-m", "tests.servers.whoami"), cwd=str(ROOT))

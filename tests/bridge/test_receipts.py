@@ -29,7 +29,7 @@ from bridge.storage import open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.servers.receipts import check, receipts_server, request_digest
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ERAS = ["legacy", "auto"]
 CAROL = Actor("test", "U-carol", "Carol")

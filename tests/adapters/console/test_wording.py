@@ -22,7 +22,7 @@ from bridge.model import shown_conversation
 from bridge.testing import config_for, host_store, patient
 from tests.adapters.console.test_console import TRIP, converse
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 ROOT = Path(__file__).resolve().parents[3]
 
