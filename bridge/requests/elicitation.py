@@ -63,7 +63,9 @@ class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
         self._say = say
         self._receipts = receipts
 
-    async def answer(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def answer(self, ctx: RequestContext, params: ElicitRequestParams, *,
+                     receipt: bool = True) -> ElicitResult | ErrorData:
+        """`receipt`: false where the answer goes to no server (a legacy -32042 link), so none is made or audited."""
         cfg = self._config.servers[ctx.server.name]
         if not cfg.elicitation_enabled:
             return ElicitResult(action="cancel")
@@ -79,4 +81,4 @@ class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
                 await self._say(ctx.conversation, f"{ctx.server.text()} asked for a form this bridge cannot show, so "
                                                   f"it was refused: {shorten(str(exc), 400)}")
                 return ErrorData(code=INVALID_PARAMS, message=f"Unsupported requestedSchema: {exc}")
-        return await receipted(self._receipts, interaction, await self.ask(ctx, interaction))
+        return await receipted(self._receipts if receipt else None, interaction, await self.ask(ctx, interaction))

@@ -160,6 +160,20 @@ async def test_a_sampling_request_let_through_by_a_grant_gets_a_receipt_naming_i
     assert len(issued) == 2
 
 
+async def test_a_link_accepted_after_a_url_required_error_gets_no_receipt_it_never_receives() -> None:
+    async with bridge("legacy") as (host, chat, _acted, _keys):
+        await call(host, "call vault needs_link")
+        with anyio.fail_after(patient(20)):
+            card = await chat.wait_card("url")
+            assert await decide(host, card) is Verdict.CLAIMED
+            await call(host, "call vault needs_link")
+            await chat.wait_message("linked")
+        rows = await host.store.audit_rows()
+    # The link's answer goes to no server (the call is run again), so no receipt is made or recorded.
+    assert [r.outcome for r in rows if r.interaction_id == card.id and r.kind == "url"] == ["accepted"]
+    assert [r for r in rows if r.kind == "receipt"] == []
+
+
 @pytest.mark.parametrize("protocol", ERAS)
 async def test_a_quorum_receipt_names_every_approver(protocol: str) -> None:
     rule = ApproverRule((ALICE.key, BOB.key, CAROL.key), required=2, requester=False)
