@@ -38,7 +38,8 @@ CAROL = Actor("test", "U-carol", "Carol")
 
 @asynccontextmanager
 async def bridge(protocol: str, keys: ReceiptKeys | None = None, jwks_keys: ReceiptKeys | None = None,
-                 llm: LLMProvider | None = None, **server_fields: Any) -> AsyncIterator[tuple[Host, FakeChatPort, list[str], ReceiptKeys]]:
+                 llm: LLMProvider | None = None,
+                 **server_fields: Any) -> AsyncIterator[tuple[Host, FakeChatPort, list[str], ReceiptKeys]]:
     keys = keys or ReceiptKeys.generate()
     server, acted = receipts_server((jwks_keys or keys).jwks())
     fields = {"roots": RootsPolicy(defaults=(("file:///srv/data", "data"),)), **server_fields}
