@@ -313,7 +313,7 @@ class ToolCalls:
         done: list[bool] = []
 
         async def one(params: Any) -> None:
-            answer = await self._elicitation.answer(ctx, params)
+            answer = await self._elicitation.answer_unsent(ctx, params)  # the server never sees it
             done.append(isinstance(answer, ElicitResult) and answer.action == "accept")
 
         async with anyio.create_task_group() as tg:

@@ -1,4 +1,4 @@
-"""The `mcp-chat-bridge` command: run, demo, call, tools, check-config, import-servers, schema, audit.
+"""The `mcp-chat-bridge` command: run, demo, call, tools, check-config, import-servers, schema, audit, receipts.
 
 Adapters are loaded by name (`adapters.<name>`) when the config has a `chat.<name>` block, so the core never
 imports them (import-linter keeps it so) and a missing extra only matters to those who configure that platform.

@@ -64,6 +64,14 @@ class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
         self._receipts = receipts
 
     async def answer(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        return await self._answer(ctx, params, self._receipts)
+
+    async def answer_unsent(self, ctx: RequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        """An answer that goes to no server (a link of a legacy -32042 error): no receipt is made or audited."""
+        return await self._answer(ctx, params, None)
+
+    async def _answer(self, ctx: RequestContext, params: ElicitRequestParams,
+                      receipts: Receipting | None) -> ElicitResult | ErrorData:
         cfg = self._config.servers[ctx.server.name]
         if not cfg.elicitation_enabled:
             return ElicitResult(action="cancel")
@@ -79,4 +87,4 @@ class Elicitation(RequestHandler[ElicitRequestParams, ElicitResult]):
                 await self._say(ctx.conversation, f"{ctx.server.text()} asked for a form this bridge cannot show, so "
                                                   f"it was refused: {shorten(str(exc), 400)}")
                 return ErrorData(code=INVALID_PARAMS, message=f"Unsupported requestedSchema: {exc}")
-        return await receipted(self._receipts, interaction, await self.ask(ctx, interaction))
+        return await receipted(receipts, interaction, await self.ask(ctx, interaction))

@@ -73,10 +73,13 @@ class Receipting:
         return await self._issue(decision, interaction.requester)
 
     async def for_grant(self, server: str, conversation: str, tool: str, request: str, grant_id: str,
-                        given_by: Actor, requester: Actor | None) -> dict[str, Any] | None:
-        """A receipt for a call let through by a standing grant: `by` is who gave the grant, `rule` names it."""
-        decision = Decision(kind="tool", server=server, conversation=conversation, interaction=grant_id,
-                            request=request, by=(given_by.key,), rule={"grant": grant_id}, tool=tool)
+                        given_by: Actor, requester: Actor | None, *, kind: str = "tool",
+                        content: Any = None) -> dict[str, Any] | None:
+        """A receipt for a request let through by a standing grant (a tool call, or a sampling request with no
+        review): `by` is who gave the grant, `rule` names it; `content` as for `for_decision`."""
+        decision = Decision(kind=kind, server=server, conversation=conversation, interaction=grant_id,
+                            request=request, by=(given_by.key,), rule={"grant": grant_id},
+                            content=None if content is None else digest(content), tool=tool)
         return await self._issue(decision, requester)
 
     async def _issue(self, decision: Decision, requester: Actor | None) -> dict[str, Any] | None:

@@ -142,8 +142,15 @@ class Sampler(RequestHandler[CreateMessageRequestParams, CreateMessageResult | C
                 response = LLMResponse(text=text, model=response.model if response else "human",
                                        stop_reason=response.stop_reason if response else "endTurn")
         result = to_create_message_result(response)
-        if not decided or self._receipts is None:
+        if self._receipts is None:
             return result
+        if not decided:
+            if policy.approval != "ask" or grant is None:
+                return result  # nobody decided (approval is off): nothing to prove
+            # Let through by a grant: the receipt names it, as a tool call's does.
+            return with_receipt(result, await self._receipts.for_grant(
+                ctx.server.name, ctx.conversation.id(), "", asked, grant.id, grant.given_by, ctx.requester,
+                kind="sampling", content=result_json(result, "content")))
         # One receipt for the request and the answer that went back: the last card's, naming everyone who decided.
         last, outcome = decided[-1]
         meta = await self._receipts.for_decision(last, outcome, content=result_json(result, "content"),

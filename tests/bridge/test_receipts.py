@@ -17,16 +17,17 @@ import jwt
 import pytest
 from mcp.client import Client
 
-from bridge.config.file import RootsPolicy
-from bridge.config.team import ApproverRule
+from bridge.config.file import RootsPolicy, SamplingPolicy
+from bridge.config.team import ApproverRule, GrantScope
 from bridge.demo import setup as demo
 from bridge.host import Host
-from bridge.llm import HumanProvider
+from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import Actor, DecisionIn, Interaction, MessageIn, Verdict
 from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
 from bridge.receipts.tokens import META_KEY, Decision, mint
 from bridge.storage import open_store
 from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
+from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.receipts import check, receipts_server, request_digest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -37,6 +38,7 @@ CAROL = Actor("test", "U-carol", "Carol")
 
 @asynccontextmanager
 async def bridge(protocol: str, keys: ReceiptKeys | None = None, jwks_keys: ReceiptKeys | None = None,
+                 llm: LLMProvider | None = None,
                  **server_fields: Any) -> AsyncIterator[tuple[Host, FakeChatPort, list[str], ReceiptKeys]]:
     keys = keys or ReceiptKeys.generate()
     server, acted = receipts_server((jwks_keys or keys).jwks())
@@ -44,7 +46,7 @@ async def bridge(protocol: str, keys: ReceiptKeys | None = None, jwks_keys: Rece
     config = config_for({"vault": server}, server_protocol=protocol, receipts=ReceiptSettings(keys, "test-bridge"),
                         **{f"server_{k}": v for k, v in fields.items()})
     chat = FakeChatPort()
-    host = Host(config, await open_store(":memory:"), llm=HumanProvider())
+    host = Host(config, await open_store(":memory:"), llm=llm or HumanProvider())
     host.attach(chat)
     async with host:
         yield host, chat, acted, keys
@@ -126,6 +128,51 @@ def _digest(value: Any) -> str:
     from tests.servers.receipts import digest
 
     return digest(value)
+
+
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_sampling_request_let_through_by_a_grant_gets_a_receipt_naming_it(protocol: str) -> None:
+    llm = FakeLLMServer()
+    await llm.start()
+    try:
+        llm.reply(Reply(body=openai_completion("one")), Reply(body=openai_completion("two")))
+        provider = OpenAIProvider("gpt-test", "sk-test", base_url=f"{llm.url}/v1", timeout=patient(10), max_retries=0)
+        policy = SamplingPolicy(review=False, grants=(GrantScope("conversation", 3600.0),))
+        async with bridge(protocol, llm=provider, sampling=policy) as (host, chat, _acted, keys):
+            with anyio.fail_after(patient(30)):
+                await call(host, 'call vault sample {"prompt": "one"}')
+                approval = await chat.wait_card("sampling")
+                await host.decide(DecisionIn(approval.id, ALICE, "accept", grant="conversation"))
+                first = await reported(chat, "sample")
+                await call(host, 'call vault sample {"prompt": "two"}', BOB)
+                text = await chat.wait_for(lambda: next(
+                    (m.text for m in chat.messages if m.text.startswith("vault.sample:") and first["receipt"]
+                     not in m.text), None))
+                second = json.loads(text.split(":", 1)[1].strip().strip("`").strip())
+            grant = next(g for g in await host.grants.here(ROOM) if g.kind == "sampling")
+            issued = [r for r in await host.store.audit_rows() if r.kind == "receipt"]
+    finally:
+        await llm.stop()
+    assert [c.kind.value for c in chat.cards.values()] == ["sampling"]  # the second went by the grant
+    assert checked(first["receipt"], keys, "sampling")["iid"] == approval.id
+    claims = checked(second["receipt"], keys, "sampling")
+    assert claims["rule"] == {"grant": grant.id} and claims["iid"] == grant.id, claims
+    assert claims["by"] == [ALICE.key] and claims["cnt"] == second["content"]
+    assert len(issued) == 2
+
+
+async def test_a_link_accepted_after_a_url_required_error_gets_no_receipt_it_never_receives() -> None:
+    async with bridge("legacy") as (host, chat, _acted, _keys):
+        await call(host, "call vault needs_link")
+        with anyio.fail_after(patient(20)):
+            card = await chat.wait_card("url")
+            assert await decide(host, card) is Verdict.CLAIMED
+            await call(host, "call vault needs_link")
+            await chat.wait_message("linked")
+        rows = await host.store.audit_rows()
+    # The link's answer goes to no server (the call is run again), so no receipt is made or recorded.
+    assert [r.outcome for r in rows if r.interaction_id == card.id and r.kind == "url"] == ["accepted"]
+    assert [r for r in rows if r.kind == "receipt"] == []
 
 
 @pytest.mark.parametrize("protocol", ERAS)

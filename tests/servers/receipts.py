@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import jwt
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.types import (
     CreateMessageResult,
     ElicitRequestFormParams,
@@ -123,6 +124,17 @@ def receipts_server(jwks: dict[str, Any], name: str = "vault") -> tuple[MCPServe
         shared = r.model_dump(mode="json", by_alias=True, exclude_none=True)["roots"]
         return json.dumps({"receipt": (r.meta or {}).get(META_KEY), "content": digest(shared),
                            "req": request_digest("roots/list", {})})
+
+    linked: list[int] = []
+
+    @server.tool()
+    def needs_link() -> str:
+        """Needs a link visited before its first run (the legacy -32042 error): no answer ever reaches the server."""
+        linked.append(1)
+        if len(linked) == 1:
+            raise UrlElicitationRequiredError([ElicitRequestURLParams(
+                message="Connect first", url="https://example.com/connect", elicitation_id="link-1")])
+        return "linked"
 
     server.acted = acted  # type: ignore[attr-defined]
     return server, acted
