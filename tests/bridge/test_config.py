@@ -60,7 +60,7 @@ def test_check_config_prints_problems_and_exits_non_zero(tmp_path: Path, capsys:
     good = tmp_path / "good.yaml"
     good.write_text("servers:\n  e: {command: echo}\nchat: {console: {}}\n")
     assert main(["check-config", str(good)]) == 0
-    assert "OK (1 servers" in capsys.readouterr().out
+    assert "OK (1 server," in capsys.readouterr().out
 
 
 def test_the_shipped_schema_documents_every_server_key() -> None:

@@ -72,7 +72,7 @@ async def test_two_of_three_needs_two_distinct_people_and_strangers_are_refused(
     assert [a.key for a in final.approvals] == [ALICE.key, BOB.key] and final.by == BOB
     rows = await host.store.audit_rows(card.id)
     assert [(r.outcome, r.actor) for r in rows] == [("approved", ALICE.key), ("accepted", BOB.key)]
-    assert rows[1].detail == "approvals 2 of 2: Alice, Bob"
+    assert rows[1].detail == "tool wipe: approvals 2 of 2: Alice, Bob"  # a tool approval's row names its tool
     notices = [text for who, text in chat.notices]
     assert "Only the approvers named on it can answer this request." in notices
     assert any("already approved" in text for text in notices)

@@ -18,7 +18,7 @@ from anyio.abc import Process
 
 from bridge.testing import patient
 from tests.adapters.matrix.harness import body, person, register
-from tests.matrixhs.synapse import Synapse
+from tests.harness.synapse import Synapse
 
 pytestmark = pytest.mark.anyio
 
