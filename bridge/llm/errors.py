@@ -59,7 +59,9 @@ class HumanAnswerRequired(LLMError):
 
 def missing_extra(provider: str) -> LLMError:
     """The error for a provider whose SDK (an optional extra) is not installed."""
-    return LLMError(f"the {provider} provider needs: pip install 'mcp-chat-bridge[llm]'")
+    # The package is not on PyPI: name the extra and how a clone installs it, not a `pip install` that cannot work.
+    return LLMError(f"the {provider} provider needs the llm extra: install the bridge with it "
+                    "(pip install '.[llm]' in its clone; see the README's Installing)")
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:

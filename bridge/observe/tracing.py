@@ -69,7 +69,7 @@ def traces(config: TelemetryConfig, env: Mapping[str, str] | None = None) -> Ite
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
         logger.warning("telemetry: traces are configured but the otel extra is not installed "
-                       "(pip install 'mcp-chat-bridge[otel]'); going on without them")
+                       "(pip install '.[otel]' in the bridge's clone); going on without them")
         yield None
         return
     name = config.service_name or env.get("OTEL_SERVICE_NAME") or SERVICE_NAME

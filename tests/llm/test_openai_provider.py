@@ -292,7 +292,8 @@ def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) ->
 
     with pytest.raises(LLMError) as info:
         OpenAIProvider("gpt-test", KEY)
-    assert str(info.value) == "the openai provider needs: pip install 'mcp-chat-bridge[llm]'"
+    assert str(info.value) == ("the openai provider needs the llm extra: install the bridge with it "
+                               "(pip install '.[llm]' in its clone; see the README's Installing)")
 
 
 def test_tool_arguments_round_trip_as_json_text() -> None:
