@@ -25,17 +25,43 @@ async def lines(items: Sequence[str]) -> AsyncIterator[str]:
         yield item
 
 
+class Watched(io.StringIO):
+    """The console's output, with an event for each write, so a script can wait for what it needs to see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = anyio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        self.changed.set()
+        self.changed = anyio.Event()
+        return written
+
+    async def until(self, text: str, count: int) -> None:
+        while self.getvalue().count(text) < count:
+            await self.changed.wait()
+
+
 @pytest.mark.parametrize("transport", ["inline", "stdio"])
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 async def test_a_link_that_reads_as_another_host_is_shown_with_the_host_a_browser_opens(protocol: str,
                                                                                         transport: str) -> None:
     config = config_for({"links": links.config(transport)}, server_protocol=protocol)
-    script = [line for url, _, _ in TRICKS for line in (f"!mcp call links visit {json.dumps({'url': url})}",
-                                                         "decline")] + ["!mcp call links joined"]
-    out = io.StringIO()
+    out = Watched()
+
+    async def script() -> AsyncIterator[str]:
+        # Each call's result before the next line: a 2026 call goes on after its card in a task of its own, so a
+        # script that ran on would end the console (and the host) while the last declines were still on their way.
+        for done, (url, _, _) in enumerate(TRICKS, start=1):
+            yield f"!mcp call links visit {json.dumps({'url': url})}"
+            yield "decline"
+            await out.until('"action": "decline"', done)
+        yield "!mcp call links joined"
+
     host = Host(config, await host_store(config))
     async with host:
-        console = ConsoleAdapter(host, lines(script), out)
+        console = ConsoleAdapter(host, script(), out)
         host.attach(console)
         with anyio.fail_after(patient(60)):
             await console.serve()
