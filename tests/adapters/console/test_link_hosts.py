@@ -14,6 +14,7 @@ import pytest
 from adapters.console import ConsoleAdapter
 from bridge.host import Host
 from bridge.testing import config_for, host_store, patient
+from tests.adapters.console.test_connect import Screen
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
 
@@ -25,30 +26,12 @@ async def lines(items: Sequence[str]) -> AsyncIterator[str]:
         yield item
 
 
-class Watched(io.StringIO):
-    """The console's output, with an event for each write, so a script can wait for what it needs to see."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.changed = anyio.Event()
-
-    def write(self, text: str) -> int:
-        written = super().write(text)
-        self.changed.set()
-        self.changed = anyio.Event()
-        return written
-
-    async def until(self, text: str, count: int) -> None:
-        while self.getvalue().count(text) < count:
-            await self.changed.wait()
-
-
 @pytest.mark.parametrize("transport", ["inline", "stdio"])
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 async def test_a_link_that_reads_as_another_host_is_shown_with_the_host_a_browser_opens(protocol: str,
                                                                                         transport: str) -> None:
     config = config_for({"links": links.config(transport)}, server_protocol=protocol)
-    out = Watched()
+    out = Screen()
 
     async def script() -> AsyncIterator[str]:
         # Each call's result before the next line: a 2026 call goes on after its card in a task of its own, so a
@@ -56,7 +39,8 @@ async def test_a_link_that_reads_as_another_host_is_shown_with_the_host_a_browse
         for done, (url, _, _) in enumerate(TRICKS, start=1):
             yield f"!mcp call links visit {json.dumps({'url': url})}"
             yield "decline"
-            await out.until('"action": "decline"', done)
+            while out.getvalue().count('"action": "decline"') < done:
+                await out.changed.wait()
         yield "!mcp call links joined"
 
     host = Host(config, await host_store(config))
