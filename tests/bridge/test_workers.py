@@ -263,7 +263,8 @@ async def test_a_dead_worker_s_legacy_card_and_running_call_are_ended_and_told_o
     told_other = [t for c, t in said if c == other_room]
     assert len(told_card) == 1 and "no longer waiting for an answer" in told_card[0]
     assert told_other == ["srv.count_down was interrupted when the bridge stopped; run it again if it is still needed."]
-    assert [(r.outcome, r.detail) for r in rows] == [("failed", "the bridge stopped while this was open; run the "
-                                                                "command again")]
+    # The row names the tool whose card it was, as every tool call's audit row does.
+    assert [(r.outcome, r.detail) for r in rows] == [("failed", "tool wait_card: the bridge stopped while this was "
+                                                                "open; run the command again")]
     finished = {**chat_a.finished, **chat_b.finished}
     assert finished[card.id].status is Status.FAILED and running == 0

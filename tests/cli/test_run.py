@@ -88,7 +88,7 @@ async def check_stored(db: Path, protocol: str) -> None:
         if protocol == "legacy":
             # The call dies with the bridge: its card ends as cancelled, and the audit log says why.
             [row] = await store.audit_rows()
-            assert (row.outcome, row.detail) == ("cancelled", "the bridge is shutting down")
+            assert (row.outcome, row.detail) == ("cancelled", "tool plan_trip: the bridge is shutting down")
             assert await store.pending_calls() == []
         else:
             # A 2026 request is stored and stays open, to be answered after the restart.

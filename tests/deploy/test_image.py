@@ -9,6 +9,7 @@ comes with a later step).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -55,10 +56,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buildah]:
         shutil.rmtree(storage, ignore_errors=True)
 
 
-def run_in(buildah: Buildah, *command: str, volume: str | None = None) -> str:
+def run_in(buildah: Buildah, *command: str, volume: str | None = None, env: dict[str, str] | None = None) -> str:
     container = buildah("from", "--pull-never", TAG).stdout.strip()
     try:
         extra = ["--volume", volume] if volume else []
+        extra += [f"--env={name}={value}" for name, value in (env or {}).items()]
         done = buildah("run", "--isolation", "chroot", "--user", "10001:10001", *extra, container, "--", *command,
                        check=False)
     finally:
@@ -92,8 +94,10 @@ def test_the_installed_bridge_checks_a_config_and_calls_a_tool(image: Buildah, t
     config.write_text((ROOT / "deploy/config.example.yaml").read_text())
     config.chmod(0o644)
     tmp_path.chmod(0o755)  # the image runs as uid 10001, which must reach the file
+    # The example keeps OAuth tokens encrypted: like `run`, check-config wants the key's variable set.
+    key = {"BRIDGE_TOKEN_KEY": base64.b64encode(os.urandom(32)).decode()}
     out = run_in(image, "mcp-chat-bridge", "check-config", "/config/bridge.yaml",
-                 volume=f"{tmp_path}:/config:ro")
+                 volume=f"{tmp_path}:/config:ro", env=key)
     assert "/config/bridge.yaml: OK (2 servers, chat: console)" in out
     out = run_in(image, "mcp-chat-bridge", "call", "--stdio", "python3 -m bridge.demo.server", "echo",
                  '{"message": "hello from the image"}')
