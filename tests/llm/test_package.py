@@ -67,7 +67,7 @@ def test_the_sdk_is_imported_on_first_use_not_when_the_provider_is_made() -> Non
 @pytest.mark.parametrize("name", ["openai", "anthropic"])
 def test_a_missing_extra_is_still_found_at_start(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
-    with pytest.raises(LLMError, match=rf"the {name} provider needs: pip install 'mcp-chat-bridge\[llm\]'"):
+    with pytest.raises(LLMError, match=rf"the {name} provider needs the llm extra: .*pip install '\.\[llm\]'"):
         make_provider(name, model="m", api_key="k")
 
 
