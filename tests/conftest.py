@@ -121,9 +121,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # hosts' stores, `store_target`). The core and adapter tests that use the store carry it; the storage tests
     # choose their engines themselves, tests of several workers are Postgres only, and the CLI and Matrix tests keep
     # SQLite (they run whole processes or a homeserver, which a second pass would only make slower).
+    # A test that restarts the bridge (`store_target`) has `store_engine` among its fixtures already: it gets both
+    # passes too. A test that chose its engine itself (takes `store_engine` as an argument, or parametrizes it) is
+    # left as it is.
+    chosen = "store_engine" in inspect.signature(metafunc.function).parameters or any(
+        "store_engine" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize") if m.args)
     if (metafunc.definition.get_closest_marker("both_engines") is not None
-            and inspect.iscoroutinefunction(metafunc.function) and "store_engine" not in metafunc.fixturenames):
-        metafunc.fixturenames.append("store_engine")
+            and inspect.iscoroutinefunction(metafunc.function) and not chosen):
+        if "store_engine" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("store_engine")
         metafunc.parametrize("store_engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
                              indirect=True)
 
