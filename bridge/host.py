@@ -97,7 +97,7 @@ class Host:
                                receipts)
         self.calls.results = KeptResults(config.limits)
         self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
-        self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
+        self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say, receipts, self.grants)
         self.resumer.reparked = self.bounds.restored
         self.fleet = Fleet(store, self.broker, self.resumer, watch, lease=config.worker_lease,
                            retention=config.retention)

@@ -11,6 +11,9 @@ audited and reported in its conversation, and the rest goes on.
   (`ToolCalls.continue_call`) on a session from the pool: if the server no longer accepts the stored state (a stdio
   server restarted with the bridge has a new key), the call is run again and identical questions get the answers
   already given (`bridge.calls.rounds`). A call that cannot be continued is abandoned with a note in its conversation.
+- **Receipts**: a stored call approved by a person carries, on the rounds it sends after the restart, a new receipt of
+  that approval, made from the tool card (or grant) stored with it, and only when that card was accepted for exactly
+  this server, conversation, tool and arguments (`bridge.requests.receipting.approval_mismatch`).
 - **Interrupted 2026 calls**: a round whose answers were sent (`AsyncStore.send_round`) by a worker that died before
   the result was out may have run at the server: it is not sent again (at most once) unless its server says its
   tools may be (`on_interrupt: resend`); the conversation is told, with the command that runs it again.
@@ -24,6 +27,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -38,7 +42,10 @@ from bridge.cards.secret_answers import withheld
 from bridge.config.file import Config
 from bridge.errors import BridgeError
 from bridge.model import ConversationKey, Interaction, Kind, Status
+from bridge.receipts.canonical import tool_digest
 from bridge.requests.elicitation import to_result
+from bridge.requests.grants import Grants
+from bridge.requests.receipting import Receipting, approval_mismatch
 from bridge.storage import AsyncStore, PendingCall, Reaped, StoredInteraction, Unreadable
 from bridge.text.plain import shorten
 
@@ -51,8 +58,11 @@ UNREADABLE_ERRORS = (ValidationError, ValueError, KeyError, TypeError, BridgeErr
 
 
 class Resumer:
-    def __init__(self, config: Config, store: AsyncStore, broker: Broker, calls: ToolCalls, say: Say) -> None:
+    def __init__(self, config: Config, store: AsyncStore, broker: Broker, calls: ToolCalls, say: Say,
+                 receipts: Receipting | None = None, grants: Grants | None = None) -> None:
         self._config = config
+        self._receipts = receipts
+        self._grants = grants
         self._store = store
         self._broker = broker
         self._calls = calls
@@ -138,7 +148,8 @@ class Resumer:
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         record = ParkedCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool,
                             dict(pending.arguments), pending.request_state, {}, {}, round_at=pending.created_at,
-                            sent_by=pending.sent_by)
+                            sent_by=pending.sent_by, meta=await self._receipt_again(pending),
+                            approval=pending.approval)
         waits: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
         for stored in await self._store.interactions_for_call(pending.id, since=pending.created_at):
@@ -171,6 +182,27 @@ class Resumer:
                 self.reparked(stored.interaction, pending.id, key)
         if record.driving:
             tg.start_soon(self._continue, record, missing)
+
+    async def _receipt_again(self, pending: PendingCall) -> dict[str, Any] | None:
+        """The `_meta` with a receipt for a call approved before the restart (the first one was in memory only),
+        made again from its stored approval: a tool card accepted for exactly this call, or a grant for this tool
+        that still holds here. None otherwise (the call goes on without one, and a server that needs one refuses)."""
+        if self._receipts is None or pending.approval is None or not self._receipts.on_for(pending.server):
+            return None
+        conversation = pending.conversation.id()
+        stored = await self._store.interaction(pending.approval)
+        if stored is None and self._grants is not None:
+            grant = await self._grants.find("tool", pending.server, pending.tool, pending.conversation)
+            if grant is not None and grant.id == pending.approval:
+                return await self._receipts.for_grant(
+                    pending.server, conversation, pending.tool, tool_digest(pending.tool, pending.arguments),
+                    grant.id, grant.given_by, pending.requester)
+        why = approval_mismatch(stored, pending.server, conversation, pending.tool, pending.arguments)
+        if why is not None or stored is None or stored.outcome is None:
+            logger.warning("%s.%s (call %s) goes on without a receipt: its approval %s %s", pending.server,
+                           pending.tool, pending.id, pending.approval, why or "")
+            return None
+        return await self._receipts.for_decision(stored.interaction, stored.outcome)
 
     async def _continue(self, record: ParkedCall, missing: dict[str, InputRequest]) -> None:
         if not missing:

@@ -108,7 +108,10 @@ class ParkedCall:
     """A dead process that sent this round before, when it is sent again on purpose (`on_interrupt: resend`)."""
     meta: dict[str, Any] | None = None
     """The `_meta` every round of the call carries (its approval's receipt). Kept in memory only: a call taken up
-    after a restart goes on without it."""
+    after a restart gets a receipt made again from its stored approval (`approval`)."""
+    approval: str | None = None
+    """The tool card whose acceptance, or the grant that, let the call run (stored with each round,
+    `PendingCall.approval`)."""
 
 
 def invalid_state(exc: MCPError) -> bool:
@@ -188,10 +191,12 @@ class Rounds:
 
     async def drive(self, call: Call, arguments: dict[str, Any], progress: ProgressFnT | None, *, park: bool,
                     session: Session | None = None, record: ParkedCall | None = None,
-                    meta: dict[str, Any] | None = None) -> CallToolResult | None:
+                    meta: dict[str, Any] | None = None, approval: str | None = None) -> CallToolResult | None:
         """Run a 2026 call to its result, or until it is parked (then None). Continues `record` when given. `meta`
-        goes with every round (the same receipt: a server consumes it when it acts, not when it asks)."""
+        goes with every round (the same receipt: a server consumes it when it acts, not when it asks); `approval`
+        (the card that approved the call) is stored with each round."""
         meta = meta if meta is not None else record.meta if record else None
+        approval = approval if approval is not None else record.approval if record else None
         state = record.request_state if record else None
         responses: dict[str, InputResponse] | None = record.responses if record else None
         reuse: dict[str, tuple[Signature, InputResponse]] | None = None
@@ -239,8 +244,7 @@ class Rounds:
                     continue
                 # Held while the round is stored: the session is not closed for room before its requests are asked.
                 with self._pool.hold(session):
-                    record = await self._store_round(call, arguments, state, requests)
-                    record.meta = meta
+                    record = await self._store_round(call, arguments, state, requests, meta, approval)
                     for key, request in requests.items():
                         given = reuse.pop(key, None) if reuse else None
                         if given is not None and given[0] == signature(request):
@@ -385,18 +389,19 @@ class Rounds:
         return record
 
     async def _store_round(self, call: Call, arguments: dict[str, Any], state: str | None,
-                     requests: Mapping[str, InputRequest]) -> ParkedCall:
+                           requests: Mapping[str, InputRequest], meta: dict[str, Any] | None,
+                           approval: str | None) -> ParkedCall:
         at = time.time()  # the round's name, kept here to claim its sending (`_send_round`)
         pending = PendingCall(
             id=call.id, conversation=call.conversation, server=call.server, tool=call.tool, arguments=arguments,
             request_state=state, input_requests={k: r.model_dump(mode="json", by_alias=True, exclude_none=True)
                                                  for k, r in requests.items()},
-            requester=call.requester, created_at=at)
+            requester=call.requester, created_at=at, approval=approval)
         # Written behind: the round's first card carries it to the store before that card is posted (and is refused
         # if it did not get there), so a crash once anything is shown can be resumed.
         await self._store.save_pending_call(pending)
         record = ParkedCall(call.id, call.conversation, call.requester, call.server, call.tool, arguments, state,
-                            {}, {}, round_at=at)
+                            {}, {}, round_at=at, meta=meta, approval=approval)
         self.parked[call.id] = record
         return record
 

@@ -244,16 +244,17 @@ class ToolCalls:
             with self._pool.hold(session):
                 needs_approval = await self._approval.required(session, call.conversation, call.tool)
         meta: dict[str, Any] | None = None
+        approval: str | None = None
         if needs_approval:
             ctx = self._audience.context(call.server, session, call.conversation, call.requester, call.tool)
             decided = await self._approval.decide(ctx, CallToolRequestParams(name=call.tool, arguments=arguments))
             if isinstance(decided, CallToolResult):
                 return decided
-            meta = decided.meta  # the receipt travels with the call it approves
+            meta, approval = decided.meta, decided.approval  # the receipt travels with the call it approves
             # The card may have taken minutes, with the session idle: it may have been closed for room meanwhile.
             session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
         try:
-            return await self._on_session(session, call, arguments, park, meta)
+            return await self._on_session(session, call, arguments, park, meta, approval)
         except MCPError as exc:
             if exc.code != URL_ELICITATION_REQUIRED or not retry_after_links:
                 raise
@@ -261,14 +262,14 @@ class ToolCalls:
                 raise _Told from exc
         # Once more, without asking for approval again; a second -32042 is told like any other: run it again.
         session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
-        return await self._on_session(session, call, arguments, park, meta)
+        return await self._on_session(session, call, arguments, park, meta, approval)
 
-    async def _on_session(self, session: Session, call: ToolCall, arguments: dict[str, Any],
-                          park: bool, meta: dict[str, Any] | None = None) -> CallToolResult | None:
+    async def _on_session(self, session: Session, call: ToolCall, arguments: dict[str, Any], park: bool,
+                          meta: dict[str, Any] | None = None, approval: str | None = None) -> CallToolResult | None:
         if session.modern:
             # Registered on the session before anything is awaited, so it is not closed for room meanwhile.
             return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session,
-                                           meta=meta)
+                                           meta=meta, approval=approval)
         # A legacy server's request does not say which open call it belongs to: one call at a time.
         with self._pool.hold(session):
             async with session.call_lock:

@@ -17,9 +17,9 @@ from mcp.types import Result
 
 from bridge.config.file import Config
 from bridge.model import Actor, Interaction, Kind, Outcome, Status
-from bridge.receipts.canonical import digest, request_digest
+from bridge.receipts.canonical import digest, request_digest, tool_digest
 from bridge.receipts.tokens import META_KEY, Decision, Receipt, mint
-from bridge.storage import AsyncStore
+from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.rows import AuditRow
 
 AUDIT_KIND = "receipt"
@@ -88,6 +88,24 @@ class Receipting:
         receipt = mint(self._config.receipts, decision)
         await self._store.record(audit_row(receipt, decision, requester))
         return {META_KEY: receipt.token}
+
+
+def approval_mismatch(stored: StoredInteraction | None, server: str, conversation: str, tool: str,
+                      arguments: Mapping[str, Any]) -> str | None:
+    """Why a stored tool card is not an accepted approval of exactly this call (None when it is): what a receipt
+    made again from it, for a call continued after a restart, must be able to stand on."""
+    if stored is None:
+        return "is no longer in the store (or a grant that no longer holds)"
+    i, outcome = stored.interaction, stored.outcome
+    if i.kind is not Kind.TOOL:
+        return f"is a {i.kind.value} card, not a tool approval"
+    if outcome is None or outcome.status is not Status.ACCEPTED:
+        return "was not accepted"
+    if (i.server.name, i.conversation.id(), i.tool) != (server, conversation, tool):
+        return f"approved {i.server.name}.{i.tool} in {i.conversation.id()}, not this call"
+    if i.request != tool_digest(tool, arguments):
+        return "approved other arguments"
+    return None
 
 
 def audit_row(receipt: Receipt, decision: Decision, requester: Actor | None) -> AuditRow:

@@ -41,6 +41,9 @@ class Approved:
     """Go ahead: the call runs, with `meta` (its receipt, when a person or a grant approved it) in its `_meta`."""
 
     meta: dict[str, Any] | None = None
+    approval: str | None = None
+    """The card people accepted, or the grant that let the call through (their ids): a 2026 call stores it, to carry
+    a receipt of the same approval after a restart."""
 
 
 class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None]):
@@ -91,9 +94,9 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         if grant is not None:
             await self._grants.used(grant, new_id(), ctx.conversation, ctx.requester)
             if self._receipts is None:
-                return Approved()
+                return Approved(approval=grant.id)
             return Approved(await self._receipts.for_grant(server, ctx.conversation.id(), tool_name, request,
-                                                           grant.id, grant.given_by, ctx.requester))
+                                                           grant.id, grant.given_by, ctx.requester), grant.id)
         who = ctx.requester.label() if ctx.requester else "the agent"
         about = f": {shorten(tool.description or '', 300)}" if tool and tool.description else ""
         interaction = new_interaction(
@@ -106,8 +109,8 @@ class ToolApproval(RequestHandler[CallToolRequestParams, CallToolResult | None])
         if outcome.status is Status.ACCEPTED:
             await self._grants.remember(ctx, outcome, cfg.tool_grants, "tool", tool_name)
             if self._receipts is None:
-                return Approved()
-            return Approved(await self._receipts.for_decision(interaction, outcome))
+                return Approved(approval=interaction.id)
+            return Approved(await self._receipts.for_decision(interaction, outcome), interaction.id)
         text = f"The call to {tool_name} was not run: {describe_outcome(outcome)}."
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 

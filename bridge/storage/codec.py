@@ -29,7 +29,8 @@ from bridge.storage import audit as chain
 from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 
 INTERACTION_COLUMNS = "body, status, card, pending_call, input_key, outcome, id, parked"
-PENDING_COLUMNS = "id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at"
+PENDING_COLUMNS = ("id, conversation, server, tool, arguments, request_state, input_requests, requester, created_at,"
+                   " approval")
 PENDING_READ = f"{PENDING_COLUMNS}, sent_by"
 AUDIT_COLUMNS = ", ".join(chain.FIELDS)
 
@@ -100,7 +101,7 @@ def stored_interaction(row: Sequence[Any]) -> StoredInteraction:
 def pending_call(row: Sequence[Any]) -> PendingCall:
     """A row of `PENDING_COLUMNS`, then `sent_by` (`PENDING_READ`)."""
     return PendingCall(row[0], ConversationKey.from_id(row[1]), row[2], row[3], json.loads(row[4]), row[5],
-                       json.loads(row[6]), load_actor(row[7]), row[8], row[9])
+                       json.loads(row[6]), load_actor(row[7]), row[8], row[10], approval=row[9])
 
 
 def audit_row(row: Sequence[Any]) -> AuditRow:
@@ -129,4 +130,4 @@ def pending_values(call: PendingCall, at: float) -> tuple[Any, ...]:
     """The values of `PENDING_COLUMNS` for one call (stamped `at` unless the round was stamped when it came)."""
     return (call.id, call.conversation.id(), call.server, call.tool, json.dumps(dict(call.arguments)),
             call.request_state, json.dumps(dict(call.input_requests)), dump_actor(call.requester),
-            call.created_at or at)
+            call.created_at or at, call.approval)

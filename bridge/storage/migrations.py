@@ -200,6 +200,14 @@ def _v9(real: str) -> tuple[str, ...]:
     )
 
 
+def _v10() -> tuple[str, ...]:
+    return (
+        # What approved a stored call (a tool card's interaction id, or a grant's id): a call continued after a
+        # restart re-issues the approval's receipt from it, so its `tools/call` still carries one.
+        "ALTER TABLE pending_calls ADD COLUMN approval TEXT",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -220,6 +228,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
+    Migration(10, "the approval of a stored call", _v10(), _v10()),
 )
 LATEST = MIGRATIONS[-1].version
 

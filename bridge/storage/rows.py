@@ -62,6 +62,9 @@ class PendingCall:
     sent_by: str | None = None
     """The process that sent this round's answers to the server (`AsyncStore.send_round`), if one did: the server may
     have run the call, and no result was recorded."""
+    approval: str | None = None
+    """What let the call run, if a person approved it: the id of the tool card they accepted, or of their standing
+    grant. A call continued after a restart carries a receipt of that approval again (`bridge.calls.resume`)."""
 
 
 @dataclass(frozen=True, slots=True)

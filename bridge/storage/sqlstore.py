@@ -342,7 +342,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none. A new
         # round has not been sent yet.
         await self._db.write_behind([Step(
-            f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?)"
+            f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
             f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker, sent_by = NULL, sent_at = NULL",
             (*codec.pending_values(call, time.time()), self.worker_id))])
 
@@ -419,7 +419,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
             await self._write("DELETE FROM forwards WHERE at < ?", (cutoff,))  # for cards whose holder died
         return await self._write(
             "DELETE FROM interactions WHERE status <> 'open' AND created_at < ?"
-            " AND (pending_call IS NULL OR pending_call NOT IN (SELECT id FROM pending_calls))", (cutoff,))
+            " AND (pending_call IS NULL OR pending_call NOT IN (SELECT id FROM pending_calls))"
+            # A stored call's approval stays while the call does: its receipt is made again from it after a restart.
+            " AND id NOT IN (SELECT approval FROM pending_calls WHERE approval IS NOT NULL)", (cutoff,))
 
     # -- per-conversation data ---------------------------------------------------------------------------------------
 

@@ -25,8 +25,9 @@ from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
 from bridge.model import Actor, DecisionIn, Interaction, MessageIn, Verdict
 from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
 from bridge.receipts.tokens import META_KEY, Decision, mint
-from bridge.storage import open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
+from bridge.storage import AuditRow, open_store
+from bridge.storage.driver import Step
+from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.receipts import check, receipts_server, request_digest
 
@@ -161,6 +162,39 @@ async def test_a_sampling_request_let_through_by_a_grant_gets_a_receipt_naming_i
     assert len(issued) == 2
 
 
+@pytest.mark.parametrize("protocol", ERAS)
+async def test_a_tool_call_let_through_by_a_grant_carries_a_receipt_naming_it(protocol: str) -> None:
+    grants = (GrantScope("conversation", 3600.0),)
+    async with bridge(protocol, tool_grants=grants) as (host, chat, acted, _keys):
+        with anyio.fail_after(patient(20)):
+            await call(host, 'call vault destroy {"target": "/srv/1"}')
+            card = await chat.wait_card("tool")
+            await host.decide(DecisionIn(card.id, ALICE, "accept", grant="conversation"))
+            await chat.wait_message("destroyed /srv/1")
+            await call(host, 'call vault destroy {"target": "/srv/2"}', BOB)
+            done = await chat.wait_message("destroyed /srv/2")
+        grant = next(g for g in await host.grants.here(ROOM) if g.kind == "tool")
+        rows = [r for r in await host.store.audit_rows() if r.kind == "receipt"]
+    assert [c.kind.value for c in chat.cards.values()] == ["tool"]  # the second went by the grant
+    assert acted == ["/srv/1", "/srv/2"]  # the server checked both receipts (PyJWT, exactly this call, unused)
+    assert f"approved by {ALICE.key}; rule {json.dumps({'grant': grant.id})})" in done
+    assert [r.interaction_id for r in rows] == [card.id, grant.id]
+
+
+async def test_a_2026_call_that_asks_after_its_approval_carries_the_receipt_to_the_round_that_acts() -> None:
+    async with bridge("auto") as (host, chat, acted, keys):
+        with anyio.fail_after(patient(20)):
+            await call(host, 'call vault destroy_confirmed {"target": "/srv/c"}')
+            approval = await chat.wait_card("tool")
+            assert await decide(host, approval) is Verdict.CLAIMED
+            confirm = await chat.wait_card("form")  # parked: the round that acts comes after this answer
+            assert await decide(host, confirm, name="/srv/c") is Verdict.CLAIMED
+            done = await reported(chat, "destroy_confirmed")
+    assert acted == ["/srv/c"]
+    claims = checked(done["receipt"], keys, "tool")
+    assert claims["iid"] == approval.id and claims["tool"] == "destroy_confirmed" and claims["by"] == [ALICE.key]
+
+
 async def test_a_link_accepted_after_a_url_required_error_gets_no_receipt_it_never_receives() -> None:
     async with bridge("legacy") as (host, chat, _acted, _keys):
         await call(host, "call vault needs_link")
@@ -259,6 +293,98 @@ async def test_a_receipt_signed_by_a_key_the_server_does_not_know_is_refused(pro
             await decide(host, await chat.wait_card("tool"))
             assert "refused: InvalidTokenError" in await chat.wait_message("vault.destroy")
     assert acted == []
+
+
+async def _approved_then_stopped(target: str, config: Any, path: str,
+                                 at_rest: str = "") -> tuple[Interaction, Interaction]:
+    """Run `destroy_confirmed` until its approval is accepted and its confirmation form waits, then stop the bridge
+    (the call stays stored). `at_rest`: SQL run on the store while the bridge is down."""
+    store = await open_store(path)
+    host, chat = await host_for(config, store)
+    async with host:
+        await call(host, f'call vault destroy_confirmed {{"target": "{target}"}}')
+        with anyio.fail_after(patient(20)):
+            approval = await chat.wait_card("tool")
+            assert await decide(host, approval) is Verdict.CLAIMED
+            confirm = await chat.wait_card("form")
+    if at_rest:
+        await store.driver.transaction([Step(at_rest)])
+    await store.aclose()
+    return approval, confirm
+
+
+async def _confirmed_after_restart(config: Any, path: str, confirm: Interaction, target: str,
+                                   who: Actor = ALICE) -> tuple[str, list[AuditRow]]:
+    store = await open_store(path)
+    host, chat = await host_for(config, store)
+    async with host:
+        with anyio.fail_after(patient(20)):
+            await host.wait_open(confirm.id)
+            assert await decide(host, confirm, who, name=target) is Verdict.CLAIMED
+            done = await chat.wait_message("vault.destroy_confirmed")
+        rows = [r for r in await store.audit_rows() if r.kind == "receipt"]
+    await store.aclose()
+    return done, rows
+
+
+async def test_a_call_approved_before_a_restart_carries_a_receipt_made_again_from_its_approval(
+        store_target: str) -> None:
+    keys = ReceiptKeys.generate()
+    server, acted = receipts_server(keys.jwks())
+    config = config_for({"vault": server}, server_protocol="auto", receipts=ReceiptSettings(keys, "test-bridge"))
+    approval, confirm = await _approved_then_stopped("/srv/r", config, store_target)
+    done, rows = await _confirmed_after_restart(config, store_target, confirm, "/srv/r")
+
+    assert acted == ["/srv/r"], done
+    token = json.loads(done.split(":", 1)[1].strip().strip("`").strip())["receipt"]
+    claims = checked(token, keys, "tool")
+    assert claims["tool"] == "destroy_confirmed" and claims["iid"] == approval.id and claims["by"] == [ALICE.key]
+    assert claims["req"] == request_digest("tools/call", {"name": "destroy_confirmed",
+                                                         "arguments": {"target": "/srv/r"}})
+    # Two receipts of the one approval: the first went with the round before the restart (held in memory only),
+    # the second was made after it, with a new single-use id; both are in the audit log (and the form's own).
+    before, again = [r for r in rows if r.interaction_id == approval.id]
+    assert f"jti={claims['jti']} " in again.detail and f"jti={claims['jti']} " not in before.detail
+    assert [r.interaction_id for r in rows if r.detail.endswith("for form")] == [confirm.id]
+
+
+async def test_a_stored_call_whose_arguments_no_longer_match_its_approval_gets_no_new_receipt(
+        store_target: str) -> None:
+    keys = ReceiptKeys.generate()
+    server, acted = receipts_server(keys.jwks())
+    config = config_for({"vault": server}, server_protocol="auto", receipts=ReceiptSettings(keys, "test-bridge"))
+    # Someone with the database edits the stored call while the bridge is down: the approval was for /srv/r.
+    approval, confirm = await _approved_then_stopped(
+        "/srv/r", config, store_target, """UPDATE pending_calls SET arguments = '{"target": "/srv/other"}'""")
+    done, rows = await _confirmed_after_restart(config, store_target, confirm, "/srv/other")
+    assert acted == [] and "refused: no receipt" in done
+    assert len([r for r in rows if r.interaction_id == approval.id]) == 1  # only the one made before the restart
+
+
+async def test_a_call_let_through_by_a_grant_before_a_restart_carries_a_receipt_naming_it_after(
+        store_target: str) -> None:
+    keys = ReceiptKeys.generate()
+    server, acted = receipts_server(keys.jwks())
+    config = config_for({"vault": server}, server_protocol="auto", receipts=ReceiptSettings(keys, "test-bridge"),
+                        server_tool_grants=(GrantScope("conversation", 3600.0),))
+    store = await open_store(store_target)
+    host, chat = await host_for(config, store)
+    async with host:
+        with anyio.fail_after(patient(20)):
+            await call(host, 'call vault destroy_confirmed {"target": "/srv/1"}')
+            card = await chat.wait_card("tool")
+            await host.decide(DecisionIn(card.id, ALICE, "accept", grant="conversation"))
+            assert await decide(host, await chat.wait_card("form"), name="/srv/1") is Verdict.CLAIMED
+            await chat.wait_message("vault.destroy_confirmed")
+            await call(host, 'call vault destroy_confirmed {"target": "/srv/2"}', BOB)
+            confirm = await chat.wait_card("form", index=1)  # no tool card: the grant let it through
+        grant = next(g for g in await host.grants.here(ROOM) if g.kind == "tool")
+    await store.aclose()
+    done, rows = await _confirmed_after_restart(config, store_target, confirm, "/srv/2", BOB)
+    assert acted == ["/srv/1", "/srv/2"], done
+    claims = checked(json.loads(done.split(":", 1)[1].strip().strip("`").strip())["receipt"], keys, "tool")
+    assert claims["rule"] == {"grant": grant.id} and claims["iid"] == grant.id and claims["by"] == [ALICE.key]
+    assert len([r for r in rows if r.interaction_id == grant.id]) == 2  # before the restart and after it
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])

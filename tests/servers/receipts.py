@@ -68,9 +68,9 @@ def receipts_server(jwks: dict[str, Any], name: str = "vault") -> tuple[MCPServe
     used: set[str] = set()
     acted: list[str] = []
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
-    def destroy(ctx: Context, target: str) -> str:
-        """Delete `target`, only with a valid receipt of a person's approval of exactly this call."""
+    def verified(ctx: Context, tool: str) -> tuple[str, dict[str, Any]]:
+        """The receipt this `tools/call` carries and its claims, if it is valid, for exactly this call, and unused;
+        otherwise the tool refuses (ToolError)."""
         token = (ctx.request_context.meta or {}).get(META_KEY)
         if not isinstance(token, str):
             raise ToolError("refused: no receipt")
@@ -80,14 +80,34 @@ def receipts_server(jwks: dict[str, Any], name: str = "vault") -> tuple[MCPServe
             raise ToolError(f"refused: {type(exc).__name__}") from None
         # The arguments as they came, defaults not filled in: exactly what the person approved.
         sent = (ctx.request_context.params or {}).get("arguments") or {}
-        wanted = request_digest("tools/call", {"name": "destroy", "arguments": sent})
-        if claims.get("kind") != "tool" or claims.get("tool") != "destroy" or claims.get("req") != wanted:
+        wanted = request_digest("tools/call", {"name": tool, "arguments": sent})
+        if claims.get("kind") != "tool" or claims.get("tool") != tool or claims.get("req") != wanted:
             raise ToolError("refused: the receipt is for another call")
         if claims["jti"] in used:
             raise ToolError("refused: replayed receipt")
         used.add(claims["jti"])
+        return token, claims
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
+    def destroy(ctx: Context, target: str) -> str:
+        """Delete `target`, only with a valid receipt of a person's approval of exactly this call."""
+        _token, claims = verified(ctx, "destroy")
         acted.append(target)
         return f"destroyed {target} (approved by {', '.join(claims['by'])}; rule {json.dumps(claims['rule'])})"
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
+    async def destroy_confirmed(ctx: Context, target: str) -> str | InputRequiredResult:
+        """Delete `target` once someone types its name in a form, only with a valid receipt of this call's approval
+        on the `tools/call` that acts (a 2026 call's last round)."""
+        answer = await ask(ctx, "confirm", ElicitRequestFormParams(message=f"Type {target} to confirm",
+                                                                   requested_schema=SCHEMA))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        if answer.action != "accept" or (answer.content or {}).get("name") != target:
+            return "not confirmed"
+        token, claims = verified(ctx, "destroy_confirmed")
+        acted.append(target)
+        return json.dumps({"destroyed": target, "receipt": token, "by": claims["by"]})
 
     @server.tool()
     async def form(ctx: Context) -> str | InputRequiredResult:

@@ -4,13 +4,14 @@ refused, racing workers), the indexes a restart reads through, and pruning."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
 
 from bridge.errors import StoreSchemaError
-from bridge.model import CardRef, Outcome, Status
+from bridge.model import CardRef, Kind, Outcome, Status
 from bridge.storage import SqlStore, open_store
 from bridge.storage.codec import INTERACTION_COLUMNS
 from bridge.storage.driver import Step
@@ -153,3 +154,20 @@ async def test_pruning_drops_old_finished_rows_and_keeps_the_rest(store: SqlStor
     assert len(await store.audit_rows(old_done.id)) == 1  # the record stays
     assert await store.prune(keep=month) == 0
     assert ALICE.key in {r.actor for r in await store.audit_rows()}
+
+
+async def test_a_stored_call_keeps_the_card_that_approved_it_until_it_ends(store: SqlStore) -> None:
+    approval = interaction(kind=Kind.TOOL, tool="book")
+    await store.save_interaction(approval)
+    await store.claim(approval, accepted())
+    await store.save_pending_call(replace(pending("call-a"), approval=approval.id))
+    await store.flush()
+    month = 30 * 86400
+    await store.driver.transaction([Step("UPDATE interactions SET created_at = created_at - ?", (2 * month,))])
+
+    stored = await store.pending_call("call-a")
+    assert stored is not None and stored.approval == approval.id
+    assert [c.approval for c in await store.pending_calls()] == [approval.id]
+    assert await store.prune(keep=month) == 0  # its receipt is made again from it after a restart
+    await store.delete_pending_call("call-a")
+    assert await store.prune(keep=month) == 1
