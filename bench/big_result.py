@@ -207,6 +207,7 @@ def main() -> None:
         return child(args.child, args.size)
     size = int(args.mb * 1024**2)
     print(f"tool result of {size} characters ({args.mb:g} MB), {args.runs} runs each, python {sys.version.split()[0]}")
+    peaks: dict[str, list[float]] = {}
     for kind in args.only.split(","):
         results = [run(kind, int(args.refused_mb * 1024**2) if kind == "bridge-refused" else size)
                    for _ in range(args.runs)]
@@ -215,6 +216,13 @@ def main() -> None:
                                                      for k, v in r.items()))
         keys = [k for k, v in results[0].items() if isinstance(v, float)]
         print(f"  {kind:15} median: " + ", ".join(f"{k} {statistics.median(r[k] for r in results):.2f}" for k in keys))
+        peaks[kind] = [r["peak_rss_mb"] for r in results]
+    if "bridge" in peaks and "bridge-idle" in peaks:
+        # The target (issue "lean where it counts"): the bridge's peak within 3 x the result over its idle peak.
+        idle = statistics.median(peaks["bridge-idle"])
+        over = [(p - idle) / args.mb for p in peaks["bridge"]]
+        print(f"  bridge over bridge-idle ({idle:.1f} MB), in results of {args.mb:g} MB: "
+              + ", ".join(f"{x:.2f}x" for x in over) + f" (target <= 3x: <= {idle + 3 * args.mb:.0f} MB)")
 
 
 if __name__ == "__main__":

@@ -8,15 +8,13 @@ memory once it has been reported.
 
 from __future__ import annotations
 
-import sys
-
 from mcp.types import CallToolResult
 
 from bridge.model import ConversationKey
 from bridge.requests.request_context import new_id
 from bridge.safety.limits import Limits
 from bridge.safety.lru import ByteLRU
-from bridge.text.plain import MAX_TEXT, result_text, shorten
+from bridge.text.plain import MAX_TEXT, result_excerpt, shorten
 
 
 class KeptResults:
@@ -25,13 +23,15 @@ class KeptResults:
         self._kept: ByteLRU[tuple[str, str], str] = ByteLRU(limits.kept_results_size)
 
     def message(self, conversation: ConversationKey, head: str, result: CallToolResult) -> str:
-        """The chat message reporting `result`: all of it, or its start and how to see the rest."""
-        text = result_text(result, limit=sys.maxsize)
-        if len(text) <= MAX_TEXT:
-            return f"{head}\n{text}"
-        if len(text) > self._limit:
-            text = (text[:self._limit] + f"\n… [{len(text) - self._limit} more characters not kept: the bridge keeps "
-                    f"at most {self._limit} characters of a result (limits.tool_result_size)]")
+        """The chat message reporting `result`: all of it, or its start and how to see the rest. Built from at most
+        `limits.tool_result_size` characters of it (`result_excerpt`), whatever its size."""
+        excerpt = result_excerpt(result, self._limit)
+        if excerpt.length <= MAX_TEXT:
+            return f"{head}\n{excerpt.text()}"
+        text = excerpt.text()
+        if excerpt.left_out:
+            text += (f"\n… [{excerpt.left_out} more characters not kept: the bridge keeps at most {self._limit} "
+                     "characters of a result (limits.tool_result_size)]")
         result_id = new_id()
         self._kept.put((conversation.id(), result_id), text, len(text))
         return f"{head}\n{shorten(text, MAX_TEXT - 100)}\n(`show {result_id}` shows all of it)"

@@ -15,6 +15,7 @@ from bridge.errors import MessageTooLarge, SessionError
 from bridge.model import Interaction, Kind
 from bridge.safety.browser_url import check_host
 from bridge.text.content import block_text
+from bridge.text.excerpt import Excerpt, json_chunks
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -47,22 +48,40 @@ def link_warning(url: str) -> str:
 
 
 def result_text(result: CallToolResult, limit: int = MAX_TEXT) -> str:
-    """A tool result as chat text: text blocks, structured content as JSON, other blocks described."""
-    parts: list[str] = []
-    for block in result.content:
-        parts.append(block_text(block))
+    """A tool result as chat text: text blocks, structured content as JSON, other blocks described; at most `limit`
+    characters, worded as `shorten` words it. Built from a bounded prefix (`result_excerpt`): a huge result is not
+    copied to show its start."""
+    return result_excerpt(result, limit).shortened()
+
+
+def result_excerpt(result: CallToolResult, limit: int) -> Excerpt:
+    """The first `limit` characters of a tool result as chat text, and the length of all of it, without building it
+    whole: each block's text is taken as it is and only what fits is copied.
+
+    Structured content that only repeats the text (`_same`) is left out. It is compared only when the text fits in
+    `limit`; past that, nothing of it would be shown, and comparing would mean parsing or writing all of it, so it is
+    neither shown nor counted."""
+    excerpt = Excerpt(limit)
+    parts = [block_text(block) for block in result.content]
+    for part in parts:
+        if part:
+            excerpt.add("\n" if excerpt.length else "")
+            excerpt.add(part)
     structured = result.structured_content
-    if structured is not None and not _same(structured, "\n".join(parts)):
-        parts.append("structured content: " + json.dumps(result.structured_content, ensure_ascii=False, indent=1))
-    text = "\n".join(p for p in parts if p) or "(no content)"
-    return shorten(text, limit)
+    if structured is not None and not excerpt.full and not _same(structured, "\n".join(parts)):
+        excerpt.add("\nstructured content: " if excerpt.length else "structured content: ")
+        excerpt.extend(json_chunks(structured))
+    if excerpt.length == 0:
+        excerpt.add("(no content)")
+    return excerpt
 
 
 def _same(structured: dict[str, Any], text: str) -> bool:
     """True when the structured content only repeats the text (SDK servers wrap a plain return value as
     {"result": value} next to its text form); showing it twice helps nobody."""
     value: Any = structured.get("result", structured) if set(structured) == {"result"} else structured
-    if value == text or str(value) == text:
+    # A container's repr is never built: it could be a second copy of a huge result.
+    if value == text or (not isinstance(value, dict | list) and str(value) == text):
         return True
     try:
         return bool(json.loads(text) == value)

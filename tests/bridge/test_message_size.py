@@ -98,11 +98,11 @@ def test_call_prints_the_notice_and_no_traceback(tmp_path: Path) -> None:
 
 def test_a_line_is_kept_only_up_to_the_bound_and_the_rest_of_it_skipped() -> None:
     lines = LineSplitter(10)
-    assert lines.feed(b"0123456789\nab") == [b"0123456789"]
+    assert lines.feed(b"0123456789\nab") == [bytearray(b"0123456789")]
     assert lines.feed(b"cdefghi") == []
     assert lines.feed(b"jk") == [TOO_LONG]  # at once, not at the line's end
-    assert lines.feed(b"x" * 100) == [] and lines._parts == []  # nothing of it is kept
-    assert lines.feed(b"yy\nshort\n" + b"z" * 11 + b"\n\n") == [b"short", TOO_LONG, b""]
+    assert lines.feed(b"x" * 100) == [] and lines.held == 0  # nothing of it is kept
+    assert lines.feed(b"yy\nshort\n" + b"z" * 11 + b"\n\n") == [bytearray(b"short"), TOO_LONG, bytearray()]
 
 
 def test_event_sizes_count_from_the_last_blank_line() -> None:

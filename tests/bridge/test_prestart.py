@@ -107,11 +107,11 @@ async def test_a_long_result_reaches_chat_whole_through_the_bridges_stdio_reader
 def test_lines_split_across_chunks_and_many_in_one_chunk() -> None:
     lines = LineSplitter()
     assert lines.feed(b"ab") == [] and lines.feed(b"c") == []
-    assert lines.feed(b"d\ne\n\nf") == [b"abcd", b"e", b""]
-    assert lines.feed(b"g\n") == [b"fg"] and lines.feed(b"") == []
+    assert lines.feed(b"d\ne\n\nf") == [bytearray(b"abcd"), bytearray(b"e"), bytearray()]
+    assert lines.feed(b"g\n") == [bytearray(b"fg")] and lines.feed(b"") == []
     chunks = [b"x" * 65536] * 100 + [b"\n" + b"1\n" * 10_000]
     out = [line for chunk in chunks for line in lines.feed(chunk)]
-    assert out[0] == b"x" * (65536 * 100) and out[1:] == [b"1"] * 10_000
+    assert out[0] == bytearray(b"x" * (65536 * 100)) and out[1:] == [bytearray(b"1")] * 10_000
 
 
 def test_servers_get_the_variables_the_sdk_gives_them() -> None:
