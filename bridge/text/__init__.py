@@ -1,7 +1,6 @@
 """Wording: what people read, the same on every platform. Plain-text rendering (`plain`), outcomes and progress
 (`presentation`), MCP content as text (`content`), the start of a huge text (`excerpt`), `show <id>` (`showing`), time
-left (`durations`), and a card
-asked one question at a time (`dialog`).
+left (`durations`), and a card asked one question at a time (`dialog`).
 
 Pure, no I/O. May use: `bridge.forms`, `bridge.safety`, `bridge.model`, `bridge.errors`.
 """
