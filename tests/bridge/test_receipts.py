@@ -295,17 +295,18 @@ async def test_a_receipt_signed_by_a_key_the_server_does_not_know_is_refused(pro
     assert acted == []
 
 
-async def _approved_then_stopped(target: str, config: Any, path: str,
-                                 at_rest: str = "") -> tuple[Interaction, Interaction]:
-    """Run `destroy_confirmed` until its approval is accepted and its confirmation form waits, then stop the bridge
-    (the call stays stored). `at_rest`: SQL run on the store while the bridge is down."""
+async def _approved_then_stopped(target: str, config: Any, path: str, at_rest: str = "",
+                                 approvers: tuple[Actor, ...] = (ALICE,)) -> tuple[Interaction, Interaction]:
+    """Run `destroy_confirmed` until its approval is accepted (by each of `approvers` in turn) and its confirmation
+    form waits, then stop the bridge (the call stays stored). `at_rest`: SQL run on the store while it is down."""
     store = await open_store(path)
     host, chat = await host_for(config, store)
     async with host:
         await call(host, f'call vault destroy_confirmed {{"target": "{target}"}}')
         with anyio.fail_after(patient(20)):
             approval = await chat.wait_card("tool")
-            assert await decide(host, approval) is Verdict.CLAIMED
+            for who in approvers:
+                await decide(host, approval, who)
             confirm = await chat.wait_card("form")
     if at_rest:
         await store.driver.transaction([Step(at_rest)])
@@ -346,6 +347,21 @@ async def test_a_call_approved_before_a_restart_carries_a_receipt_made_again_fro
     before, again = [r for r in rows if r.interaction_id == approval.id]
     assert f"jti={claims['jti']} " in again.detail and f"jti={claims['jti']} " not in before.detail
     assert [r.interaction_id for r in rows if r.detail.endswith("for form")] == [confirm.id]
+
+
+async def test_a_quorum_approval_given_before_a_restart_is_named_whole_in_the_receipt_made_after_it(
+        store_target: str) -> None:
+    keys = ReceiptKeys.generate()
+    server, acted = receipts_server(keys.jwks())
+    rule = ApproverRule((ALICE.key, BOB.key, CAROL.key), required=2, requester=False)
+    config = config_for({"vault": server}, server_protocol="auto", receipts=ReceiptSettings(keys, "test-bridge"),
+                        server_tool_approvers=(("destroy_confirmed", rule),))
+    approval, confirm = await _approved_then_stopped("/srv/q", config, store_target, approvers=(CAROL, BOB))
+    done, _rows = await _confirmed_after_restart(config, store_target, confirm, "/srv/q")
+    assert acted == ["/srv/q"], done
+    claims = checked(json.loads(done.split(":", 1)[1].strip().strip("`").strip())["receipt"], keys, "tool")
+    assert claims["by"] == [CAROL.key, BOB.key] and claims["iid"] == approval.id
+    assert claims["rule"] == {"required": 2, "approvers": sorted([ALICE.key, BOB.key, CAROL.key]), "groups": []}
 
 
 async def test_a_stored_call_whose_arguments_no_longer_match_its_approval_gets_no_new_receipt(
