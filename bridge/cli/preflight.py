@@ -34,8 +34,8 @@ def problems(config: Config, env: Mapping[str, str] | None = None) -> list[str]:
         if problem:
             found.append(problem)
     if config.chat and not config.http.listen:
-        found.extend(f"servers.{name}.auth: per_user in chat needs http.listen: each person's sign-in comes back to "
-                     "the bridge's HTTP server (<http.public_url>/oauth/callback)"
+        found.extend(f"servers.{name}.auth: {server.auth.identity} in chat needs http.listen: each person's sign-in "
+                     "comes back to the bridge's HTTP server (<http.public_url>/oauth/callback)"
                      for name, server in config.servers.items() if personal(server) and not server.disabled)
     if config.llm.provider in ("openai", "anthropic") and not _installed(config.llm.provider):
         found.append(f"llm.provider: {config.llm.provider} needs its SDK, which is not installed: install the bridge "
