@@ -39,8 +39,8 @@ def acme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Company]:
 
 @asynccontextmanager
 async def bridge(acme: Company) -> AsyncIterator[tuple[Host, FakeChatPort]]:
-    config = Config(store=":memory:", conversation_scope="channel", http=HttpConfig(listen="127.0.0.1:0"),
-                    **acme.settings())
+    config = Config(servers=acme.server_configs(), store=":memory:", conversation_scope="channel",
+                    http=HttpConfig(listen="127.0.0.1:0"), **acme.settings())
     host, chat = await host_for(config)
     async with host, redirects(host):
         yield host, chat

@@ -106,9 +106,12 @@ class Company:
             issuer=provider.base if issuer else None))
 
     def settings(self) -> dict[str, Any]:
+        """The Config fields of the company sign-in (tokens encrypted with the key in KEY_ENV)."""
         return {"secrets_key_env": KEY_ENV, "token_store": str(self.tokens),
-                "identity_provider": self.identity_provider(),
-                "servers": {name: self.server(name) for name in self.servers}}
+                "identity_provider": self.identity_provider()}
+
+    def server_configs(self) -> dict[str, ServerConfig]:
+        return {name: self.server(name) for name in self.servers}
 
     def issued(self) -> list[str]:
         """Every secret the company handed out: ID tokens, refresh tokens, ID-JAGs, access tokens."""
