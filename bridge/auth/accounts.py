@@ -113,7 +113,8 @@ class Accounts:
         sessions with it, so the next call asks them to connect again. `--all`, or the company sign-in's name:
         every server's access that comes from it ends too."""
         company = self._config.identity_provider
-        if name == "--all" or (company is not None and name in (company.label(), "company")):
+        if name == "--all" or (company is not None and name not in self._config.servers
+                               and name in (company.label(), "company")):
             return await self._logout_all(person, everything=name == "--all")
         server = self._config.servers.get(name)
         if server is None:
@@ -127,7 +128,7 @@ class Accounts:
         if server.auth.identity == "enterprise":
             assert company is not None
             return (f"Disconnected {name}. You are still signed in with {company.label()}, so your next call to it "
-                    f"connects again by itself; `logout {company.label()}` or `logout --all` ends that.")
+                    "connects again by itself; `logout company` or `logout --all` ends that.")
         return f"Disconnected {name}: your sign-in was forgotten" + \
             (" and revoked at the server." if revoked else " (the server offers no revocation).")
 

@@ -142,8 +142,10 @@ async def test_logout_all_ends_every_servers_access(acme: Company) -> None:
         with anyio.fail_after(patient(30)):
             await signed_in_call(host, chat, ADA, "ada", "crm")
             text(await host.calls.run(CHANNEL, ADA, "wiki", "whoami", {}))
+            one = await host.accounts.logout("wiki", ADA)
             said = await host.accounts.logout("--all", ADA)
             assert not await host.accounts.clients.company().signed_in(ADA.key)
             again = await signed_in_call(host, chat, ADA, "ada", "wiki")
-    assert "Acme SSO" in said and "crm" in said and "wiki" in said
+    assert one.startswith("Disconnected wiki. You are still signed in with Acme SSO")
+    assert said == "Signed out of Acme SSO (company sign-in), crm: every sign-in of yours there was forgotten."
     assert again == "ada@example.com" and len(chat.cards) == 2
