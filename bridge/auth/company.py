@@ -97,10 +97,21 @@ class CompanySignIn:
         return await self._stored(person) is not None
 
     async def forget(self, person: str) -> bool:
-        """Forget the person's sign-in (a logout); True when there was one."""
-        had = await self._stored(person) is not None
+        """Forget the person's sign-in (a logout), revoking its refresh token where the provider offers revocation
+        (RFC 7009; best effort, it is forgotten whatever the answer); True when there was one."""
+        stored = await self._stored(person)
         await self._vault.forget(self.slot, person)
-        return had
+        if stored is not None and stored.get("refresh_token") and self.provider.id_token is None:
+            await self._revoke(str(stored["refresh_token"]))
+        return stored is not None
+
+    async def _revoke(self, refresh_token: str) -> None:
+        try:
+            endpoint = (await self._discover()).get("revocation_endpoint")
+            if isinstance(endpoint, str) and endpoint:
+                await self._post(endpoint, {"token": refresh_token, "token_type_hint": "refresh_token"})
+        except (AuthError, httpx2.HTTPError) as exc:
+            logger.info("could not revoke a sign-in at %s: %s", self.provider.label(), type(exc).__name__)
 
     # -- the ID token: kept, refreshed, or a new sign-in ------------------------------------------------------------
 
@@ -220,15 +231,8 @@ class CompanySignIn:
         """A token endpoint request with the bridge's client authentication; the answer's JSON (an `error` member
         when refused). Raises AuthError when the provider cannot be reached or answers nonsense."""
         endpoint = str((await self._discover())["token_endpoint"])
-        auth: httpx2.BasicAuth | None = None
-        if self.provider.client_secret:
-            auth = httpx2.BasicAuth(self.provider.client_id, self.provider.client_secret)
-        else:
-            form = {**form, "client_id": self.provider.client_id}
         try:
-            async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
-                response = await (http.post(endpoint, data=form, auth=auth) if auth is not None
-                                  else http.post(endpoint, data=form))
+            response = await self._post(endpoint, form)
             answer = response.json()
         except httpx2.HTTPError as exc:
             raise AuthError(f"{self.provider.label()} could not be reached ({type(exc).__name__})") from None
@@ -238,6 +242,18 @@ class CompanySignIn:
             raise AuthError(f"{self.provider.label()}'s token endpoint answered {response.status_code} without an "
                             "OAuth answer")
         return answer
+
+
+    async def _post(self, endpoint: str, form: dict[str, str]) -> httpx2.Response:
+        """A form POST with the bridge's client authentication (HTTP Basic with a secret, else its client id)."""
+        auth: httpx2.BasicAuth | None = None
+        if self.provider.client_secret:
+            auth = httpx2.BasicAuth(self.provider.client_id, self.provider.client_secret)
+        else:
+            form = {**form, "client_id": self.provider.client_id}
+        async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+            return await (http.post(endpoint, data=form, auth=auth) if auth is not None
+                          else http.post(endpoint, data=form))
 
 
 def _claims(token: str) -> dict[str, Any]:

@@ -127,6 +127,15 @@ async def test_an_expired_id_token_is_refreshed_without_asking(acme: Company) ->
     assert wiki == "ada@example.com" and len(chat.cards) == 1 and acme.idp.counts["refresh"] == 1
 
 
+async def test_an_id_token_the_company_no_longer_takes_is_refreshed_without_asking(acme: Company) -> None:
+    async with bridge(acme) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await signed_in_call(host, chat, ADA, "ada", "crm")
+            acme.idp.rejected.update(acme.idp.issued)
+            wiki = text(await host.calls.run(CHANNEL, ADA, "wiki", "whoami", {}))
+    assert wiki == "ada@example.com" and len(chat.cards) == 1 and acme.idp.counts["refresh"] == 1
+
+
 async def test_a_company_session_ended_means_signing_in_again(acme: Company) -> None:
     acme.idp.id_token_ttl = 30
     async with bridge(acme) as (host, chat):
@@ -149,3 +158,4 @@ async def test_logout_all_ends_every_servers_access(acme: Company) -> None:
     assert one.startswith("Disconnected wiki. You are still signed in with Acme SSO")
     assert said == "Signed out of Acme SSO (company sign-in), crm: every sign-in of yours there was forgotten."
     assert again == "ada@example.com" and len(chat.cards) == 2
+    assert len(acme.idp.revoked) == 1 and acme.idp.revoked[0] in acme.idp.issued  # her refresh token, at the company

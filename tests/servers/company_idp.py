@@ -53,6 +53,10 @@ class CompanyIdP:
     counts: Counter[str] = field(default_factory=Counter)
     exchanges: list[dict[str, str]] = field(default_factory=list)
     """The form of every token exchange (to check what the bridge sent)."""
+    revoked: list[str] = field(default_factory=list)
+    """Tokens revoked at /revoke."""
+    rejected: set[str] = field(default_factory=set)
+    """ID tokens the provider no longer takes in an exchange (their session was ended early)."""
 
     def public_pem(self) -> bytes:
         from cryptography.hazmat.primitives import serialization
@@ -97,7 +101,7 @@ def company_app(idp: CompanyIdP) -> Starlette:
             "jwks_uri": f"{base}/jwks.json", "response_types_supported": ["code"],
             "subject_types_supported": ["public"], "id_token_signing_alg_values_supported": ["ES256"],
             "grant_types_supported": ["authorization_code", "refresh_token", TOKEN_EXCHANGE],
-            "code_challenge_methods_supported": ["S256"]})
+            "code_challenge_methods_supported": ["S256"], "revocation_endpoint": f"{base}/revoke"})
 
     async def jwks(request: Request) -> Response:
         jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(idp.key.public_key()))
@@ -157,6 +161,15 @@ def company_app(idp: CompanyIdP) -> Starlette:
             return exchange(form)
         return _error("unsupported_grant_type")
 
+    async def revoke(request: Request) -> Response:
+        if request.headers.get("authorization", "") != "Basic " + base64.b64encode(
+                f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode():
+            return _error("invalid_client", "client authentication failed", 401)
+        token = str((await request.form()).get("token", ""))
+        idp.revoked.append(token)
+        idp.refresh.pop(token, None)
+        return Response(status_code=200)
+
     def exchange(form: dict[str, str]) -> Response:
         if form.get("requested_token_type") != ID_JAG_TYPE or form.get("subject_token_type") != ID_TOKEN_TYPE:
             return _error("invalid_request", "only ID tokens are exchanged, for ID-JAGs")
@@ -165,6 +178,8 @@ def company_app(idp: CompanyIdP) -> Starlette:
                                  audience=CLIENT_ID, issuer=idp.issuer)
         except jwt.PyJWTError as exc:
             return _error("invalid_grant", f"the subject token is not valid: {type(exc).__name__}")
+        if form.get("subject_token") in idp.rejected:
+            return _error("invalid_grant", "the subject token's session has ended")
         audience, resource = form.get("audience", ""), form.get("resource", "")
         if audience not in idp.apps or not resource:
             return _error("invalid_target", "no cross-app access is set up for this audience")
@@ -177,4 +192,5 @@ def company_app(idp: CompanyIdP) -> Starlette:
 
     return Starlette(routes=[
         Route("/.well-known/openid-configuration", discovery), Route("/jwks.json", jwks),
-        Route("/authorize", authorize), Route("/login", login), Route("/token", token, methods=["POST"])])
+        Route("/authorize", authorize), Route("/login", login), Route("/token", token, methods=["POST"]),
+        Route("/revoke", revoke, methods=["POST"])])
