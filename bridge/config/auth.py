@@ -115,6 +115,9 @@ def auth_problems(where: str, server: Mapping[str, Any], data: Mapping[str, Any]
         if not auth.get("client_id") or not auth.get("client_secret"):
             problems.append(f"{where}.auth: identity enterprise needs client_id and client_secret (the bridge's "
                             "client at the server's authorization server)")
+        if auth.get("key_env") and not data.get("secrets_key_env"):
+            problems.append(f"{where}.auth: the company sign-in is kept encrypted with the key named by "
+                            "secrets_key_env (auth.key_env covers only this server's tokens): set secrets_key_env")
         if auth.get("token_endpoint_auth_method") == "none" or auth.get("private_key"):
             problems.append(f"{where}.auth: identity enterprise authenticates with client_secret "
                             "(client_secret_basic or client_secret_post)")

@@ -138,5 +138,10 @@ def test_enterprise_servers_need_the_company_provider_a_confidential_client_and_
     assert "idp-s3cr3t" not in loaded.redactor.redact("idp-s3cr3t") and \
         "as-s3cr3t" not in loaded.redactor.redact("as-s3cr3t")
     assert identity_for(loaded.servers["s"], "slack:U1") == "slack:U1"
+    assert problems({"identity_provider": {"issuer": "https://acme.okta.com", "client_id": "0oa1"}, "servers": {
+        "s": {"url": "https://a/mcp", "auth": {"identity": "enterprise", "client_id": "c", "client_secret": "x",
+                                               "key_env": "MY_KEY"}}}}, {"MY_KEY": KEY}) == [
+        "servers.s.auth: the company sign-in is kept encrypted with the key named by secrets_key_env (auth.key_env "
+        "covers only this server's tokens): set secrets_key_env"]
     with pytest.raises(AuthError):
         identity_for(loaded.servers["s"], None)
