@@ -40,6 +40,7 @@ from mcp.client.auth.utils import (
     union_scopes,
 )
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth_utils import check_resource_allowed
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
@@ -241,7 +242,9 @@ class _EnterpriseProvider(_Bridged, IdentityAssertionOAuthProvider):
                 extract_resource_metadata_from_www_auth(response), self._server_url)
             for url in urls:
                 prm = await handle_protected_resource_response((yield create_oauth_metadata_request(url)))
-                if prm is not None and prm.authorization_servers:
+                # RFC 9728 §3.3: metadata naming another resource is not this server's.
+                if prm is not None and prm.authorization_servers and check_resource_allowed(
+                        requested_resource=self._resource, configured_resource=str(prm.resource)):
                     self._issuer = str(prm.authorization_servers[0])
                     self._client.issuer = self._issuer
                     self._known = True

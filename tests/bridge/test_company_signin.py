@@ -159,3 +159,13 @@ async def test_logout_all_ends_every_servers_access(acme: Company) -> None:
     assert said == "Signed out of Acme SSO (company sign-in), crm: every sign-in of yours there was forgotten."
     assert again == "ada@example.com" and len(chat.cards) == 2
     assert len(acme.idp.revoked) == 1 and acme.idp.revoked[0] in acme.idp.issued  # her refresh token, at the company
+
+
+async def test_without_issuer_the_servers_metadata_names_its_authorization_server(acme: Company) -> None:
+    config = Config(servers={"wiki": acme.server("wiki", issuer=False)}, store=":memory:",
+                    conversation_scope="channel", http=HttpConfig(listen="127.0.0.1:0"), **acme.settings())
+    host, chat = await host_for(config)
+    async with host, redirects(host):
+        with anyio.fail_after(patient(30)):
+            wiki = await signed_in_call(host, chat, ADA, "ada", "wiki")
+    assert wiki == "ada@example.com" and [e["audience"] for e in acme.idp.exchanges] == [acme.servers["wiki"].base]
