@@ -9,13 +9,14 @@ the MCP server); the SDK then presents it there with the RFC 7523 JWT-bearer gra
 with the refresh token; a refresh refused means a new sign-in. Nothing here ever logs or shows a token.
 
 The SDK has no OpenID Connect client, so the three requests (authorization, code, refresh and exchange at the token
-endpoint) are written here over httpx, with the SDK's PKCE; the ID token's claims are read with PyJWT. Its signature
+endpoint) are written here over httpx, with the SDK's PKCE; the ID token's claims are read with joserfc (its signature
 is not checked: it comes straight from the provider's token endpoint over TLS, which OpenID Connect Core §3.1.3.7
-accepts in place of the signature, and the bridge only hands it back to that same provider.
+accepts in place of the signature, and the bridge only hands it back to that same provider).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -25,7 +26,8 @@ from urllib.parse import urlencode
 
 import anyio
 import httpx2
-import jwt
+from joserfc.errors import JoseError
+from joserfc.jws import extract_compact
 from mcp.client.auth.oauth2 import PKCEParameters
 from mcp.shared.auth import AuthorizationCodeResult
 
@@ -257,8 +259,11 @@ class CompanySignIn:
 
 
 def _claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, its signature unchecked (see the module)."""
     try:
-        claims: dict[str, Any] = jwt.decode(token, options={"verify_signature": False})
-    except jwt.PyJWTError:
-        raise AuthError("the ID token is not a readable JWT") from None
+        claims = json.loads(extract_compact(token.encode()).payload)
+    except (JoseError, ValueError, UnicodeError):
+        claims = None
+    if not isinstance(claims, dict):
+        raise AuthError("the ID token is not a readable JWT")
     return claims
