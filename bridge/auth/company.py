@@ -8,10 +8,10 @@ an RFC 8693 token exchange of the ID token at the provider (audience: the server
 the MCP server); the SDK then presents it there with the RFC 7523 JWT-bearer grant. An expired ID token is refreshed
 with the refresh token; a refresh refused means a new sign-in. Nothing here ever logs or shows a token.
 
-The SDK has no OpenID Connect client, so the three requests (authorization, code, refresh and exchange at the token
-endpoint) are written here over httpx, with the SDK's PKCE; the ID token's claims are read with joserfc (its signature
-is not checked: it comes straight from the provider's token endpoint over TLS, which OpenID Connect Core §3.1.3.7
-accepts in place of the signature, and the bridge only hands it back to that same provider).
+The SDK has no OpenID Connect client, so its requests (the authorization link; the code, the refresh and the exchange
+at the token endpoint; revocation at logout) are written here over httpx, with the SDK's PKCE. The ID token's claims
+are read with joserfc, its signature unchecked: it comes straight from the provider's token endpoint over TLS, which
+OpenID Connect Core §3.1.3.7 accepts in place of the signature, and the bridge only hands it back to that provider.
 """
 
 from __future__ import annotations
