@@ -120,6 +120,20 @@ def test_per_user_in_chat_needs_the_http_server_its_sign_ins_come_back_to() -> N
     assert preflight.problems(shared) == []
 
 
+def test_a_configured_id_token_is_refused_in_chat() -> None:
+    """It is one person's: in chat every caller would act as them."""
+    enterprise = {"identity": "enterprise", "client_id": "c", "client_secret": "x"}
+    idp = {"issuer": "https://acme.okta.com", "client_id": "0oa1", "id_token": "${ID_TOKEN}"}
+    env = {"K": KEY, "ID_TOKEN": "eyJ.e30.sig"}
+    terminal = config(enterprise, env, secrets_key_env="K", identity_provider=idp)
+    assert preflight.problems(terminal, env) == ["chat: configure at least one adapter (console, slack or matrix)"]
+    chat = config(enterprise, env, secrets_key_env="K", identity_provider=idp, chat={"console": {}},
+                  http={"listen": "127.0.0.1:8780"})
+    assert preflight.problems(chat, env) == [
+        "identity_provider.id_token: one ID token is one person; in chat everyone would use that person's accounts. "
+        "Leave it out: each person signs in with the company themselves"]
+
+
 def test_enterprise_servers_need_the_company_provider_a_confidential_client_and_a_key() -> None:
     assert problems({"servers": {"s": {"url": "https://a/mcp", "auth": {"identity": "enterprise"}}}}) == [
         "servers.s.auth: identity enterprise needs identity_provider (the company's OpenID Connect provider, where "
