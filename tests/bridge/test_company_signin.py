@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, TextContent
 
 from bridge.config.file import Config, HttpConfig
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, Interaction
+from bridge.model import Actor, ConversationKey, Interaction, MessageIn
 from bridge.testing import FakeChatPort, host_for, patient
 from tests.servers.enterprise import Company, company
 from tests.servers.signin import redirects, sign_in
@@ -148,15 +148,24 @@ async def test_a_company_session_ended_means_signing_in_again(acme: Company) -> 
 
 async def test_logout_all_ends_every_servers_access(acme: Company) -> None:
     async with bridge(acme) as (host, chat):
+        async def command(person: Actor, line: str) -> str:
+            before = len(chat.messages)
+            await host.run_message(MessageIn(CHANNEL, person, line, explicit_command=True))
+            return "\n".join(m.text for m in chat.messages[before:])
+
         with anyio.fail_after(patient(30)):
             await signed_in_call(host, chat, ADA, "ada", "crm")
             text(await host.calls.run(CHANNEL, ADA, "wiki", "whoami", {}))
-            one = await host.accounts.logout("wiki", ADA)
-            said = await host.accounts.logout("--all", ADA)
+            listed = await command(ADA, "accounts")
+            one = await command(ADA, "logout wiki")
+            said = await command(ADA, "logout --all")
             assert not await host.accounts.clients.company().signed_in(ADA.key)
+            after = await command(ADA, "accounts")
             again = await signed_in_call(host, chat, ADA, "ada", "wiki")
+    assert "Acme SSO (company sign-in), crm, wiki" in listed
     assert one.startswith("Disconnected wiki. You are still signed in with Acme SSO")
     assert said == "Signed out of Acme SSO (company sign-in), crm: every sign-in of yours there was forgotten."
+    assert "You have not connected" in after
     assert again == "ada@example.com" and len(chat.cards) == 2
     assert len(acme.idp.revoked) == 1 and acme.idp.revoked[0] in acme.idp.issued  # her refresh token, at the company
 
