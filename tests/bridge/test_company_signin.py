@@ -178,3 +178,15 @@ async def test_without_issuer_the_servers_metadata_names_its_authorization_serve
         with anyio.fail_after(patient(30)):
             wiki = await signed_in_call(host, chat, ADA, "ada", "wiki")
     assert wiki == "ada@example.com" and [e["audience"] for e in acme.idp.exchanges] == [acme.servers["wiki"].base]
+
+
+async def test_a_server_the_company_has_not_connected_is_told_plainly(acme: Company) -> None:
+    acme.idp.apps.pop(acme.servers["wiki"].base)  # no Cross App Access connection for wiki
+    async with bridge(acme) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await signed_in_call(host, chat, ADA, "ada", "crm")
+            refused = await host.calls.run(CHANNEL, ADA, "wiki", "whoami", {})
+    said = [m.text for m in chat.messages if m.conversation == CHANNEL][-1]
+    assert refused is None and len(chat.cards) == 1
+    assert "Acme SSO did not grant access to wiki: it does not issue access for this server's address" in said
+    assert "Traceback" not in said and acme.servers["wiki"].counts["jwt-bearer"] == 0
