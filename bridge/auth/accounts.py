@@ -25,6 +25,7 @@ from bridge.auth.signins import Authorizations, endpoint
 from bridge.auth.tokens import VaultStorage
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
+from bridge.config.auth import PERSONAL
 from bridge.config.file import Config
 from bridge.errors import CommandError, ConfigError, TokenStoreError
 from bridge.model import Actor
@@ -89,10 +90,17 @@ class Accounts:
         return SessionAuth(inner, where)
 
     async def connected(self, person: Actor) -> list[str]:
-        """The servers this person has connected their own account to (names only)."""
+        """The servers this person has connected their own account to (names only), and the company sign-in."""
         names = []
+        company = self._config.identity_provider
+        if company is not None and any(s.auth.identity == "enterprise" for s in self._config.servers.values()):
+            try:
+                if await self.clients.company().signed_in(person.key):
+                    names.append(f"{company.label()} (company sign-in)")
+            except (ConfigError, TokenStoreError) as exc:
+                logger.warning("could not read the company sign-in: %s", exc)
         for name, server in self._config.servers.items():
-            if server.url and server.auth.identity == "per_user":
+            if server.url and server.auth.identity in PERSONAL:
                 try:
                     if server.url in await self.clients.vault(server).servers(person.key):
                         names.append(name)
@@ -102,13 +110,45 @@ class Accounts:
 
     async def logout(self, name: str, person: Actor) -> str:
         """Forget `person`'s tokens for a server (revoking them where the server supports it) and close their
-        sessions with it, so the next call asks them to connect again."""
+        sessions with it, so the next call asks them to connect again. `--all`, or the company sign-in's name:
+        every server's access that comes from it ends too."""
+        company = self._config.identity_provider
+        if name == "--all" or (company is not None and name not in self._config.servers
+                               and name in (company.label(), "company")):
+            return await self._logout_all(person, everything=name == "--all")
         server = self._config.servers.get(name)
         if server is None:
             raise CommandError(f"There is no server named {name!r}. Try `accounts`.")
-        if not server.url or server.auth.identity != "per_user":
+        if not server.url or server.auth.identity not in PERSONAL:
             raise CommandError(f"{name} does not use each person's own account, so there is nothing of yours to "
                                "forget.")
+        had, revoked = await self._forget(name, person)
+        if not had:
+            return f"You were not connected to {name}; nothing was kept."
+        if server.auth.identity == "enterprise":
+            assert company is not None
+            return (f"Disconnected {name}. You are still signed in with {company.label()}, so your next call to it "
+                    "connects again by itself; `logout company` or `logout --all` ends that.")
+        return f"Disconnected {name}: your sign-in was forgotten" + \
+            (" and revoked at the server." if revoked else " (the server offers no revocation).")
+
+    async def _logout_all(self, person: Actor, *, everything: bool) -> str:
+        ended: list[str] = []
+        company = self._config.identity_provider
+        if company is not None and await self.clients.company().forget(person.key):
+            ended.append(f"{company.label()} (company sign-in)")
+        for name, server in self._config.servers.items():
+            wanted = server.auth.identity == "enterprise" or (everything and server.auth.identity == "per_user")
+            if server.url and wanted and (await self._forget(name, person))[0]:
+                ended.append(name)
+        if not ended:
+            return "You were not signed in anywhere; nothing was kept."
+        return f"Signed out of {', '.join(ended)}: every sign-in of yours there was forgotten."
+
+    async def _forget(self, name: str, person: Actor) -> tuple[bool, bool]:
+        """Forget (and revoke, where offered) one server's tokens of the person and close their sessions with it:
+        (whether there were any, whether the server took the revocation)."""
+        server = self._config.servers[name]
         assert server.url is not None
         storage = VaultStorage(self.clients.vault(server), server.url, person.key)
         try:
@@ -116,14 +156,11 @@ class Accounts:
             client = await storage.get_client_info()
         except TokenStoreError:
             token, client = None, None
-        revoked = await revoke(server.url, token, client) if token is not None else False
+        revoked = await revoke(server.url, token, client) if token is not None and client is not None else False
         await storage.vault.forget(server.url, person.key)
         self.clients.forget(server, person.key)
         await self._pool.close_person(name, person)
-        if token is None:
-            return f"You were not connected to {name}; nothing was kept."
-        return f"Disconnected {name}: your sign-in was forgotten" + \
-            (" and revoked at the server." if revoked else " (the server offers no revocation).")
+        return token is not None, revoked
 
     async def aclose(self) -> None:
         await self.clients.aclose()
@@ -137,7 +174,7 @@ async def every_account(config: Config) -> list[tuple[str, str]]:
     try:
         out: list[tuple[str, str]] = []
         for name, server in config.servers.items():
-            if server.url and server.auth.identity == "per_user":
+            if server.url and server.auth.identity in PERSONAL:
                 out.extend((name, person) for person in await clients.vault(server).people(server.url))
         return out
     finally:

@@ -31,14 +31,23 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import union_scopes
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    create_oauth_metadata_request,
+    extract_resource_metadata_from_www_auth,
+    handle_protected_resource_response,
+    union_scopes,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth_utils import check_resource_allowed
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
+from bridge.auth.company import CompanySignIn
 from bridge.auth.failures import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
-from bridge.config.auth import AuthConfig
+from bridge.config.auth import PERSONAL, AuthConfig
 from bridge.config.file import Config, ServerConfig
 from bridge.errors import AuthError, ConfigError
 from bridge.storage import is_postgres
@@ -93,7 +102,7 @@ def identity_for(server: ServerConfig, person: str | None) -> str | None:
         return None
     if auth.identity == "service":
         return f"service:{auth.client_id}"
-    if auth.identity == "per_user":
+    if auth.identity in PERSONAL:
         if not person:
             raise AuthError(f"{server.name} uses each person's own account, and this request has no known person; "
                             "it was not sent")
@@ -211,6 +220,49 @@ class _ServiceKeyProvider(_Bridged, PrivateKeyJWTOAuthProvider):
     pass
 
 
+class _EnterpriseProvider(_Bridged, IdentityAssertionOAuthProvider):
+    """Enterprise-managed authorization: the SDK presents an ID-JAG from the company sign-in (`bridge.auth.company`)
+    with the JWT-bearer grant. The SDK takes the authorization server as configuration; where `auth.issuer` is
+    unset it is read, once, from the server's protected resource metadata (RFC 9728) before the SDK's flow runs.
+    That lets the resource server name where the ID-JAG goes, but the identity provider decides which audiences
+    it issues one for, so setting `issuer` pins it and is what the documentation recommends."""
+
+    def __init__(self, storage: TokenStorage, client_id: str, client_secret: str, *, server_url: str,
+                 issuer: str | None, **kwargs: Any) -> None:
+        super().__init__(server_url, storage, client_id, client_secret, issuer or "http://unknown.invalid", **kwargs)
+        self._server_url = server_url
+        self._known = issuer is not None
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if not self._known:
+            response = yield request
+            if response.status_code not in (401, 403):
+                return
+            urls = build_protected_resource_metadata_discovery_urls(
+                extract_resource_metadata_from_www_auth(response), self._server_url)
+            for url in urls:
+                prm = await handle_protected_resource_response((yield create_oauth_metadata_request(url)))
+                # RFC 9728 §3.3: metadata naming another resource is not this server's.
+                if prm is not None and prm.authorization_servers and check_resource_allowed(
+                        requested_resource=self._resource, configured_resource=str(prm.resource)):
+                    self._issuer = str(prm.authorization_servers[0])
+                    self._client.issuer = self._issuer
+                    self._known = True
+                    break
+            else:
+                raise OAuthFlowError(f"{self.server_name} names no authorization server (set auth.issuer)")
+        flow = super()._auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
+
 @dataclass(frozen=True, slots=True)
 class TokenPlace:
     """Where tokens for a config are kept: a file and the environment variable with its key (None: in memory)."""
@@ -235,12 +287,31 @@ class OAuthClients:
         self._vaults: dict[TokenPlace, TokenVault] = {}
         self._memory = MemoryVault()
         self._providers: dict[tuple[str, str], _Bridged] = {}
+        self._company: CompanySignIn | None = None
+
+    def company(self) -> CompanySignIn:
+        """The company sign-in (`identity_provider`), kept in the vault of `secrets_key_env`."""
+        provider = self._config.identity_provider
+        if provider is None:
+            raise ConfigError(["identity_provider: enterprise servers need the company's identity provider"])
+        if self._company is None:
+            place = TokenPlace(self._config.token_store if self._config.secrets_key_env else None,
+                               self._config.secrets_key_env)
+            self._company = CompanySignIn(provider, self._vault_at(place, personal=True), self.consent)
+        return self._company
 
     def vault(self, server: ServerConfig) -> TokenVault:
         place = token_place(self._config, server)
+        if (place.path is None or place.key_env is None) and server.auth.identity in PERSONAL:
+            raise ConfigError([f"servers.{server.name}.auth: {server.auth.identity} needs secrets_key_env and a "
+                               "token store"])
+        return self._vault_at(place, personal=server.auth.identity in PERSONAL)
+
+    def _vault_at(self, place: TokenPlace, *, personal: bool) -> TokenVault:
         if place.path is None or place.key_env is None:
-            if server.auth.identity == "per_user":
-                raise ConfigError([f"servers.{server.name}.auth: per_user needs secrets_key_env and a token store"])
+            if personal:
+                raise ConfigError(["secrets_key_env: each person's sign-in is kept encrypted; set secrets_key_env "
+                                   "and a token store"])
             return self._memory
         if place not in self._vaults:
             cipher = Cipher.from_env(place.key_env, self._env)
@@ -268,8 +339,9 @@ class OAuthClients:
         if key not in self._providers:
             provider = self._build(server, identity)
             provider.server_name = server.name
-            context = provider.context  # type: ignore[attr-defined]
-            context.client_metadata = _ScopedMetadata.of(context.client_metadata, server.auth.scopes)
+            if not isinstance(provider, _EnterpriseProvider):
+                context = provider.context  # type: ignore[attr-defined]
+                context.client_metadata = _ScopedMetadata.of(context.client_metadata, server.auth.scopes)
             self._providers[key] = provider
         return self._providers[key]
 
@@ -301,7 +373,24 @@ class OAuthClients:
                     server.url, storage, auth.client_id, auth.client_secret,
                     token_endpoint_auth_method="client_secret_post" if method == "client_secret_post"
                     else "client_secret_basic", scope=scope, issuer=auth.issuer)
+        if auth.identity == "enterprise":
+            return self._enterprise_provider(server, identity, storage, scope)
         return self._user_provider(server, identity, storage)
+
+    def _enterprise_provider(self, server: ServerConfig, person: str, storage: VaultStorage,
+                             scope: str | None) -> _Bridged:
+        assert server.url is not None and server.auth.client_id and server.auth.client_secret
+        company = self.company()
+        name = server.name
+
+        async def assertion(audience: str, resource: str) -> str:
+            return await company.id_jag(person, audience, resource, name)
+
+        method = server.auth.token_endpoint_auth_method
+        return _EnterpriseProvider(storage, server.auth.client_id, server.auth.client_secret,
+                                   server_url=server.url, issuer=server.auth.issuer, assertion_provider=assertion,
+                                   scope=scope, token_endpoint_auth_method="client_secret_post"
+                                   if method == "client_secret_post" else "client_secret_basic")
 
     def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> _Bridged:
         assert server.url is not None

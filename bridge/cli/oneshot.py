@@ -197,7 +197,8 @@ async def _guarded(body: Callable[[], Awaitable[int]], redactor: Redactor) -> in
 
 
 async def fresh_tools(term: Terminal, server: str) -> list[Tool]:
-    tools: list[Tool] = await term.host.pool.list_tools(term.console.conversation, server, fresh=True)
+    tools: list[Tool] = await term.host.pool.list_tools(term.console.conversation, server, fresh=True,
+                                                         person=term.console.actor)
     return tools
 
 

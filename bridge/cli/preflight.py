@@ -34,9 +34,12 @@ def problems(config: Config, env: Mapping[str, str] | None = None) -> list[str]:
         if problem:
             found.append(problem)
     if config.chat and not config.http.listen:
-        found.extend(f"servers.{name}.auth: per_user in chat needs http.listen: each person's sign-in comes back to "
-                     "the bridge's HTTP server (<http.public_url>/oauth/callback)"
+        found.extend(f"servers.{name}.auth: {server.auth.identity} in chat needs http.listen: each person's sign-in "
+                     "comes back to the bridge's HTTP server (<http.public_url>/oauth/callback)"
                      for name, server in config.servers.items() if personal(server) and not server.disabled)
+    if config.chat and config.identity_provider is not None and config.identity_provider.id_token is not None:
+        found.append("identity_provider.id_token: one ID token is one person; in chat everyone would use that "
+                     "person's accounts. Leave it out: each person signs in with the company themselves")
     if config.llm.provider in ("openai", "anthropic") and not _installed(config.llm.provider):
         found.append(f"llm.provider: {config.llm.provider} needs its SDK, which is not installed: install the bridge "
                      "with its llm extra, e.g. pip install '.[llm]' in a clone (see Installing in the README)")

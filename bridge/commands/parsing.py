@@ -31,7 +31,8 @@ HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   revoke <grant id>                  end a grant
   usage                              your and this conversation's model tokens today, against the budgets
   accounts                           the servers you connected your own account to
-  logout <server>                    forget (and revoke) your own account's sign-in for a server"""
+  logout <server>                    forget (and revoke) your own account's sign-in for a server
+  logout --all                       sign out everywhere (the company sign-in and every server's access)"""
 
 NAMES = ("help", "servers", "tools", "call", "pending", "cancel", "prompts", "prompt", "resources", "read", "roots",
          "reset", "show", "grants", "revoke", "usage", "accounts", "logout")
@@ -69,7 +70,7 @@ def parse(text: str) -> Command:
     if name == "revoke" and len(args) != 1:
         return Command(name, error="Usage: revoke <grant id> (see `grants`)")
     if name == "logout" and len(args) != 1:
-        return Command(name, error="Usage: logout <server> (see `accounts`)")
+        return Command(name, error="Usage: logout <server> or logout --all (see `accounts`)")
     if name == "roots" and args and args[0] not in ("add", "remove"):
         return Command(name, error="Usage: roots | roots add <uri> [name] | roots remove <uri>")
     if name == "roots" and args and len(args) < 2:

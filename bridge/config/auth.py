@@ -7,8 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-Identity = Literal["shared", "per_user", "service", "none"]
+Identity = Literal["shared", "per_user", "enterprise", "service", "none"]
+
+PERSONAL: frozenset[str] = frozenset({"per_user", "enterprise"})
+"""Identities that are each person's own account: tokens kept per person, sessions per person."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,41 @@ class AuthConfig:
     redirect_uri: str | None = None
     key_env: str | None = None
     timeout: float = 600.0
+
+
+OIDC_SCOPES = ("openid", "profile", "email", "offline_access")
+"""offline_access brings the refresh token that keeps a company sign-in alive without asking again."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityProviderConfig:
+    """The company's OpenID Connect provider (`identity_provider`), where each person signs in once for every
+    `enterprise` server. Secrets are kept out of every repr."""
+
+    issuer: str
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)
+    name: str = ""
+    """What people are asked to sign in to (default: the issuer's host)."""
+    scopes: tuple[str, ...] = OIDC_SCOPES
+    redirect_uri: str | None = None
+    id_token: str | None = field(default=None, repr=False)
+    """An ID token obtained elsewhere (one person at a terminal): used instead of a sign-in."""
+    timeout: float = 600.0
+
+    def label(self) -> str:
+        return self.name or (urlsplit(self.issuer).hostname or self.issuer)
+
+
+def build_identity_provider(p: Mapping[str, Any] | None,
+                            parse_duration: Callable[[Any], float]) -> IdentityProviderConfig | None:
+    if not p:
+        return None
+    return IdentityProviderConfig(
+        issuer=str(p["issuer"]), client_id=str(p["client_id"]), client_secret=p.get("client_secret"),
+        name=str(p.get("name", "")), scopes=tuple(p.get("scopes") or OIDC_SCOPES),
+        redirect_uri=p.get("redirect_uri"), id_token=p.get("id_token"),
+        timeout=parse_duration(p.get("timeout", "10m")))
 
 
 def default_token_store(store: str) -> str | None:
@@ -69,12 +108,25 @@ def auth_problems(where: str, server: Mapping[str, Any], data: Mapping[str, Any]
         problems.append(f"{where}.auth: identity service needs client_secret or private_key")
     if auth.get("client_secret") and auth.get("private_key"):
         problems.append(f"{where}.auth: give client_secret or private_key, not both")
-    if identity == "per_user":
+    if identity == "enterprise":
+        if not data.get("identity_provider"):
+            problems.append(f"{where}.auth: identity enterprise needs identity_provider (the company's OpenID "
+                            "Connect provider, where each person signs in)")
+        if not auth.get("client_id") or not auth.get("client_secret"):
+            problems.append(f"{where}.auth: identity enterprise needs client_id and client_secret (the bridge's "
+                            "client at the server's authorization server)")
+        if auth.get("key_env") and not data.get("secrets_key_env"):
+            problems.append(f"{where}.auth: the company sign-in is kept encrypted with the key named by "
+                            "secrets_key_env (auth.key_env covers only this server's tokens): set secrets_key_env")
+        if auth.get("token_endpoint_auth_method") == "none" or auth.get("private_key"):
+            problems.append(f"{where}.auth: identity enterprise authenticates with client_secret "
+                            "(client_secret_basic or client_secret_post)")
+    if identity in PERSONAL:
         key_env = auth.get("key_env") or data.get("secrets_key_env")
         if not key_env:
-            problems.append(f"{where}.auth: per_user keeps each person's tokens, which must be encrypted: set "
+            problems.append(f"{where}.auth: {identity} keeps each person's tokens, which must be encrypted: set "
                             "secrets_key_env (or auth.key_env) to the name of an environment variable holding a key")
         elif not env.get(key_env):
-            problems.append(f"{where}.auth: per_user needs the token encryption key, but the environment variable "
+            problems.append(f"{where}.auth: {identity} needs the token encryption key, but the environment variable "
                             f"{key_env} is not set")
     return problems

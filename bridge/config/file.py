@@ -20,7 +20,14 @@ from jsonschema import Draft202012Validator
 from bridge import DEFAULT_STORE
 from bridge.config import approvers as approver_entries
 from bridge.config import yaml_text
-from bridge.config.auth import AuthConfig, auth_problems, build_auth, default_token_store
+from bridge.config.auth import (
+    AuthConfig,
+    IdentityProviderConfig,
+    auth_problems,
+    build_auth,
+    build_identity_provider,
+    default_token_store,
+)
 from bridge.config.problems import error_message, error_path, substitute
 from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
 from bridge.errors import ConfigError
@@ -159,6 +166,8 @@ class Config:
     """A SQLite file, `:memory:`, or a `postgresql://` URL (which may hold a password: never logged)."""
     secrets_key_env: str | None = None  # the environment variable with the key that encrypts stored OAuth tokens
     token_store: str | None = None  # where encrypted OAuth tokens are kept; None: in memory (with a `:memory:` store)
+    identity_provider: IdentityProviderConfig | None = None
+    """The company's OpenID Connect provider, for `enterprise` servers (`bridge.auth.company`)."""
     retention: float = 90 * 86400.0
     """Seconds finished cards are kept before they are pruned."""
     worker_lease: float = 60.0
@@ -343,6 +352,7 @@ def _build(data: dict[str, Any]) -> Config:
         store=data.get("store", DEFAULT_STORE),
         secrets_key_env=data.get("secrets_key_env"),
         token_store=data.get("token_store") or default_token_store(data.get("store", DEFAULT_STORE)),
+        identity_provider=build_identity_provider(data.get("identity_provider"), parse_duration),
         retention=parse_duration(data.get("retention", "90d")),
         worker_lease=parse_duration((data.get("workers") or {}).get("lease", "60s")),
         conversation_scope=data.get("conversation_scope", "thread"),

@@ -14,6 +14,7 @@ shared session), and it is never pooled. A use with no known person fails closed
 
 from __future__ import annotations
 
+from bridge.config.auth import PERSONAL
 from bridge.config.file import ServerConfig
 from bridge.errors import AuthError
 from bridge.model import Actor, ConversationKey
@@ -28,7 +29,7 @@ SessionKey = tuple[str, str, str]
 
 def personal(server: ServerConfig) -> bool:
     """Whether the server is used with each person's own account."""
-    return bool(server.url) and server.auth.identity == "per_user"
+    return bool(server.url) and server.auth.identity in PERSONAL
 
 
 def session_key(server: ServerConfig, conversation: ConversationKey, person: Actor | None) -> SessionKey:

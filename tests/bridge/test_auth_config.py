@@ -55,7 +55,7 @@ def test_auth_problems_are_named_and_never_quote_a_secret() -> None:
     assert "servers.b.auth: identity service needs client_secret or private_key" in found
     assert "servers.c.auth: OAuth is for url servers; a stdio server gets its credentials from env" in found
     assert "servers.d.auth: give client_secret or private_key, not both" in found
-    assert "servers.e.auth.identity: must be one of shared, per_user, service, none" in found
+    assert "servers.e.auth.identity: must be one of shared, per_user, enterprise, service, none" in found
     assert "servers.e.auth.client_metadata_url: does not match the pattern ^https://[^/]+/." in found
     assert not any("s3cr3t" in p for p in found)
 
@@ -118,3 +118,44 @@ def test_per_user_in_chat_needs_the_http_server_its_sign_ins_come_back_to() -> N
     assert preflight.problems(served, {"K": KEY}) == []
     shared = config({"identity": "shared"}, {}, chat={"console": {}})
     assert preflight.problems(shared) == []
+
+
+def test_a_configured_id_token_is_refused_in_chat() -> None:
+    """It is one person's: in chat every caller would act as them."""
+    enterprise = {"identity": "enterprise", "client_id": "c", "client_secret": "x"}
+    idp = {"issuer": "https://acme.okta.com", "client_id": "0oa1", "id_token": "${ID_TOKEN}"}
+    env = {"K": KEY, "ID_TOKEN": "eyJ.e30.sig"}
+    terminal = config(enterprise, env, secrets_key_env="K", identity_provider=idp)
+    assert preflight.problems(terminal, env) == ["chat: configure at least one adapter (console, slack or matrix)"]
+    chat = config(enterprise, env, secrets_key_env="K", identity_provider=idp, chat={"console": {}},
+                  http={"listen": "127.0.0.1:8780"})
+    assert preflight.problems(chat, env) == [
+        "identity_provider.id_token: one ID token is one person; in chat everyone would use that person's accounts. "
+        "Leave it out: each person signs in with the company themselves"]
+
+
+def test_enterprise_servers_need_the_company_provider_a_confidential_client_and_a_key() -> None:
+    assert problems({"servers": {"s": {"url": "https://a/mcp", "auth": {"identity": "enterprise"}}}}) == [
+        "servers.s.auth: identity enterprise needs identity_provider (the company's OpenID Connect provider, where "
+        "each person signs in)",
+        "servers.s.auth: identity enterprise needs client_id and client_secret (the bridge's client at the server's "
+        "authorization server)",
+        "servers.s.auth: enterprise keeps each person's tokens, which must be encrypted: set secrets_key_env (or "
+        "auth.key_env) to the name of an environment variable holding a key"]
+    loaded = config({"identity": "enterprise", "client_id": "c", "client_secret": "${AS_SECRET}"},
+                    {"MY_KEY": KEY, "IDP_SECRET": "idp-s3cr3t", "AS_SECRET": "as-s3cr3t"}, secrets_key_env="MY_KEY",
+                    identity_provider={"issuer": "https://acme.okta.com", "client_id": "0oa1",
+                                       "client_secret": "${IDP_SECRET}"})
+    assert loaded.identity_provider is not None and loaded.identity_provider.label() == "acme.okta.com"
+    assert loaded.identity_provider.scopes == ("openid", "profile", "email", "offline_access")
+    assert "idp-s3cr3t" not in repr(loaded) and "as-s3cr3t" not in repr(loaded)
+    assert "idp-s3cr3t" not in loaded.redactor.redact("idp-s3cr3t") and \
+        "as-s3cr3t" not in loaded.redactor.redact("as-s3cr3t")
+    assert identity_for(loaded.servers["s"], "slack:U1") == "slack:U1"
+    assert problems({"identity_provider": {"issuer": "https://acme.okta.com", "client_id": "0oa1"}, "servers": {
+        "s": {"url": "https://a/mcp", "auth": {"identity": "enterprise", "client_id": "c", "client_secret": "x",
+                                               "key_env": "MY_KEY"}}}}, {"MY_KEY": KEY}) == [
+        "servers.s.auth: the company sign-in is kept encrypted with the key named by secrets_key_env (auth.key_env "
+        "covers only this server's tokens): set secrets_key_env"]
+    with pytest.raises(AuthError):
+        identity_for(loaded.servers["s"], None)
