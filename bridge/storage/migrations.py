@@ -200,6 +200,19 @@ def _v9(real: str) -> tuple[str, ...]:
     )
 
 
+def _v12(real: str) -> tuple[str, ...]:
+    return (
+        # Tasks the bridge runs for a server (an elicitation or sampling request sent as a task): any worker answers
+        # the server's tasks/get from the row (`bridge.storage.served_tasks`).
+        f"""CREATE TABLE IF NOT EXISTS served_tasks (
+            id TEXT PRIMARY KEY, server TEXT NOT NULL, kind TEXT NOT NULL, conversation TEXT NOT NULL,
+            status TEXT NOT NULL, status_message TEXT NOT NULL DEFAULT '', interaction_id TEXT, result TEXT,
+            error TEXT, created_at {real} NOT NULL, updated_at {real} NOT NULL, ttl_ms BIGINT NOT NULL,
+            expires_at {real} NOT NULL, worker TEXT)""",
+        "CREATE INDEX IF NOT EXISTS served_tasks_server ON served_tasks (server, status)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -220,6 +233,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
+    Migration(12, "tasks served to servers", _v12("REAL"), _v12("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 
