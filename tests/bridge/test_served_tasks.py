@@ -12,6 +12,7 @@ import pytest
 
 from bridge.host import Host
 from bridge.model import DecisionIn, MessageIn, Status
+from bridge.safety.limits import Limits
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.task_asker import task_asker
 
@@ -100,3 +101,18 @@ async def test_the_ttl_bounds_the_task() -> None:
     assert outcome.status is Status.CANCELLED  # withdrawn when its time to live passed
     assert report["ttl"] == 1500
     assert report["gone"] == -32602  # and the task with it
+
+
+async def test_a_server_over_its_bound_of_tasks_is_refused() -> None:
+    host, chat = await host_for(config_for({"tasks": task_asker()}, server_protocol="legacy",
+                                           limits=Limits(served_tasks_per_server=1)))
+    async with host:
+        with anyio.fail_after(patient(30)):
+            await call(host, chat, "start_task")
+            await chat.wait_card()
+            await chat.wait_message("tasks.start_task:")
+            chat.messages.clear()
+            await call(host, chat, "start_task")
+            refused = await chat.wait_message("start_task")
+    assert "1 tasks are going for this server already" in refused
+    assert len(chat.cards) == 1
