@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
-from bridge.config.file import ServerConfig
+from bridge.config.file import SamplingPolicy, ServerConfig
 from bridge.host import Host
 from bridge.testing import config_for, host_store, patient
 from tests.cli.test_everything_features import Screen
@@ -93,3 +93,12 @@ async def test_an_async_sampling_request_denied_fails_the_task(everything_js: Pa
 
     out = await drive(everything_js, script)
     assert "[FAILED] User rejected sampling request (a person said no)" in out
+
+
+async def test_an_async_sampling_request_nobody_answers_fails_its_task(everything_js: Path) -> None:
+    async def script(host: Host, screen: Screen) -> AsyncIterator[str]:
+        yield '!mcp call everything trigger-sampling-request-async {"prompt": "meaning of life?"}'
+        await screen.wait_for("[FAILED]")
+
+    out = await drive(everything_js, script, sampling=SamplingPolicy(timeout=1.0))
+    assert "[FAILED] User rejected sampling request (nobody answered in time)" in out
