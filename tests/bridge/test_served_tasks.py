@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge.config.file import SamplingPolicy
 from bridge.host import Host
 from bridge.model import DecisionIn, MessageIn, Status
 from bridge.safety.limits import Limits
@@ -27,6 +28,23 @@ async def call(host: Host, chat: FakeChatPort, tool: str, arguments: dict[str, A
 async def reported(chat: FakeChatPort, tool: str) -> dict[str, Any]:
     text = await chat.wait_message(f"tasks.{tool}:")
     return dict(json.loads(text.split("\n", 1)[1]))
+
+
+@pytest.mark.parametrize(("protocol", "sampling", "declared"), [
+    ("legacy", "ask", {"cancel": {}, "requests": {"elicitation": {"create": {}},
+                                                  "sampling": {"createMessage": {}}}}),
+    ("legacy", "deny", {"cancel": {}, "requests": {"elicitation": {"create": {}}}}),
+    ("auto", "ask", None),  # 2026-07-28 has no task capability (tasks are an extension there)
+])
+async def test_the_task_capability_is_declared_on_2025_11_25_for_what_is_served(
+        protocol: str, sampling: str, declared: dict[str, Any] | None) -> None:
+    host, chat = await host_for(config_for({"tasks": task_asker()}, server_protocol=protocol,
+                                           server_sampling=SamplingPolicy(approval=sampling)))  # type: ignore[arg-type]
+    async with host:
+        with anyio.fail_after(patient(30)):
+            await call(host, chat, "capabilities")
+            text = await chat.wait_message("tasks.capabilities:")
+    assert json.loads(text.split("\n", 1)[1]) == declared
 
 
 async def test_an_elicitation_sent_as_a_task_is_answered_after_several_polls() -> None:

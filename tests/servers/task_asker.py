@@ -7,6 +7,7 @@ Tools:
   (or cancel it with `tasks/cancel` after that many polls), then read `tasks/result`; report each step as JSON.
 - `start_task()`: send the elicitation as a task and return its id at once (the poll is someone else's).
 - `poll_task(task_id)`: one `tasks/get` and, if the task ended, `tasks/result`, on this session.
+- `capabilities()`: the `tasks` capability the client declared.
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ def task_asker(name: str = "tasks") -> MCPServer:
         report["final"] = (await get(ctx, task_id)).model_dump(by_alias=True, exclude_none=True)
         report["result"] = await result(ctx, task_id)
         return json.dumps(report)
+
+    @server.tool()
+    async def capabilities(ctx: Context) -> str:
+        """The task capabilities the client declared."""
+        declared = ctx.client_capabilities
+        tasks = declared.tasks if declared is not None else None
+        return json.dumps(tasks.model_dump(by_alias=True, exclude_none=True) if tasks is not None else None)
 
     @server.tool()
     async def start_task(ctx: Context) -> str:
