@@ -12,6 +12,7 @@ from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.harness.slack import FakeSlack
+from tests.servers.task_asker import task_asker
 
 pytestmark = [pytest.mark.anyio]
 
@@ -74,3 +75,19 @@ async def test_a_denied_async_sampling_request_fails_its_task(slack: FakeSlack, 
                 "chat.postMessage",
                 lambda c: c.args.get("thread_ts") == thread and "[FAILED]" in str(c.args.get("text")))
     assert "User rejected sampling request (a person said no)" in str(done.args["text"])
+
+
+async def test_a_task_the_server_cancels_ends_its_card_saying_so(slack: FakeSlack) -> None:
+    thread = "1800000000.000903"
+    async with running_bridge(slack, {"tasks": task_asker()}, server_protocol="legacy"):
+        with anyio.fail_after(patient(45)):
+            await driver.mention(slack, 'call tasks ask_task {"cancel_after_polls": 2}', thread)
+            card = await driver.wait_card(slack, thread)
+            update = await slack.wait_for_call("chat.update", lambda c: c.args["ts"] == card.ts)
+            done = await slack.wait_for_call(
+                "chat.postMessage", lambda c: c.args.get("thread_ts") == thread and "tasks.ask_task" in str(
+                    c.args.get("text")))
+    final = str(update.args["blocks"])
+    assert "the server cancelled its request" in final, final
+    assert "actions" not in final
+    assert '"cancel": "cancelled"' in str(done.args["text"]).replace("&quot;", '"')
