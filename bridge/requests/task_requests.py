@@ -37,7 +37,7 @@ from mcp.types import CancelTaskResult, CreateTaskResult, ErrorData, GetTaskResu
 
 from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from bridge.model import Detail, Interaction, Outcome, Status
-from bridge.requests.request_context import CURRENT, NOBODY_TO_ASK, Asker, ContextSource
+from bridge.requests.request_context import CURRENT, NOBODY_TO_ASK, Asker, ContextSource, RequestContext
 from bridge.safety.limits import Limits
 from bridge.servers.task_client import Answer, TaskHost, wire
 from bridge.storage import AsyncStore
@@ -235,7 +235,8 @@ class ServedTasks:
         else:
             running.scope.cancel()
 
-    async def _run(self, running: _Running, ctx: Any, row: ServedTask, run: Callable[[], Awaitable[Answer]]) -> None:
+    async def _run(self, running: _Running, ctx: RequestContext, row: ServedTask,
+                   run: Callable[[], Awaitable[Answer]]) -> None:
         CURRENT.set(ctx)
         RUNNING.set(running)
         answer: Answer | None = None
