@@ -40,7 +40,7 @@ from bridge.model import Detail, Interaction, Outcome, Status
 from bridge.requests.request_context import CURRENT, NOBODY_TO_ASK, Asker, ContextSource, RequestContext
 from bridge.safety.limits import Limits
 from bridge.servers.task_client import Answer, TaskHost, wire
-from bridge.storage import AsyncStore
+from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.served_tasks import ServedTask, TaskState
 from bridge.text.plain import shorten
 
@@ -53,6 +53,7 @@ OTHER_WORKER_POLL = 1.0
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 STOPPED = "the bridge stopped before this was answered; ask again"
 NOT_FOUND = "Task not found (unknown, another server's, or past its TTL)"
+CANCELLED_BY_SERVER = "the server cancelled its request"
 TASK_NOTE = "the server checks back for the answer; nothing is held open meanwhile"
 
 
@@ -79,6 +80,8 @@ class Cards(Protocol):
 
     def interaction(self, interaction_id: str) -> Interaction | None: ...
     def withdraw(self, interaction_id: str, reason: str) -> None: ...
+    async def retire(self, stored: StoredInteraction, reason: str, status: Status = Status.CANCELLED, *,
+                     continuing: bool = False) -> bool: ...
 
 
 def _iso(at: float) -> str:
@@ -124,6 +127,7 @@ class ServedTasks:
         self.polls = 0
         """`tasks/get` answered by this process (the figure a long task's polling costs)."""
         self._polled = anyio.Event()
+        self._ended = anyio.Event()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run tasks until cancelled. An earlier process of this worker left its tasks without anyone to run them:
@@ -150,6 +154,11 @@ class ServedTasks:
         """Wait until this process has answered `count` tasks/get in all."""
         while self.polls < count:
             await self._polled.wait()
+
+    async def wait_idle(self) -> None:
+        """Wait until no task runs in this process."""
+        while self._running:
+            await self._ended.wait()
 
     # -- the four requests ---------------------------------------------------------------------------------------
 
@@ -212,7 +221,13 @@ class ServedTasks:
             return ErrorData(code=INVALID_PARAMS, message="Cannot cancel a task that has ended")
         running = self._running.get(task_id)
         if running is not None:
-            self._stop(running, "the server cancelled its request")
+            self._stop(running, CANCELLED_BY_SERVER)
+        elif row.interaction_id is not None:
+            # Run by another worker: its card ends through the store, as a click there would (that worker hears the
+            # claim and lets its request go); this one shows the card final.
+            stored = await self._store.interaction(row.interaction_id)
+            if stored is not None and stored.outcome is None:
+                await self._cards.retire(stored, CANCELLED_BY_SERVER)
         row = await self._row(server, task_id)
         assert row is not None
         return wire(CancelTaskResult.model_validate(task_view(row)))
@@ -263,6 +278,8 @@ class ServedTasks:
                 finally:
                     self._running.pop(row.id, None)
                     running.done.set()
+                    self._ended.set()
+                    self._ended = anyio.Event()
 
     async def _finish(self, row: ServedTask, running: _Running, answer: Answer) -> None:
         if isinstance(answer, ErrorData):
@@ -314,7 +331,7 @@ class _TaskAsker:
                   input_key: str | None = None, park: bool = False) -> Outcome:
         running = RUNNING.get()
         if running is not None and running.cancelled:
-            return Outcome(Status.CANCELLED, reason="the server cancelled its request")
+            return Outcome(Status.CANCELLED, reason=CANCELLED_BY_SERVER)
         if running is None:
             return await self._inner.ask(interaction, pending_call=pending_call, input_key=input_key, park=park)
         interaction = replace(interaction, details=(*interaction.details, Detail("Asked as a task", TASK_NOTE)))

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.model import DecisionIn
+from bridge.model import DecisionIn, Status
 from bridge.storage import open_store
 from bridge.storage.served_tasks import ServedTask
 from bridge.testing import ALICE, ROOM, config_for, host_for, patient
@@ -35,6 +35,7 @@ async def test_another_worker_answers_tasks_get_and_tasks_result_from_the_store(
                 waiting = await reported(chat_b, "poll_task")
                 await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": "5"}))  # the click reaches b
                 await chat_a.wait_finished(card.id)
+                await a.served_tasks.wait_idle()  # a sent its answer back: the task is completed
                 chat_b.messages.clear()
                 await call(b, chat_b, "poll_task", {"task_id": task_id})
                 done = await reported(chat_b, "poll_task")
@@ -42,6 +43,27 @@ async def test_another_worker_answers_tasks_get_and_tasks_result_from_the_store(
     assert waiting == {"status": "input_required", "message": "waiting for a person to answer"}
     assert (done["status"], done["message"]) == ("completed", "answered")
     assert (done["result"]["action"], done["result"]["content"]) == ("accept", {"n": 5})
+
+
+async def test_another_worker_cancels_a_task_and_the_card_ends_on_the_worker_holding_it(pg_url: str) -> None:
+    config = config_for({"tasks": task_asker()}, server_protocol="legacy")
+    async with worker(pg_url, "a") as store_a, worker(pg_url, "b") as store_b:
+        a, chat_a = await host_for(config, store_a)
+        b, chat_b = await host_for(config, store_b, port=chat_a)  # one chat: either worker edits the card
+        async with a, b:
+            with anyio.fail_after(patient(30)):
+                await call(a, chat_a, "start_task")
+                card = await chat_a.wait_card()
+                task_id = (await chat_a.wait_message("tasks.start_task:")).split("\n", 1)[1].strip()
+                await call(b, chat_b, "cancel_task", {"task_id": task_id})
+                cancelled = await reported(chat_b, "cancel_task")
+                outcome = await chat_a.wait_finished(card.id)
+                await a.served_tasks.wait_idle()  # a's request lets go once it hears of the claim
+                row = await store_a.served_task(task_id)
+    assert cancelled == {"status": "cancelled", "message": "cancelled by the server"}
+    assert (outcome.status, outcome.reason) == (Status.CANCELLED, "the server cancelled its request")
+    assert row is not None and row.status == "cancelled"  # a's answer (a cancel) did not overwrite it
+    assert a.broker.interaction(card.id) is None
 
 
 async def test_tasks_an_earlier_process_ran_end_as_failed_at_start(tmp_path: Path) -> None:

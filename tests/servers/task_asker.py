@@ -7,6 +7,7 @@ Tools:
   (or cancel it with `tasks/cancel` after that many polls), then read `tasks/result`; report each step as JSON.
 - `start_task()`: send the elicitation as a task and return its id at once (the poll is someone else's).
 - `poll_task(task_id)`: one `tasks/get` and, if the task ended, `tasks/result`, on this session.
+- `cancel_task(task_id)`: one `tasks/cancel`, on this session.
 - `capabilities()`: the `tasks` capability the client declared.
 """
 
@@ -107,5 +108,14 @@ def task_asker(name: str = "tasks") -> MCPServer:
         if got.status in ENDED:
             report["result"] = await result(ctx, task_id)
         return json.dumps(report)
+
+    @server.tool()
+    async def cancel_task(ctx: Context, task_id: str) -> str:
+        """tasks/cancel for a task, on this session."""
+        try:
+            cancelled = await cancel(ctx, task_id)
+        except MCPError as exc:
+            return json.dumps({"error": {"code": exc.error.code, "message": exc.error.message}})
+        return json.dumps({"status": cancelled.status, "message": cancelled.status_message})
 
     return server
