@@ -41,7 +41,7 @@ from bridge.requests.request_context import CURRENT, NOBODY_TO_ASK, Asker, Conte
 from bridge.safety.limits import Limits
 from bridge.servers.task_client import Answer, TaskHost, wire
 from bridge.storage import AsyncStore, StoredInteraction
-from bridge.storage.served_tasks import ServedTask, TaskState
+from bridge.storage.served_tasks import ServedTask
 from bridge.text.plain import shorten
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 STOPPED = "the bridge stopped before this was answered; ask again"
 NOT_FOUND = "Task not found (unknown, another server's, or past its TTL)"
 CANCELLED_BY_SERVER = "the server cancelled its request"
+TTL_PASSED = "its time to live passed before it was answered"
 TASK_NOTE = "the server checks back for the answer; nothing is held open meanwhile"
 
 
@@ -69,6 +70,8 @@ class _Running:
     outcome: Outcome | None = None
     """How its last card ended."""
     cancelled: bool = False
+    """Its work was stopped: the server cancelled it, or its TTL passed (`expired`)."""
+    expired: bool = False
 
 
 RUNNING: contextvars.ContextVar[_Running | None] = contextvars.ContextVar("bridge_served_task", default=None)
@@ -255,22 +258,23 @@ class ServedTasks:
         CURRENT.set(ctx)
         RUNNING.set(running)
         answer: Answer | None = None
-        ending: tuple[TaskState, str] = ("failed", STOPPED)
         try:
             with running.scope:
-                with anyio.move_on_after(max(0.0, row.expires_at - time.time())) as ttl:
+                async with anyio.create_task_group() as deadline:
+                    deadline.start_soon(self._expire, running, row.expires_at)
                     try:
                         answer = await run()
                     except Exception:
                         logger.exception("task %s for %s failed", row.id, row.server)
                         answer = ErrorData(code=INTERNAL_ERROR, message="The bridge failed to answer this request")
-                if ttl.cancelled_caught:
-                    ending = ("failed", "its time to live passed before it was answered")
+                    deadline.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 try:
-                    if answer is None:
-                        await self._store.update_served_task(row.id, *ending)
+                    if running.expired:
+                        await self._store.update_served_task(row.id, "failed", TTL_PASSED)
+                    elif answer is None:
+                        await self._store.update_served_task(row.id, "failed", STOPPED)
                     else:
                         await self._finish(row, running, answer)
                 except Exception:
@@ -280,6 +284,13 @@ class ServedTasks:
                     running.done.set()
                     self._ended.set()
                     self._ended = anyio.Event()
+
+    async def _expire(self, running: _Running, at: float) -> None:
+        """At the end of the task's TTL its work ends (its card withdrawn, saying why): nobody may ask for it any
+        more."""
+        await anyio.sleep(max(0.0, at - time.time()))
+        running.expired = True
+        self._stop(running, TTL_PASSED)
 
     async def _finish(self, row: ServedTask, running: _Running, answer: Answer) -> None:
         if isinstance(answer, ErrorData):
