@@ -66,6 +66,29 @@ async def test_another_worker_cancels_a_task_and_the_card_ends_on_the_worker_hol
     assert a.broker.interaction(card.id) is None
 
 
+async def test_after_a_restart_a_server_asking_for_an_old_task_is_told_it_failed(tmp_path: Path) -> None:
+    path = str(tmp_path / "bridge.db")
+    config = replace(config_for({"tasks": task_asker()}, server_protocol="legacy"), store=path)
+    store = await open_store(path)
+    try:
+        first, chat = await host_for(config, store)
+        async with first:
+            with anyio.fail_after(patient(30)):
+                await call(first, chat, "start_task")
+                card = await chat.wait_card()
+                task_id = (await chat.wait_message("tasks.start_task:")).split("\n", 1)[1].strip()
+        again, chat_again = await host_for(config, store)
+        async with again:
+            with anyio.fail_after(patient(30)):
+                await call(again, chat_again, "poll_task", {"task_id": task_id})
+                told = await reported(chat_again, "poll_task")
+    finally:
+        await store.aclose()
+    assert chat.finished[card.id].status is Status.CANCELLED  # the card ended with the bridge, as every 2025 card
+    assert (told["status"], told["message"]) == ("failed", "the bridge stopped before this was answered; ask again")
+    assert told["result"]["error"]["code"] == -32600
+
+
 async def test_tasks_an_earlier_process_ran_end_as_failed_at_start(tmp_path: Path) -> None:
     path = str(tmp_path / "bridge.db")
     config = replace(config_for({"tasks": task_asker()}, server_protocol="legacy"), store=path)
