@@ -47,6 +47,7 @@ from bridge.requests.roots import RootsKeeper
 from bridge.requests.sampling import Sampler
 from bridge.requests.server_notices import ServerNotices
 from bridge.requests.server_requests import HandlerTable
+from bridge.requests.task_requests import ServedTasks
 from bridge.requests.tool_approval import ToolApproval
 from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
@@ -84,14 +85,16 @@ class Host:
         audience = Audience(config, self.pool)
         # Cards the handlers ask for go through the `limits:` bounds on their way to the broker.
         self.bounds = Bounds(config.limits, audience, self.outbound.say)
-        asker = self.bounds.asker(self.broker)
+        # Tasks a server asks the bridge to run (its requests sent as tasks): their cards mark the task's status.
+        self.served_tasks = ServedTasks(store, config.limits, audience, self.broker)
+        asker = self.served_tasks.asker(self.bounds.asker(self.broker))
         receipts = Receipting(config, store)  # signed receipts of what people approve (issued once a key is set)
         self.handlers = HandlerTable(
             elicitation=(elicitation := Elicitation(audience, asker, config, self.outbound.say, receipts)),
             sampling=Sampler(audience, asker, config, self.outbound.say, llm, self.grants, self.budgets, receipts),
             roots=(roots := RootsKeeper(audience, asker, config, store, receipts)),
             tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants, receipts)),
-            notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds)
+            notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds, tasks=self.served_tasks)
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
                                receipts)
@@ -127,6 +130,7 @@ class Host:
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             await self._tg.start(self.broker.run)
             await self._tg.start(self.fleet.run)
+            await self._tg.start(self.served_tasks.run)
             self._exit = stack.pop_all()
         self.accounts.run_in(self._tg)
         self._tg.start_soon(self.resumer.resume_all, self._tg)

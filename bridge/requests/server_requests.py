@@ -18,6 +18,7 @@ from bridge.requests.elicitation import Elicitation
 from bridge.requests.roots import RootsKeeper
 from bridge.requests.sampling import Sampler
 from bridge.requests.server_notices import ServerNotices
+from bridge.requests.task_requests import ServedTasks
 from bridge.requests.tool_approval import ToolApproval
 from bridge.servers.mcp_session import Callbacks, Session
 
@@ -32,6 +33,8 @@ class HandlerTable:
     bounds: Bounds | None = None
     """The `limits:` bounds every server request passes (`bridge.requests.bounds`); none in tests that build a bare
     table."""
+    tasks: ServedTasks | None = None
+    """Runs the elicitation and sampling requests a server sends as tasks (`bridge.requests.task_requests`)."""
 
     def callbacks(self, session: Session) -> Callbacks:
         cfg = session.server
@@ -52,4 +55,5 @@ class HandlerTable:
             logging=notices.on_log if log_level else None,
             log_level=log_level,
             message_handler=notices.on_message,
+            tasks=self.tasks.for_server(cfg.name) if self.tasks is not None else None,
         )

@@ -44,6 +44,10 @@ class Limits:
     """Bytes of form schemas kept parsed (servers ask the same form again and again)."""
     message_size: int = 0
     """Bytes of one message from a server, as configured; 0 for the default (`message_limit` is the one in force)."""
+    served_tasks_per_server: int = 20
+    """Tasks the bridge runs for one server at once (its elicitation and sampling requests sent as tasks)."""
+    served_task_ttl: int = 86400
+    """Seconds the bridge keeps a task it runs for a server, at most, whatever TTL the server asks for."""
 
     @property
     def message_limit(self) -> int:

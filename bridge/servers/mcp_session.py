@@ -17,6 +17,7 @@ from bridge.config.file import ServerConfig
 from bridge.model import Actor, ConversationKey
 from bridge.servers.message_bound import MessageBound
 from bridge.servers.session_keys import SHARED, SessionKey, pool_key
+from bridge.servers.task_client import TaskHost
 
 STDERR_TAIL = 2000
 
@@ -53,6 +54,8 @@ class Callbacks:
     logging: LoggingFnT | None = None
     message_handler: MessageHandlerFnT | None = None
     log_level: Any = None
+    tasks: TaskHost | None = None
+    """Runs the elicitation and sampling requests a 2025-11-25 server sends as tasks (`bridge.servers.task_client`)."""
 
 
 @dataclass(eq=False)

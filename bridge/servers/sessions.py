@@ -56,6 +56,7 @@ from bridge.servers.session_keys import (
     pooled,
     session_key,
 )
+from bridge.servers.task_client import TaskServingClient
 from bridge.servers.transports import client_mode, open_transport
 
 logger = logging.getLogger(__name__)
@@ -324,7 +325,7 @@ class SessionPool:
             async with AsyncExitStack() as stack:
                 target = await self._target(session, stack)
                 cb = self.callbacks(session)
-                client = Client(
+                client = TaskServingClient(
                     target,
                     mode=client_mode(session.server.protocol),
                     elicitation_callback=cb.elicitation,
@@ -336,6 +337,7 @@ class SessionPool:
                     log_level=cb.log_level,
                     client_info=CLIENT_INFO,
                     cache=None,
+                    tasks=cb.tasks,
                 )
                 session.client = await stack.enter_async_context(client)
                 client_session = session.client.session

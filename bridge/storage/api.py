@@ -34,6 +34,7 @@ import anyio
 
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome
 from bridge.storage.rows import AuditRow, PendingCall, RunningCall, SigninRow, StoredInteraction, Unreadable
+from bridge.storage.served_tasks import ServedTaskStore
 
 __all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "SigninRow", "StoredInteraction",
            "Unreadable"]
@@ -79,7 +80,7 @@ class SigninRows(Protocol):
     async def end_signin(self, state_hash: str, error: str | None) -> bool: ...
 
 
-class AsyncStore(SigninRows, Protocol):
+class AsyncStore(SigninRows, ServedTaskStore, Protocol):
     """Persistence for the bridge. Open with `bridge.storage.open_store`; `aclose()` when done."""
 
     worker_id: str

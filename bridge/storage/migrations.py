@@ -208,6 +208,19 @@ def _v10() -> tuple[str, ...]:
     )
 
 
+def _v11(real: str) -> tuple[str, ...]:
+    return (
+        # Tasks the bridge runs for a server (an elicitation or sampling request sent as a task): any worker answers
+        # the server's tasks/get from the row (`bridge.storage.served_tasks`).
+        f"""CREATE TABLE IF NOT EXISTS served_tasks (
+            id TEXT PRIMARY KEY, server TEXT NOT NULL, kind TEXT NOT NULL, conversation TEXT NOT NULL,
+            status TEXT NOT NULL, status_message TEXT NOT NULL DEFAULT '', interaction_id TEXT, result TEXT,
+            error TEXT, created_at {real} NOT NULL, updated_at {real} NOT NULL, ttl_ms BIGINT NOT NULL,
+            expires_at {real} NOT NULL, worker TEXT)""",
+        "CREATE INDEX IF NOT EXISTS served_tasks_server ON served_tasks (server, status)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -229,6 +242,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
     Migration(10, "the approval of a stored call", _v10(), _v10()),
+    Migration(11, "tasks served to servers", _v11("REAL"), _v11("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 
