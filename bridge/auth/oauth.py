@@ -2,7 +2,8 @@
 authorization-server metadata (with issuer checks), PKCE, resource indicators, scope step-up, refresh, Client ID
 Metadata Documents before dynamic registration, pre-registered clients, and client credentials for service accounts
 all come from the SDK. This module only chooses the provider for a server's `auth:` block, keeps its tokens in the
-vault, and routes the sign-in to a person through a `Consent`.
+vault, and routes the sign-in to a person through a `Consent`. A workload's token without a secret (the JWT-bearer
+grant) is `bridge.auth.workload`.
 
 Three gaps of the SDK are filled here, each in one small override:
 - tokens read back from storage get their expiry back (the SDK only tracks expiry for tokens it obtained in this
@@ -38,6 +39,7 @@ from pydantic import AnyUrl, PrivateAttr
 
 from bridge.auth.failures import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
+from bridge.auth.workload import WorkloadOAuthProvider, assertion_source
 from bridge.config.auth import AuthConfig
 from bridge.config.file import Config, ServerConfig
 from bridge.errors import AuthError, ConfigError
@@ -211,6 +213,10 @@ class _ServiceKeyProvider(_Bridged, PrivateKeyJWTOAuthProvider):
     pass
 
 
+class _ServiceWorkloadProvider(_Bridged, WorkloadOAuthProvider):
+    pass
+
+
 @dataclass(frozen=True, slots=True)
 class TokenPlace:
     """Where tokens for a config are kept: a file and the environment variable with its key (None: in memory)."""
@@ -289,6 +295,10 @@ class OAuthClients:
                 # Without `issuer` the SDK warns that the server decides where the credentials go; the README
                 # recommends setting it, and the warning is not for the person running a command.
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
+                if auth.assertion_file or auth.assertion_env:
+                    return _ServiceWorkloadProvider(server.url, storage, auth.client_id,
+                                                    assertion_source(server.name, auth, self._env), scope=scope,
+                                                    issuer=auth.issuer)
                 if auth.private_key:
                     signer = SignedJWTParameters(issuer=auth.client_id, subject=auth.client_id,
                                                  signing_key=auth.private_key,

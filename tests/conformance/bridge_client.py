@@ -45,6 +45,10 @@ def write_config(url: str, folder: Path, env: dict[str, str]) -> Path:
         if secret in auth:
             env[f"CONFORMANCE_{secret.upper()}"] = auth[secret]
             auth[secret] = f"${{CONFORMANCE_{secret.upper()}}}"
+    if "assertion" in auth:  # where the platform projects a workload's token: a file, read at each use
+        token = folder / "workload-token"
+        token.write_text(auth.pop("assertion"), "utf-8")
+        auth["assertion_file"] = str(token)
     env["CONFORMANCE_TOKEN_KEY"] = base64.b64encode(secrets.token_bytes(32)).decode()
     config: dict[str, Any] = {
         "store": str(folder / "bridge.db"),

@@ -27,7 +27,8 @@ def auth_settings(ctx: dict[str, Any]) -> dict[str, Any]:
     """The `auth:` block an admin would write from the credentials the scenario hands out.
 
     The context is a tagged union (its `name` says which set-up page it is): client credentials mean a service
-    account, a pre-registered client id means the authorization-code flow with that client. Without credentials the
+    account, a workload's JWT (`assertion`) a service account without a secret, a pre-registered client id means the
+    authorization-code flow with that client. Without credentials the
     client registers itself (a Client ID Metadata Document first, dynamic registration as the fallback).
     """
     kind = str(ctx.get("name", ""))
@@ -39,6 +40,10 @@ def auth_settings(ctx: dict[str, Any]) -> dict[str, Any]:
             auth["signing_algorithm"] = ctx.get("signing_algorithm") or "RS256"
         else:
             auth["client_secret"] = ctx["client_secret"]
+    elif "valid_jwt" in ctx:
+        # Workload identity: the platform hands the workload a JWT (a Kubernetes projected token); the client has
+        # an id and no secret. The other JWTs of the context are for clients that test failures on purpose.
+        auth = {"identity": "service", "client_id": ctx["client_id"], "assertion": ctx["valid_jwt"]}
     elif "client_id" in ctx and "client_secret" in ctx:
         auth = {"identity": "shared", "client_id": ctx["client_id"], "client_secret": ctx["client_secret"]}
     return auth

@@ -49,6 +49,8 @@ class MemoryStorage:
 
 
 def oauth(url: str, auth: dict[str, Any]) -> httpx2.Auth:
+    if "assertion" in auth:
+        raise SystemExit("the SDK has no JWT-bearer grant for a workload's token without a client secret")
     if auth["identity"] == "service":
         if "private_key" in auth:
             signer = SignedJWTParameters(issuer=auth["client_id"], subject=auth["client_id"],
