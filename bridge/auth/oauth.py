@@ -3,7 +3,8 @@ authorization-server metadata (with issuer checks), PKCE, resource indicators, s
 Metadata Documents before dynamic registration, pre-registered clients, and client credentials for service accounts
 all come from the SDK. This module only chooses the provider for a server's `auth:` block, keeps its tokens in the
 vault, and routes the sign-in to a person through a `Consent`. A workload's token without a secret (the JWT-bearer
-grant) is `bridge.auth.workload`.
+grant) is `bridge.auth.workload`; sender-constrained tokens (DPoP), which the SDK lacks, are `bridge.auth.dpop`, applied
+to every request a provider's flow makes (`_Bridged.async_auth_flow`).
 
 Three gaps of the SDK are filled here, each in one small override:
 - tokens read back from storage get their expiry back (the SDK only tracks expiry for tokens it obtained in this
@@ -37,6 +38,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
+from bridge.auth.dpop import Dpop, InstallationKey
 from bridge.auth.failures import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
 from bridge.auth.workload import WorkloadOAuthProvider, assertion_source
@@ -148,12 +150,25 @@ class _Bridged(httpx2.Auth):
         if self.settled is not None:
             self.settled(held[0], error)
 
+    def __init__(self, *args: Any, dpop: Dpop | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dpop = dpop
+
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super().async_auth_flow(request)
+        dpop = self._dpop
         try:
             outgoing = await flow.__anext__()
             while True:
+                main = outgoing is request
+                if dpop is not None:
+                    await dpop.sign(outgoing, main=main)
                 response = yield outgoing
+                if dpop is not None:
+                    if await dpop.wants_nonce(outgoing, response, main=main):
+                        await dpop.sign(outgoing, main=main)
+                        response = yield outgoing
+                    response = await dpop.received(outgoing, response, main=main)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
@@ -241,6 +256,7 @@ class OAuthClients:
         self._vaults: dict[TokenPlace, TokenVault] = {}
         self._memory = MemoryVault()
         self._providers: dict[tuple[str, str], _Bridged] = {}
+        self._dpop_keys: dict[TokenPlace, InstallationKey] = {}
 
     def vault(self, server: ServerConfig) -> TokenVault:
         place = token_place(self._config, server)
@@ -284,10 +300,19 @@ class OAuthClients:
         if server.url:
             self._providers.pop((server.url, identity), None)
 
+    def _dpop(self, server: ServerConfig, identity: str) -> Dpop | None:
+        """DPoP for this account, with the installation key of the vault its tokens are in (None: `dpop: false`)."""
+        if not server.auth.dpop or server.url is None:
+            return None
+        vault = self.vault(server)
+        key = self._dpop_keys.setdefault(token_place(self._config, server), InstallationKey(vault))
+        return Dpop(key, vault, server.url, identity)
+
     def _build(self, server: ServerConfig, identity: str) -> _Bridged:
         assert server.url is not None
         auth = server.auth
         storage = VaultStorage(self.vault(server), server.url, identity)
+        dpop = self._dpop(server, identity)
         scope = " ".join(auth.scopes) or None
         if auth.identity == "service":
             assert auth.client_id is not None
@@ -298,22 +323,23 @@ class OAuthClients:
                 if auth.assertion_file or auth.assertion_env:
                     return _ServiceWorkloadProvider(server.url, storage, auth.client_id,
                                                     assertion_source(server.name, auth, self._env), scope=scope,
-                                                    issuer=auth.issuer)
+                                                    issuer=auth.issuer, dpop=dpop)
                 if auth.private_key:
                     signer = SignedJWTParameters(issuer=auth.client_id, subject=auth.client_id,
                                                  signing_key=auth.private_key,
                                                  signing_algorithm=auth.signing_algorithm)
                     return _ServiceKeyProvider(server.url, storage, auth.client_id, signer.create_assertion_provider(),
-                                               scope=scope, issuer=auth.issuer)
+                                               scope=scope, issuer=auth.issuer, dpop=dpop)
                 assert auth.client_secret is not None
                 method = auth.token_endpoint_auth_method
                 return _ServiceSecretProvider(
                     server.url, storage, auth.client_id, auth.client_secret,
                     token_endpoint_auth_method="client_secret_post" if method == "client_secret_post"
-                    else "client_secret_basic", scope=scope, issuer=auth.issuer)
-        return self._user_provider(server, identity, storage)
+                    else "client_secret_basic", scope=scope, issuer=auth.issuer, dpop=dpop)
+        return self._user_provider(server, identity, storage, dpop)
 
-    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> _Bridged:
+    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage,
+                       dpop: Dpop | None) -> _Bridged:
         assert server.url is not None
         auth = server.auth
         metadata = OAuthClientMetadata(client_name=auth.client_name, redirect_uris=[AnyUrl(PLACEHOLDER_REDIRECT)],
@@ -332,7 +358,7 @@ class OAuthClients:
         provider = _UserProvider(server.url, metadata, _Reporting(storage, lambda: provider.ended(None)),
                                  redirect_handler, callback_handler,
                                  client_metadata_url=None if auth.client_id else auth.client_metadata_url,
-                                 client_info=_registered(auth), consent=self.consent, server=server)
+                                 client_info=_registered(auth), consent=self.consent, server=server, dpop=dpop)
         provider.settled = self.consent.settle
         return provider
 
