@@ -5,7 +5,7 @@ Invoked as `python -m tests.conformance.bridge_client URL`. It follows the same 
 
 - the scenario's context becomes a config file (an `auth:` block, the secret through `${VAR}`), with a token store
   and its key, so a sign-in made by `tools` is reused by each `call`;
-- `tools -c FILE s --json` lists the tools; `call -c FILE s TOOL ARGS` calls each one;
+- `tools -c FILE s --json` lists the tools; `call -c FILE s TOOL ARGS` makes each call of the plan (`plan.calls`);
 - this script plays the person: when a command prints a sign-in link it follows it like a browser (the test
   authorization servers consent at once) and so delivers the redirect to the command's loopback listener; when a
   form field is asked it presses Enter (the default), answering a required field without one plainly; it accepts
@@ -41,14 +41,14 @@ REQUIRED = "This one is required."
 
 def write_config(url: str, folder: Path, env: dict[str, str]) -> Path:
     auth = plan.auth_settings(plan.context())
-    for secret in ("client_secret", "private_key"):
-        if secret in auth:
-            env[f"CONFORMANCE_{secret.upper()}"] = auth[secret]
-            auth[secret] = f"${{CONFORMANCE_{secret.upper()}}}"
     if "assertion" in auth:  # where the platform projects a workload's token: a file, read at each use
         token = folder / "workload-token"
         token.write_text(auth.pop("assertion"), "utf-8")
         auth["assertion_file"] = str(token)
+    for secret in plan.SECRET_KEYS:
+        if secret in auth:
+            env[f"CONFORMANCE_{secret.upper()}"] = auth[secret]
+            auth[secret] = f"${{CONFORMANCE_{secret.upper()}}}"
     env["CONFORMANCE_TOKEN_KEY"] = base64.b64encode(secrets.token_bytes(32)).decode()
     config: dict[str, Any] = {
         "store": str(folder / "bridge.db"),
@@ -138,9 +138,8 @@ async def main(url: str) -> int:
         if code != 0:
             return 3 if TRACEBACKS else code
         failures = 0
-        for tool in json.loads(listing):
-            arguments = json.dumps(plan.example_arguments(tool.get("inputSchema")))
-            code, _ = await drive(["call", "-c", config, "s", tool["name"], arguments], env)
+        for name, arguments in plan.calls(json.loads(listing)):
+            code, _ = await drive(["call", "-c", config, "s", name, json.dumps(arguments)], env)
             failures += code not in (0, 1)  # 1: the tool reported an error, which the protocol allows
         if TRACEBACKS:
             print("the bridge printed a traceback", file=sys.stderr)

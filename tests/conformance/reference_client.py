@@ -95,13 +95,14 @@ async def main(url: str) -> int:
             Client(streamable_http_client(url, http_client=http), mode="auto", elicitation_callback=accept_defaults,
                    client_info=Implementation(name="conformance-reference", version="1")) as client:
         tools = (await client.list_tools()).tools
-        for tool in tools:
+        listed = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
+        for name, arguments in plan.calls(listed):
             try:
-                result = await client.call_tool(tool.name, plan.example_arguments(tool.input_schema))
-                print(tool.name, "->", "error" if result.is_error else "ok", file=sys.stderr)
+                result = await client.call_tool(name, arguments)
+                print(name, "->", "error" if result.is_error else "ok", file=sys.stderr)
             except Exception as exc:  # noqa: BLE001 - a scenario may fail a call on purpose; go on with the others
                 failures += 1
-                print(tool.name, "raised", type(exc).__name__, exc, file=sys.stderr)
+                print(name, "raised", type(exc).__name__, exc, file=sys.stderr)
     return 1 if failures else 0
 
 
