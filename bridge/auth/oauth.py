@@ -127,8 +127,9 @@ class _ScopedMetadata(OAuthClientMetadata):
 
 class _Bridged(httpx2.Auth):
     """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed, the SDK's
-    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`), and a sign-in
-    whose code the flow holds is told how it ended (`settled`)."""
+    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`), a sign-in whose
+    code the flow holds is told how it ended (`settled`), and with `dpop` every request of the flow goes with its
+    DPoP proof (`bridge.auth.dpop`)."""
 
     server_name = "the server"
     settled: Callable[[str, str | None], None] | None = None
@@ -136,6 +137,10 @@ class _Bridged(httpx2.Auth):
     _holding: tuple[str, int] | None = None
     """The state of the sign-in whose code a flow holds, and that flow's task: the SDK's lock lets one flow at a time
     sign in, and only that one may report a failure (another request's flow may end while it waits for the lock)."""
+
+    def __init__(self, *args: Any, dpop: Dpop | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dpop = dpop
 
     def hold(self, state: str) -> None:
         """The sign-in callback gave this task's flow the code of the sign-in `state`."""
@@ -150,10 +155,6 @@ class _Bridged(httpx2.Auth):
         if self.settled is not None:
             self.settled(held[0], error)
 
-    def __init__(self, *args: Any, dpop: Dpop | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dpop = dpop
-
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super().async_auth_flow(request)
         dpop = self._dpop
@@ -161,6 +162,8 @@ class _Bridged(httpx2.Auth):
             outgoing = await flow.__anext__()
             while True:
                 main = outgoing is request
+                # DPoP goes around the SDK's flow, on its requests and answers as they pass: the SDK has no DPoP, and
+                # its token model refuses `token_type: DPoP` (bridge.auth.dpop says what is done).
                 if dpop is not None:
                     await dpop.sign(outgoing, main=main)
                 response = yield outgoing
