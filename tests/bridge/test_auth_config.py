@@ -14,6 +14,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 
 from bridge.auth.oauth import NoConsent, OAuthClients, identity_for
 from bridge.auth.tokens import MemoryVault, SqliteVault
+from bridge.auth.workload import WorkloadOAuthProvider
 from bridge.cli import preflight
 from bridge.config.file import Config, from_mapping
 from bridge.errors import AuthError, ConfigError
@@ -112,6 +113,9 @@ def test_one_provider_per_account_and_the_right_kind(tmp_path: Path) -> None:
     signed = config({"identity": "service", "client_id": "svc", "private_key": "-----BEGIN PRIVATE KEY-----"})
     assert isinstance(OAuthClients(signed, NoConsent(), {}).for_server(signed.servers["s"]),
                       PrivateKeyJWTOAuthProvider)
+    workload = config({"identity": "service", "client_id": "w", "assertion_env": "WORKLOAD_TOKEN"})
+    assert isinstance(OAuthClients(workload, NoConsent(), {}).for_server(workload.servers["s"]),
+                      WorkloadOAuthProvider)
     none = config({"identity": "none"})
     assert OAuthClients(none, NoConsent(), {}).for_server(none.servers["s"]) is None
 
