@@ -32,7 +32,7 @@ import httpx2
 import yaml
 from anyio.abc import Process
 
-from tests.conformance import plan
+from tests.conformance import enterprise, plan
 
 LINK = re.compile(r"^\s{4}(https?://\S+)\s*$")
 QUESTION = re.compile(r"^│ \(\d+/\d+\) .*\[(?P<hint>[^\]]*)\]\s*$")
@@ -58,13 +58,16 @@ def write_config(url: str, folder: Path, env: dict[str, str]) -> Path:
     }
     if os.environ.get("BRIDGE_PROTOCOL"):
         config["servers"]["s"]["protocol"] = os.environ["BRIDGE_PROTOCOL"]
+    enterprise.apply(config, env, plan.context())  # the company sign-in, for the scenarios that play a company
     path = folder / "bridge.yaml"
     path.write_text(yaml.safe_dump(config), "utf-8")
     return path
 
 
 def secrets_of(auth: dict[str, Any]) -> list[str]:
-    return [str(auth[k]) for k in plan.SECRET_KEYS if auth.get(k)]
+    """The secrets a scenario handed out: its `auth:` block's and the identity provider's (a person's ID token)."""
+    ctx = plan.context()
+    return [str(v) for v in (*(auth.get(k) for k in plan.SECRET_KEYS), *(ctx.get(k) for k in plan.SECRET_KEYS)) if v]
 
 
 def leaked(secret_values: list[str], printed: str) -> bool:

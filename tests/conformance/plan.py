@@ -32,8 +32,6 @@ def auth_settings(ctx: dict[str, Any]) -> dict[str, Any]:
     client registers itself (a Client ID Metadata Document first, dynamic registration as the fallback).
     """
     kind = str(ctx.get("name", ""))
-    if "idp_id_token" in ctx and (enterprise := enterprise_settings(ctx)) is not None:
-        return enterprise
     auth: dict[str, Any] = {"identity": "shared", "client_metadata_url": CIMD_URL}
     if "client-credentials" in kind:
         auth = {"identity": "service", "client_id": ctx["client_id"]}
@@ -82,15 +80,6 @@ def calls(tools: list[dict[str, Any]], ctx: dict[str, Any] | None = None,
 SECRET_KEYS = ("client_secret", "private_key", "assertion", "idp_client_secret", "idp_id_token")
 """Values of an `auth:` block that are secrets: the bridge's driver passes them through the environment (`${VAR}`),
 as the README tells an admin to."""
-
-
-def enterprise_settings(ctx: dict[str, Any]) -> dict[str, Any] | None:
-    """The `auth:` block for enterprise-managed authorization (auth/enterprise-managed-authorization,
-    auth/cross-app-access-complete-flow), whose context holds the MCP authorization server's client (`client_id`,
-    `client_secret`) and the company identity provider's side (`idp_issuer`, `idp_token_endpoint`, `idp_client_id`,
-    and `idp_id_token`, the ID token a person's sign-in there gave). None until the bridge's config takes it: the
-    scenarios then run as a pre-registered client, which they refuse."""
-    return None
 
 
 def example_arguments(schema: Any) -> dict[str, Any]:

@@ -33,8 +33,8 @@ BEYOND_THE_SDK = [
     "auth/dpop-nonce",
     "auth/wif-jwt-bearer",  # workload identity (bridge.auth.workload)
     "sep-2322-client-request-state",  # a result without resultType is complete (bridge.servers.complete_by_default)
-    # Enterprise-managed authorization, once the bridge's config for it is written by plan.enterprise_settings:
-    # "auth/enterprise-managed-authorization", "auth/cross-app-access-complete-flow",
+    # Enterprise-managed authorization (bridge.auth.company; the config is tests/conformance/enterprise.py)
+    "auth/enterprise-managed-authorization", "auth/cross-app-access-complete-flow",
 ]
 """Scenarios the bare SDK fails and the bridge must pass, wherever the pinned versions have them."""
 
@@ -43,9 +43,9 @@ WHY = {
     "issuer differs from the URL it came from, which the SDK rightly refuses (RFC 8414 §3.3); 0.2.0 fixed the "
     "scenario",
     "auth/cross-app-access-complete-flow": "enterprise-managed authorization (ID-JAG token exchange at an identity "
-    "provider) is not configured for the conformance client",
+    "provider) is not in the SDK's client",
     "auth/enterprise-managed-authorization": "enterprise-managed authorization (ID-JAG token exchange at an identity "
-    "provider) is not configured for the conformance client",
+    "provider) is not in the SDK's client",
     "auth/dpop": "the SDK's client auth has no DPoP (sender-constrained tokens)",
     "auth/dpop-nonce": "the SDK's client auth has no DPoP (sender-constrained tokens)",
     "auth/wif-jwt-bearer": "the SDK has no JWT-bearer grant for a workload's token without a client secret",
