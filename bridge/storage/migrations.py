@@ -200,6 +200,17 @@ def _v9(real: str) -> tuple[str, ...]:
     )
 
 
+def _v14() -> tuple[str, ...]:
+    return (
+        # Several audit chains side by side (`bridge.storage.audit`), so appends to different chains never wait for
+        # each other. The rows and checkpoints there are are chain 0's, which goes on as it was.
+        "ALTER TABLE audit ADD COLUMN chain INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE audit_checkpoints ADD COLUMN chain INTEGER NOT NULL DEFAULT 0",
+        # Each append reads its chain's newest row.
+        "CREATE INDEX audit_chain ON audit (chain, id)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -220,6 +231,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
+    Migration(14, "several audit chains", _v14(), _v14()),
 )
 LATEST = MIGRATIONS[-1].version
 
