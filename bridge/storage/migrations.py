@@ -200,7 +200,7 @@ def _v9(real: str) -> tuple[str, ...]:
     )
 
 
-def _v14() -> tuple[str, ...]:
+def _v14(shared: bool) -> tuple[str, ...]:
     return (
         # Several audit chains side by side (`bridge.storage.audit`), so appends to different chains never wait for
         # each other. The rows and checkpoints there are are chain 0's, which goes on as it was.
@@ -208,6 +208,11 @@ def _v14() -> tuple[str, ...]:
         "ALTER TABLE audit_checkpoints ADD COLUMN chain INTEGER NOT NULL DEFAULT 0",
         # Each append reads its chain's newest row.
         "CREATE INDEX audit_chain ON audit (chain, id)",
+        # A worker of an earlier version still running beside migrated ones (Postgres) would append to chain 0 after
+        # the newest row of any chain, and sign that as chain 0's head: without a default its writes fail instead of
+        # breaking the chain. (SQLite has one process, and no DROP DEFAULT.)
+        *(("ALTER TABLE audit ALTER COLUMN chain DROP DEFAULT",
+           "ALTER TABLE audit_checkpoints ALTER COLUMN chain DROP DEFAULT") if shared else ()),
     )
 
 
@@ -231,7 +236,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
-    Migration(14, "several audit chains", _v14(), _v14()),
+    Migration(14, "several audit chains", _v14(shared=False), _v14(shared=True)),
 )
 LATEST = MIGRATIONS[-1].version
 

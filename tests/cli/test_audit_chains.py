@@ -247,6 +247,11 @@ def test_a_log_of_one_chain_written_before_is_migrated_and_verifies(
     assert audit("--store", store_target, "--verify", "--checkpoints", shipped).returncode == 0  # read as it is
     decide_at_once(store_target, 30, shipped)  # migrates, then goes on
     assert sql(store_target, "SELECT count(*) FROM audit WHERE chain = 0 AND id <= 5") == [(5,)]
+    if store_engine == "postgres":
+        # A worker of the earlier version left running cannot append to chain 0 after another chain's row.
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            sql(store_target, f"INSERT INTO audit ({', '.join(chain.FIELDS)}, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (1.0, "late", "form", "srv", "c", "accepted", None, None, None, "", "0" * 64))
     result = audit("--store", store_target, "--verify", "--checkpoints", shipped)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is not signed" not in result.stdout + result.stderr  # the checkpoint signed before still holds
