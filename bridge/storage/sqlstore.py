@@ -147,14 +147,18 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
                            "keys after the current one, or `audit --verify` cannot check the rows before",
                            last[0][0], chain.KEY_ENV)
 
-    def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False) -> tuple[int, list[Step]]:
+    def _chain_of(self, interaction_id: str) -> int:
+        return zlib.crc32(interaction_id.encode()) % self._chains
+
+    def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False,
+                      locked: bool = False) -> tuple[int, list[Step]]:
         """An audit row linked to the newest one of the chain its interaction picks (`bridge.storage.audit`): the
         chain, and the steps. Reading that hash and appending after it must not interleave with another append to the
         chain: SQLite has one writer; on Postgres the chain's lock, held to the commit, orders them across workers (and
-        ids follow that order)."""
-        chain_no = zlib.crc32(str(values[1]).encode()) % self._chains  # values[1]: the interaction's id
+        ids follow that order). `locked`: an earlier step of the transaction took it."""
+        chain_no = self._chain_of(str(values[1]))  # values[1]: the interaction's id
         steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK + chain_no,), guarded)] \
-            if self._db.dialect == "postgres" else []
+            if self._db.dialect == "postgres" and not locked else []
 
         current = self._audit.current
 
@@ -207,13 +211,19 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
         await self._db.write_behind([Step("UPDATE interactions SET card = ? WHERE id = ?",
                                           (json.dumps(dict(card.data)), interaction_id))])
 
-    async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
+    def _claiming(self, interaction: Interaction, outcome: Outcome, detail: str) -> tuple[int, Step, list[Step]]:
+        """A claim's update, and its audit row's steps (guarded: only for the claim that won). On Postgres the winner
+        takes its chain's lock in the update itself (`RETURNING` runs only for the row updated): a round trip less."""
         number, append = self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()),
-                                            guarded=True)
-        steps = [
-            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
-            *append,
-        ]
+                                            guarded=True, locked=self._db.dialect == "postgres")
+        params = (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)
+        if self._db.dialect == "postgres":
+            return number, Step(f"{_DECIDE} RETURNING pg_advisory_xact_lock(?)", (*params, AUDIT_LOCK + number)), append
+        return number, Step(_DECIDE, params), append
+
+    async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
+        number, decide, append = self._claiming(interaction, outcome, detail)
+        steps = [decide, *append]
         if self._db.dialect == "postgres":
             # Delivered at commit, to every worker listening (the owner of a legacy call answers its server).
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
@@ -225,13 +235,13 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows):
                            pending_call: str) -> tuple[bool, bool]:
         # The call's row is locked after the claim (on Postgres a second claim on the same call waits for this one's
         # commit, and its check below then sees this answer): of two claims racing on a round's last two cards,
-        # exactly one finds no open card left.
+        # exactly one finds no open card left. (The audit chain's lock comes first, with the claim; whoever holds a
+        # call's row has passed its own chain's lock and waits for nothing more, so the two never deadlock.)
         rest_open = ("EXISTS (SELECT 1 FROM interactions i WHERE i.pending_call = pending_calls.id AND"
                      " i.status = 'open' AND i.input_key IS NOT NULL AND i.created_at >= pending_calls.created_at)")
-        number, append = self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()),
-                                            guarded=True)
+        number, decide, append = self._claiming(interaction, outcome, detail)
         steps = [
-            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
+            decide,
             Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
             *append,
             # Only a card of the stored round answers it (one of an earlier round is merely retired).
