@@ -181,6 +181,12 @@ def test_a_row_changed_removed_swapped_moved_or_cut_from_one_chain_is_named(
         result = audit("--store", store_target, "--verify")
         assert result.returncode == 1 and f"chain {number}: BROKEN at row 2 (id {ids[2]})" in result.stderr
         assert f"chain {number + 1}: BROKEN at row" in result.stderr
+        restore(store_target, saved)
+        # A chain removed whole, with the store's checkpoints: named by the checkpoints shipped away.
+        sql(store_target, "DELETE FROM audit WHERE chain = ?", (number,))
+        said = broken("--checkpoints", shipped)
+        assert re.search(rf"^chain {number}: BROKEN at row 1 \(id \d+\): missing: the checkpoint of .* names "
+                         rf"{len(ids)} rows up to id {ids[-1]}, the store has 0", said, re.M), said
     restore(store_target, saved)
     assert audit("--store", store_target, "--verify", "--checkpoints", shipped).returncode == 0
 
