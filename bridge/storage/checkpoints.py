@@ -37,11 +37,11 @@ class Checkpoints:
         self._settings = settings
         self._lock = anyio.Lock()
         self._appended: dict[int, int] = {}
-        """Rows this process appended to each chain since its last checkpoint (counted as their inserts run)."""
+        """Rows this process appended to each chain since its last checkpoint (counted once committed)."""
         self._warned = False
 
     def appended(self, chain: int) -> None:
-        """A row was appended to `chain` (called as the insert runs: not for a claim that lost)."""
+        """A row appended to `chain` was committed (not called for a claim that lost)."""
         self._appended[chain] = self._appended.get(chain, 0) + 1
 
     async def due(self) -> None:
