@@ -10,6 +10,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import re
 import sqlite3
 import time
@@ -273,3 +274,17 @@ def test_a_log_of_one_chain_written_before_is_migrated_and_verifies(
     result = audit("--store", store_target, "--verify", "--checkpoints", shipped)
     assert result.returncode == 1
     assert f"{'chain 0: ' if store_engine == 'postgres' else ''}BROKEN at row 3 (id 3)" in result.stderr
+
+
+def test_chains_written_without_a_key_are_not_vouched_for_once_a_key_is_set(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (chain.KEY_ENV, SIGNING_KEY_ENV, PUBLIC_KEY_ENV):
+        monkeypatch.delenv(name, raising=False)
+    decide_at_once(pg_url, 12, tmp_path / "checkpoints.jsonl")
+    plain = audit("--store", pg_url, "--verify")
+    assert plain.returncode == 0 and "warning: no row is keyed" in plain.stdout
+    assert "NOT VOUCHED FOR: the rows after the newest checkpoint of chains" in plain.stdout
+    keyed = audit("--store", pg_url, "--verify", env={**os.environ, chain.KEY_ENV: random_key()})
+    assert keyed.returncode == 1
+    assert re.search(r"^NOT VOUCHED FOR: MCP_BRIDGE_AUDIT_KEY is set, but no row in chains [\d, ]+ is keyed",
+                     keyed.stderr, re.M), keyed.stderr
