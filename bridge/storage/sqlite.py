@@ -198,7 +198,8 @@ class SqliteDriver:
         job = _Job(steps, False, behind=True)
         if self.path == MEMORY:
             self._commit(self._writer_db, [job])
-            _report_behind([job])
+            if isinstance(job.result, Exception):
+                _report_behind([job])
         else:
             self._queued.append(job)
             self._last_behind = job
@@ -255,7 +256,7 @@ class SqliteDriver:
     # -- in a worker thread, one batch at a time ---------------------------------------------------------------
 
     def _commit(self, db: sqlite3.Connection, batch: list[_Job]) -> None:
-        durable = any(job.durable for job in batch)
+        durable = batch[0].durable if len(batch) == 1 else any(job.durable for job in batch)  # mostly one job
         sync = durable and self.path != MEMORY  # `:memory:` has no disk to sync
         # A batch of one needs no savepoint: its job failing rolls back the whole batch, which is the job. A single
         # statement alone needs no explicit transaction either: SQLite runs it in one of its own (autocommit).
