@@ -16,13 +16,13 @@ from typing import Any
 
 import anyio
 
-from adapters.matrix import render
+from adapters.matrix import render, weblinks
 from adapters.matrix.answers import Answers
 from adapters.matrix.asking import Asker
 from adapters.matrix.client import PLATFORM, MatrixClient, RoomEvent
 from adapters.matrix.index import CardIndex
 from adapters.matrix.login import log_in
-from adapters.matrix.markup import plain
+from adapters.matrix.markup import Mention, plain
 from adapters.matrix.outbox import Connection, Outbox
 from adapters.matrix.port import MatrixPort
 from adapters.matrix.restore import Restorer
@@ -31,8 +31,8 @@ from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from adapters.matrix.weblinks import WebLinks
 from bridge.config.file import Config
-from bridge.errors import AdapterError
-from bridge.model import Actor, ConversationKey
+from bridge.errors import AdapterError, PlatformAPIError
+from bridge.model import Actor, AppOffer, ConversationKey
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
@@ -109,6 +109,29 @@ class MatrixAdapter(MatrixPort):
             await state.set(f"direct:{user_id}", room_id)
         self._directs.add(room_id)
         return ConversationKey(PLATFORM, self.settings.server_name, room_id)
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        """A result's app, on Matrix: its link acts as one person, and a room has no message only one person sees,
+        so the requester's own link goes to them in a direct message and the room is told where it went."""
+        person = offer.requester
+        if person is None or person.platform != PLATFORM:
+            return
+        url = self.inbound.app_link(offer.view_id, person)
+        if url is None:
+            return
+        try:
+            dm = await self.direct(person.user_id)
+            if dm is None:
+                raise PlatformAPIError(PLATFORM, "createRoom", f"no direct message room with {person.user_id}")
+            await self.outbox.post(dm.channel, render.message(weblinks.app_link_message(offer, url), msgtype="m.text",
+                                                               mentions=[person.user_id]))
+        except AdapterError as exc:
+            logger.warning("could not send %s their app link: %s", person.user_id, exc)
+            await self.notify(conversation, person, weblinks.NO_APP_DM)
+            return
+        await self.outbox.post(conversation.channel, render.message(
+            render.mentioned(Mention(person.user_id, person.label()), weblinks.app_offer_line(offer)),
+            thread=conversation.thread or None, mentions=[person.user_id]))
 
     async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
         return self.client.members(conversation.channel)

@@ -20,7 +20,7 @@ from adapters.matrix.formtext import WEB
 from adapters.matrix.markup import Text, join_lines, plain
 from adapters.matrix.outbox import Outbox
 from bridge.errors import AdapterError, PlatformAPIError
-from bridge.model import Actor, ConversationKey
+from bridge.model import Actor, AppOffer, ConversationKey
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,25 @@ def link_message(card: Card, url: str) -> Text:
         Text(url, f'<a href="{safe}">{safe}</a>'),
         render.title(card.interaction),
         plain("It is for you only: it answers as you, works once, and expires with the request or sooner. "
+              "Do not share it.")])
+
+
+NO_APP_DM = "I could not open a direct message with you to send your link to the app."
+
+
+def app_offer_line(offer: AppOffer) -> str:
+    """What the room sees: that the result has an app, and that its link went to the person privately."""
+    return (f"{offer.server.text()}.{offer.tool} has an app: your own link to open it is in our direct messages "
+            "(it acts as you, so it is never posted here).")
+
+
+def app_link_message(offer: AppOffer, url: str) -> Text:
+    """The direct message with a link to an app: whose app, and that the link is theirs alone."""
+    safe = html.escape(url, quote=True)
+    return join_lines([
+        plain(f"📱 Your private link to the app of {offer.server.text()}.{offer.tool}:"),
+        Text(url, f'<a href="{safe}">{safe}</a>'),
+        plain("It is for you only: the app acts as you, the link works in one browser, and it expires. "
               "Do not share it.")])
 
 
