@@ -24,12 +24,14 @@ from bridge.host import Host
 from bridge.http.server import HttpServer
 from bridge.testing import config_for, host_store, patient
 from tests.adapters.console.test_connect import Screen
-from tests.apps import browsing
+from tests.apps import browsing, servers
+from tests.apps.servers import gated
 from tests.webform import test_browser as web
 
 pytestmark = [pytest.mark.anyio]
 
 browser = web.browser
+basic, monitor = servers.basic, servers.monitor  # the example app servers (fixtures)
 LINK = re.compile(r"\[app\] .*?: (http://127\.0\.0\.1:\d+/app/\S+)")
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z$")
 
@@ -163,9 +165,7 @@ async def test_the_system_monitor_polls_its_app_only_tool_which_chat_neither_lis
 
 async def test_an_apps_call_of_a_tool_that_needs_approval_waits_for_the_person_at_the_console(
         basic: ServerConfig, browser: Browser) -> None:
-    gated = ServerConfig(**{**{f: getattr(basic, f) for f in ("name", "command", "args", "apps")},
-                            "tool_rules": (("get-time", "always"),)})
-    config = config_for({"basic": gated})
+    config = config_for({"basic": gated(basic, "get-time")})
     out, terminal = Screen(), Terminal()
     host = Host(config, await host_store(config))
     http = HttpServer("127.0.0.1:0")

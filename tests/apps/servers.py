@@ -1,7 +1,9 @@
-"""MCP Apps tests: the example app servers from npm (tests/npm), started over stdio as their READMEs say."""
+"""The example app servers from npm (tests/npm) for the MCP Apps tests, started over stdio as their READMEs say.
+Test modules import the fixtures they use."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,11 @@ def app_server(name: str, package: str, **fields: object) -> ServerConfig:
     if not entry.exists():
         pytest.fail(f"{entry} is missing: run `bash scripts/dev.sh test` (it runs npm ci in tests/npm)")
     return ServerConfig(name=name, command="node", args=(str(entry), "--stdio"), apps=True, **fields)  # type: ignore[arg-type]
+
+
+def gated(server: ServerConfig, tool: str) -> ServerConfig:
+    """`server` with calls of `tool` needing approval (`tools.approve: {tool: always}`)."""
+    return replace(server, tool_rules=((tool, "always"),))
 
 
 @pytest.fixture
