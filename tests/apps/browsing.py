@@ -9,6 +9,9 @@ from pathlib import Path
 import anyio
 from playwright.async_api import Browser, Frame, FrameLocator, Page
 
+from bridge.apps.routes import AppPages
+from bridge.host import Host
+from bridge.http.server import HttpServer
 from tests.webform import test_browser as web
 
 ARTIFACTS = web.ROOT / ".cache/artifacts/apps"
@@ -57,6 +60,18 @@ async def blocked_request(frame: Frame, url: str) -> str:
         fetch(url).then(() => resolve("allowed"), () => setTimeout(() => resolve("failed without a violation"), 500));
     })""", url)
     return directive
+
+
+@asynccontextmanager
+async def serving_apps(host: Host) -> AsyncIterator[HttpServer]:
+    """The bridge's HTTP server on a free loopback port with the app pages, offered to results (as `run` sets it
+    up when `http.listen` and `http.public_url` are set). The sandbox is the same server as `localhost`."""
+    server = HttpServer("127.0.0.1:0")
+    host.offer_apps(AppPages(host.apps, host, host.pool, host.outbound, server))
+    async with anyio.create_task_group() as tg:
+        await tg.start(server.serve)
+        yield server
+        tg.cancel_scope.cancel()
 
 
 @asynccontextmanager

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 
 import anyio
 import pytest
 from playwright.async_api import Browser
 
 from adapters.slack import ids
-from bridge.apps.routes import AppPages
 from bridge.config.file import ServerConfig
-from bridge.http.server import HttpServer
 from bridge.testing import patient
-from tests.adapters.slack.conftest import Bridge, running_bridge
+from tests.adapters.slack.conftest import running_bridge
 from tests.apps import browsing, servers
 from tests.apps.servers import gated
 from tests.harness.slack import Call, FakeSlack, block_actions, event_app_mention
@@ -33,17 +30,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 browser = web.browser
 basic, monitor = servers.basic, servers.monitor  # the example app servers (fixtures)
 LINK = re.compile(r"<(http://127\.0\.0\.1:\d+/app/[A-Za-z0-9_.\-]+)\|Open the app>")
-
-
-@asynccontextmanager
-async def with_apps(bridge: Bridge) -> AsyncIterator[HttpServer]:
-    """The bridge's HTTP server on a free loopback port with the app pages (as `run` sets it up)."""
-    server = HttpServer("127.0.0.1:0")
-    bridge.host.offer_apps(AppPages(bridge.host.apps, bridge.host, bridge.host.pool, bridge.host.outbound, server))
-    async with anyio.create_task_group() as tg:
-        await tg.start(server.serve)
-        yield server
-        tg.cancel_scope.cancel()
 
 
 def has_action(call: Call, action_id: str, thread: str) -> bool:
@@ -91,7 +77,7 @@ async def open_link(slack: FakeSlack, thread: str, user: str) -> str:
 async def test_the_basic_app_opens_from_a_private_link_and_its_gated_call_waits_for_approval_in_the_thread(
         slack: FakeSlack, basic: ServerConfig, browser: Browser) -> None:
     thread = "1800000000.000100"
-    async with running_bridge(slack, {"basic": gated(basic, "get-time")}) as bridge, with_apps(bridge):
+    async with running_bridge(slack, {"basic": gated(basic, "get-time")}) as bridge, browsing.serving_apps(bridge.host):
         with anyio.fail_after(patient(90)):
             await slack.send_envelope("events_api", event_app_mention("U1", "C1", "<@UBOT> call basic get-time",
                                                                       thread))
@@ -126,7 +112,7 @@ async def test_the_basic_app_opens_from_a_private_link_and_its_gated_call_waits_
 async def test_the_system_monitor_renders_from_slack(slack: FakeSlack, monitor: ServerConfig,
                                                      browser: Browser) -> None:
     thread = "1800000000.000200"
-    async with running_bridge(slack, {"monitor": monitor}) as bridge, with_apps(bridge):
+    async with running_bridge(slack, {"monitor": monitor}) as bridge, browsing.serving_apps(bridge.host):
         with anyio.fail_after(patient(90)):
             mention = event_app_mention("U1", "C1", "<@UBOT> call monitor get-system-info", thread)
             await slack.send_envelope("events_api", mention)
