@@ -119,8 +119,8 @@ async def test_an_apps_link_its_page_and_what_its_app_may_ask(protocol: str) -> 
 
 async def test_a_link_expires_and_a_server_with_apps_off_is_neither_told_nor_offered() -> None:
     clock = Clock()
-    on = ServerConfig(name="kit", inprocess=kit(), apps=True)  # type: ignore[arg-type]
-    off = ServerConfig(name="off", inprocess=kit(), apps=False)  # type: ignore[arg-type]
+    on = ServerConfig(name="kit", inprocess=kit(), apps=True)
+    off = ServerConfig(name="off", inprocess=kit(), apps=False)
     host, chat = await host_for(config_for({"kit": on, "off": off}))
     http = HttpServer("127.0.0.1:0")
     pages = AppPages(host.apps, host, host.pool, host.outbound, http, AppLinks(lifetime=60, clock=clock))
