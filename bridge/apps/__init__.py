@@ -10,4 +10,8 @@ posted in the conversation labelled with the server, its links are shown with th
 
 `meta` reads what a tool and a resource say about apps, `csp` builds the sandbox's policy, `links` the per-person
 tokens, `views` the apps offered in chat, `page` the HTML, and `routes` serves them on the bridge's HTTP server.
+
+May use: `bridge.cards` (the outbound chat ports), `bridge.servers`, `bridge.config`, `bridge.http`, `bridge.safety`,
+`bridge.text`, `bridge.model`, `bridge.errors` and libraries. The tool calls an app makes reach the core through
+`routes.AppDoor` (the host).
 """

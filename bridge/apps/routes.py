@@ -141,8 +141,10 @@ class AppPages:
         html = app_page(view.label.text(), shorten(title, 120), claims.actor.label(), _duration(left))
         response = HTMLResponse(html, headers=page_headers(browser_url.origin(self.sandbox_base() + "/")))
         if isinstance(held, str):
-            response.set_cookie(COOKIE, held, max_age=max(1, int(left)), path=request.url.path, httponly=True,
-                                samesite="strict", secure=request.url.scheme == "https")
+            # Scoped to this link's own path as the browser sees it (behind a proxy, under its path prefix).
+            path = urlsplit(self._server.url(PAGE.format(token=request.path_params["token"]))).path
+            response.set_cookie(COOKIE, held, max_age=max(1, int(left)), path=path, httponly=True,
+                                samesite="strict", secure=self._server.url("/").startswith("https:"))
         return response
 
     async def _view(self, request: Request) -> Response:

@@ -194,11 +194,15 @@ class ToolCalls:
         """Offer the app of a successful result in its conversation, when the tool has one (MCP Apps)."""
         if self._apps is None or result.is_error or not self._apps.enabled(server):
             return
-        session = self._pool.find(conversation, server, requester)
-        if session is None or session.tools is None or tool not in session.tools:
+        try:
+            # The tools the call's session listed (a pooled 2026 session may not have listed them yet).
+            listed = {t.name: t for t in await self._pool.list_tools(conversation, server, person=requester)}
+        except BridgeError as exc:
+            logger.warning("no app offered for %s.%s: %s", server, tool, exc)
             return
-        await self._apps.offer(conversation, requester, self._audience.label(server, session), session.tools[tool],
-                               arguments, result)
+        if tool in listed:
+            label = self._audience.label(server, self._pool.find(conversation, server, requester))
+            await self._apps.offer(conversation, requester, label, listed[tool], arguments, result)
 
     async def _supervised(self, call: ToolCall,
                           body: Callable[[], Awaitable[CallToolResult | None]]) -> CallToolResult | None:
