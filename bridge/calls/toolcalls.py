@@ -201,8 +201,9 @@ class ToolCalls:
             logger.warning("no app offered for %s.%s: %s", server, tool, exc)
             return
         if tool in listed:
-            label = self._audience.label(server, self._pool.find(conversation, server, requester))
-            await self._apps.offer(conversation, requester, label, listed[tool], arguments, result)
+            session = self._pool.find(conversation, server, requester)
+            await self._apps.offer(conversation, requester, self._audience.label(server, session), listed[tool],
+                                   arguments, result, session)
 
     async def _supervised(self, call: ToolCall,
                           body: Callable[[], Awaitable[CallToolResult | None]]) -> CallToolResult | None:

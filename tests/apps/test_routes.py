@@ -117,9 +117,9 @@ async def test_an_apps_link_its_page_and_what_its_app_may_ask(protocol: str) -> 
         tg.cancel_scope.cancel()
 
 
-async def test_a_link_expires_and_a_server_with_apps_off_is_neither_told_nor_offered() -> None:
+async def test_a_link_expires_ends_with_its_session_and_a_server_with_apps_off_is_neither_told_nor_offered() -> None:
     clock = Clock()
-    on = ServerConfig(name="kit", inprocess=kit(), apps=True)
+    on = ServerConfig(name="kit", inprocess=kit(), apps=True, protocol="legacy")
     off = ServerConfig(name="off", inprocess=kit(), apps=False)
     host, chat = await host_for(config_for({"kit": on, "off": off}))
     http = HttpServer("127.0.0.1:0")
@@ -140,4 +140,19 @@ async def test_a_link_expires_and_a_server_with_apps_off_is_neither_told_nor_off
                 clock.now = 10**10 + 61
                 expired = await ada.get(url)
             assert expired.status_code == 410 and "This link has expired" in expired.text
+
+            # The app of a conversation's own session ends with that session.
+            clock.now = 1_000_000_000.0
+            await host.run_message(MessageIn(ROOM, ALICE, "call kit show", explicit_command=True))
+            offer = chat.app_offers[-1][1]
+            url = pages.link_for(offer.view_id, ALICE)
+            assert url is not None
+            async with httpx.AsyncClient() as ada:
+                assert (await ada.get(url)).status_code == 200
+                session = host.pool.find(ROOM, "kit", ALICE)
+                assert session is not None
+                await host.pool.close(session)
+                ended = await ada.get(url + "/view")
+                assert ended.status_code == 410 and ended.json()["error"]["message"] == "This app has ended."
+                assert (await ada.get(url)).status_code == 410
         tg.cancel_scope.cancel()
