@@ -4,6 +4,7 @@ MCP Apps extension, on both eras; what the bridge advertises and offers; who may
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -13,9 +14,12 @@ import pytest
 from bridge.apps.links import AppLinks
 from bridge.apps.routes import AppPages
 from bridge.config.file import ServerConfig
+from bridge.host import Host
 from bridge.http.server import HttpServer
+from bridge.llm import LLMRequest, LLMResponse
+from bridge.llm.types import ToolCall
 from bridge.model import DecisionIn, MessageIn
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, host_store, patient
 from tests.servers.apps_kit import HTML, URI, kit
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -156,3 +160,37 @@ async def test_a_link_expires_ends_with_its_session_and_a_server_with_apps_off_i
                 assert ended.status_code == 410 and ended.json()["error"]["message"] == "This app has ended."
                 assert (await ada.get(url)).status_code == 410
         tg.cancel_scope.cancel()
+
+
+@dataclass
+class ShowingModel:
+    """A model that calls `kit`'s `show` once, then answers; it keeps what it was offered."""
+
+    name: str = "openai"
+    supports_tools: bool = True
+    default_model: str | None = "m"
+    offered: list[str] = field(default_factory=list)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.offered = [spec.name for spec in request.tools]
+        if any(m.tool_results for m in request.messages):
+            return LLMResponse("Shown.", "m", "endTurn")
+        return LLMResponse("", "m", "toolUse", tool_calls=(ToolCall("c1", "kit__show", {"what": "agent"}),))
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_the_agent_is_not_offered_app_only_tools_and_its_result_offers_the_app() -> None:
+    model = ShowingModel()
+    config = config_for({"kit": ServerConfig(name="kit", inprocess=kit(), apps=True)})
+    chat = FakeChatPort()
+    host = Host(config, await host_store(config), llm=model)
+    host.attach(chat)
+    async with host:
+        with anyio.fail_after(patient(30)):
+            await host.run_message(MessageIn(ROOM, ALICE, "what does the kit look like?"))
+            await chat.wait_message("Shown.")
+    assert "kit__show" in model.offered and "kit__hidden" in model.offered and "kit__poll" not in model.offered
+    [(_, offer)] = chat.app_offers
+    assert offer.tool == "show" and offer.requester == ALICE
