@@ -85,6 +85,9 @@ async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_
             await app.locator("#server-time", has_text=first).wait_for()
             await browsing.said_in(page, said, "Received tool call input:")
             await page.screenshot(path=browsing.artifacts() / "console-basic.png", full_page=True)
+            # Phone-sized: nothing wider than the screen; the frame takes the height the app asked for.
+            assert await web.fits_the_screen(page)
+            assert await page.locator("#app").evaluate("f => f.style.height") not in ("", "480px")
 
             # The app's own tools/call reaches the server: a later time.
             await app.get_by_role("button", name="Get Server Time").click()
