@@ -114,6 +114,10 @@ async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_
                 assert await browsing.blocked_request(frame, elsewhere) == "connect-src"
                 assert await browsing.blocked_request(frame, http.url("/healthz")) == "connect-src"
             assert hits == []
+            # Nor take the page elsewhere: its frames may not navigate the top.
+            await frame.evaluate("() => { try { window.top.location.href = 'http://example.org/'; } catch (e) {} }")
+            await browsing.said_in(page, said, "Unsafe attempt to initiate navigation")
+            assert await page.evaluate("location.href") == url
             await page.screenshot(path=browsing.artifacts() / "console-basic-used.png", full_page=True)
 
             # Another browser (another person given the link) is refused.
