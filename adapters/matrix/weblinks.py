@@ -17,7 +17,7 @@ from adapters.matrix import render
 from adapters.matrix.cards import Card
 from adapters.matrix.client import PLATFORM
 from adapters.matrix.formtext import WEB
-from adapters.matrix.markup import Text, join_lines, plain
+from adapters.matrix.markup import Mention, Text, join_lines, plain
 from adapters.matrix.outbox import Outbox
 from bridge.errors import AdapterError, PlatformAPIError
 from bridge.model import Actor, AppOffer, ConversationKey
@@ -46,12 +46,19 @@ def link_message(card: Card, url: str) -> Text:
 
 
 NO_APP_DM = "I could not open a direct message with you to send your link to the app."
+APP_ENDED = "This app has ended; run the tool again to open it anew."
+APP = "📱"
+"""The reaction on an app's room message that asks for a link of one's own."""
+MAX_APP_OFFERS = 500
 
 
-def app_offer_line(offer: AppOffer) -> str:
-    """What the room sees: that the result has an app, and that its link went to the person privately."""
-    return (f"{offer.server.text()}.{offer.tool} has an app: your own link to open it is in our direct messages "
-            "(it acts as you, so it is never posted here).")
+def app_offer_text(offer: AppOffer, requester: Mention | None) -> Text:
+    """What the room sees: that the result has an app, where the requester's link went, and how others get theirs.
+    The link itself acts as one person, so it is never posted here."""
+    head = plain(f"{APP} {offer.server.text()}.{offer.tool} has an app. ")
+    if requester is not None:
+        head = head + requester.as_text() + plain(": your own link is in our direct messages. Others: ")
+    return head + plain(f"react {APP} to this message and yours comes to you in a direct message.")
 
 
 def app_link_message(offer: AppOffer, url: str) -> Text:

@@ -47,6 +47,12 @@ async def app_frame(page: Page, selector: str) -> Frame:
     return found[0]
 
 
+async def settled(page: Page) -> None:
+    """Wait until the page has sized the app's frame to what the app asked for, so that a tap lands where the
+    button is (the frame grows under a finger otherwise)."""
+    await page.wait_for_function("() => document.getElementById('app').style.height !== ''")
+
+
 async def said_in(page: Page, said: list[str], text: str) -> None:
     """Wait until a console message containing `text` has come from the page or its frames."""
     if not any(text in m for m in said):

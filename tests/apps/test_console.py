@@ -90,6 +90,7 @@ async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_
             assert await page.locator("#app").evaluate("f => f.style.height") not in ("", "480px")
 
             # The app's own tools/call reaches the server: a later time.
+            await browsing.settled(page)
             await app.get_by_role("button", name="Get Server Time").click()
             await app.locator("#server-time", has_text=re.compile(r"^(?!" + re.escape(first) + r")\d{4}-")).wait_for()
             assert ISO.match(await app.locator("#server-time").inner_text())
@@ -193,6 +194,7 @@ async def test_an_apps_call_of_a_tool_that_needs_approval_waits_for_the_person_a
             await app.locator("#server-time", has_text=first).wait_for()
 
             cards = out.getvalue().count("┌─")
+            await browsing.settled(page)
             await app.get_by_role("button", name="Get Server Time").click()
             # The app's call asks in the conversation, as a call typed there would; the app waits.
             while out.getvalue().count("┌─") == cards:

@@ -1,8 +1,8 @@
 """MCP Apps from Matrix, against a real Synapse: under a result whose tool has an app, the requester's own link comes
-to them in a direct message (never in the room, which is told where it went); Debian's Chromium runs the app from
-it on a phone-sized screen. The app's call of a tool that needs approval posts an approval card in the room and
-goes on only once it is approved; another person's browser is refused the link. Screenshots:
-.cache/artifacts/apps/matrix-*.png.
+to them in a direct message, never in the room; the room is told where it went, and anyone else there reacts 📱 for
+a link of their own. Debian's Chromium runs the app from it on a phone-sized screen. The app's call of a tool that
+needs approval posts an approval card in the room and goes on only once it is approved; another person's browser is
+refused the link. Screenshots: .cache/artifacts/apps/matrix-*.png.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from nio import InviteMemberEvent
 from playwright.async_api import Browser
 
 from adapters.matrix.render import ACCEPT
@@ -27,6 +28,15 @@ pytestmark = pytest.mark.anyio
 browser = web.browser
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/app/[A-Za-z0-9_.\-]+")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+async def join_dm(p: Person, room: str) -> str:
+    """Join the direct message the bot invited `p` to (not `room`, where `p` was invited before)."""
+    await p.wait(lambda i, e: isinstance(e, InviteMemberEvent) and e.state_key == p.user_id
+                 and str(e.source.get("room_id", "")) != room and any(r != room for r in p.client.invited_rooms))
+    dm = next(str(r) for r in p.client.invited_rooms if r != room)
+    await p.client.join(dm)
+    return dm
 
 
 def in_room(p: Person, event: object, room: str) -> bool:
@@ -62,8 +72,8 @@ async def test_apps_open_from_a_link_sent_by_direct_message_and_a_gated_call_wai
         first = TIME.search(body(result)).group(0)  # type: ignore[union-attr]
         dm = await join_invited(ada)
         assert dm != room
-        told = await ada.wait(lambda i, e: "has an app: your own link to open it is in our direct messages" in body(e))
-        assert ada.room_of[told.event_id] == room
+        told = await ada.wait(lambda i, e: "your own link is in our direct messages" in body(e))
+        assert ada.room_of[told.event_id] == room and "react 📱 to this message" in body(told)
         await ada.wait(lambda i, e: in_room(ada, e, dm) and LINK.search(body(e)) is not None)
         url = link_in_dm(ada, dm, 0)
         assert not [e for e in ada.seen if in_room(ada, e, room) and "/app/" in str(content(e))]
@@ -76,6 +86,7 @@ async def test_apps_open_from_a_link_sent_by_direct_message_and_a_gated_call_wai
 
         # The app's own call needs approval: a card in the room, the app waits, an approval lets it go on.
         seen = len(ada.seen)
+        await browsing.settled(page)
         await app.get_by_role("button", name="Get Server Time").click()
         gate = await ada.wait(part("card", after=seen))
         assert ada.room_of[gate.event_id] == room
@@ -83,10 +94,17 @@ async def test_apps_open_from_a_link_sent_by_direct_message_and_a_gated_call_wai
         await ada.react(gate.event_id, ACCEPT)
         await app.locator("#server-time", has_text=re.compile(r"^(?!" + re.escape(first) + r")\d{4}-")).wait_for()
 
-        # grace's browser is refused ada's link.
+        # grace's browser is refused ada's link; she reacts 📱 and gets her own, in her own direct message.
         stranger = await (await browser.new_context(**web.PHONE)).new_page()
         refused = await stranger.goto(url)
         assert refused is not None and refused.status == 403
+        await grace.react(told.event_id, "📱")
+        grace_dm = await join_dm(grace, room)
+        await grace.wait(lambda i, e: in_room(grace, e, grace_dm) and LINK.search(body(e)) is not None)
+        own = link_in_dm(grace, grace_dm, 0)
+        assert own != url
+        theirs, _ = await browsing.open_app(browser, own)
+        await browsing.inside(theirs).locator("#server-time", has_text=first).wait_for()
         await page.get_by_role("button", name="Close the app").click()
         await browsing.said_in(page, said, "App is being torn down")
 
@@ -101,4 +119,4 @@ async def test_apps_open_from_a_link_sent_by_direct_message_and_a_gated_call_wai
         await app.locator("#info-hostname", has_text=hostname).wait_for()
         await app.locator("#memory-percent", has_text=re.compile(r"^\d+%$")).wait_for()
         await page.screenshot(path=browsing.artifacts() / "matrix-system-monitor.png", full_page=True)
-        assert not [e for e in grace.seen if "/app/" in str(content(e))]
+        assert not [e for e in grace.seen if in_room(grace, e, room) and "/app/" in str(content(e))]
