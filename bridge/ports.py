@@ -16,6 +16,7 @@ import anyio
 
 from bridge.model import (
     Actor,
+    AppOffer,
     CardRef,
     ConversationKey,
     DecisionIn,
@@ -59,6 +60,11 @@ class ChatPort(Protocol):
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         """Edit a status line in place (progress, done, stopped)."""
+        ...
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        """Offer the app of a tool result (MCP Apps): an Open button whose link each person gets privately
+        (`Inbound.app_link`), or the link sent to the requester privately where the platform has no such button."""
         ...
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
@@ -191,6 +197,11 @@ class Inbound(Protocol):
     async def open_anywhere(self, interaction_id: str) -> Interaction | None:
         """The interaction if it is open: waited on in this process, or held by another worker of a shared store
         (decisions on it reach that worker through the store)."""
+        ...
+
+    def app_link(self, view_id: str, actor: Actor) -> str | None:
+        """A link of `actor`'s own to an app offered in chat (`ChatPort.offer_app`), or None when the app has ended.
+        It works in one browser only: send it to that person privately, never in the room."""
         ...
 
     def web_forms_enabled(self) -> bool:

@@ -30,6 +30,7 @@ from bridge.config.file import Config
 from bridge.model import (
     Action,
     Actor,
+    AppOffer,
     CardRef,
     ConversationKey,
     DecisionIn,
@@ -165,6 +166,12 @@ class ConsoleAdapter:
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         self._print(render.status(status))
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        # One person at the terminal: their own link is printed at once, with the result.
+        url = self._host.app_link(offer.view_id, self.actor)
+        if url is not None:
+            self._print(render.app_offer(offer, url))
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
         self._print(*render.progress(interaction))
