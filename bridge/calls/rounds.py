@@ -56,7 +56,7 @@ from bridge.errors import (
     MessageTooLarge,
     ServerGoneError,
 )
-from bridge.model import Actor, ConversationKey, Kind, Outcome, Status
+from bridge.model import Actor, ConversationKey, Kind, MessageRef, Outcome, Status
 from bridge.requests.audience import Audience
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
@@ -78,6 +78,11 @@ class Call(CallInfo, Protocol):
 
     @property
     def server(self) -> str: ...
+
+    @property
+    def status(self) -> MessageRef | None:
+        """The call's status line, if one is shown: a parked call keeps it, so its continuation edits the same line."""
+        ...
 
     @property
     def keep_pending(self) -> bool:
@@ -112,6 +117,8 @@ class ParkedCall:
     approval: str | None = None
     """The tool card whose acceptance, or the grant that, let the call run (stored with each round,
     `PendingCall.approval`)."""
+    status: MessageRef | None = None
+    """The call's status line in this process (none after a restart or a take-over): continuing edits it."""
 
 
 def invalid_state(exc: MCPError) -> bool:
@@ -401,7 +408,7 @@ class Rounds:
         # if it did not get there), so a crash once anything is shown can be resumed.
         await self._store.save_pending_call(pending)
         record = ParkedCall(call.id, call.conversation, call.requester, call.server, call.tool, arguments, state,
-                            {}, {}, round_at=at, meta=meta, approval=approval)
+                            {}, {}, round_at=at, meta=meta, approval=approval, status=call.status)
         self.parked[call.id] = record
         return record
 

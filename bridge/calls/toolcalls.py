@@ -144,7 +144,7 @@ class ToolCalls:
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
         call = ToolCall(record.id, record.conversation, record.requester, record.server, record.tool,
-                        keep_pending=True)
+                        status=record.status, keep_pending=True)
         name = f"{record.server}.{record.tool}"
         try:
             result = await self._supervised(call, lambda: self.rounds.resume(call, record, missing,
