@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Protocol
+from dataclasses import replace
+from typing import Protocol, overload
 
 import anyio
 from anyio.abc import TaskGroup
@@ -35,8 +36,8 @@ from bridge.config.policy import server_allowed
 from bridge.errors import ConfigError
 from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
-from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn
-from bridge.ports import AdapterState, ChatPort, Leadership, RestorableCard
+from bridge.model import Actor, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
+from bridge.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.requests.audience import Audience
 from bridge.requests.bounds import Bounds
 from bridge.requests.budgets import Budgets
@@ -164,8 +165,11 @@ class Host:
 
     # -- Inbound -------------------------------------------------------------------------------------------------
 
-    async def handle_message(self, message: MessageIn) -> None:
-        """Start the work a message asks for in a host task and return at once."""
+    async def handle_message(self, message: MessageIn, *, wait: bool = False) -> None:
+        """Start the work a message asks for in a host task and return at once, or do it all with `wait`."""
+        if wait:
+            await self.run_message(message)
+            return
         assert self._tg is not None, "the host is not running"
         self._tg.start_soon(self.run_message, message)
 
@@ -183,24 +187,77 @@ class Host:
             logger.exception("handling a message in %s failed", message.conversation.id())
             await self.outbound.say(message.conversation, "Something went wrong on the bridge's side; it was logged.")
 
-    async def decide(self, decision: DecisionIn) -> DecisionResult:
-        return await self.broker.decide(decision)
+    @overload
+    async def decide(self, decision: DecisionIn) -> DecisionResult: ...
 
-    def claim(self, decision: DecisionIn) -> DecisionResult:
-        return self.broker.decide_nowait(decision)
+    @overload
+    async def decide(self, decision: DecisionIn, *, ack_within: float) -> DecisionResult | None: ...
 
-    async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
-        return await self.broker.check(interaction_id, actor)
+    async def decide(self, decision: DecisionIn, *, ack_within: float | None = None) -> DecisionResult | None:
+        if ack_within is None:
+            return await self.broker.decide(decision)
+        if self.broker.waiting(decision.interaction_id):
+            # Claimed in memory at once; made durable right after (a loss is told to the person then).
+            return self.broker.decide_nowait(decision)
+        # Held by another worker (or ended): its verdict comes through the store, in a task of ours so that it
+        # goes on (and a late or refused person is told) after the platform had to be answered.
+        if self._tg is None or self.broker.closing:
+            return DecisionResult(Verdict.LATE, message="The bridge is stopping; answer again in a moment.")
+        results: list[DecisionResult] = []
+        done = anyio.Event()
 
-    def open_interaction(self, interaction_id: str) -> Interaction | None:
-        return self.broker.interaction(interaction_id)
+        async def work() -> None:
+            try:
+                results.append(await self.broker.decide(decision))
+            finally:
+                done.set()
 
-    async def known_interaction(self, interaction_id: str) -> Interaction | None:
+        self._tg.start_soon(work)
+        with anyio.move_on_after(ack_within):
+            await done.wait()
+        return results[0] if results else None
+
+    async def check(self, interaction_id: str, actor: Actor, *, web_link: bool = False) -> DecisionResult:
+        result = await self.broker.check(interaction_id, actor)
+        if not web_link or result.verdict is not Verdict.CLAIMED or self._links is None:
+            return result
+        interaction = await self.open_anywhere(interaction_id)
+        link = self._links.link_for(interaction, actor) if interaction is not None else None
+        return replace(result, web_link=link or "")
+
+    async def cards(self, *, interaction_id: str | None = None, waiting_for: Actor | None = None,
+                    left_open_on: str | None = None, wait: float = 0.0) -> list[CardView]:
+        if waiting_for is not None:
+            return [CardView(i, True, card) for i, card in self.broker.waiting_for(waiting_for)]
+        if left_open_on is not None:
+            return [CardView(s.interaction, True, s.card) for s in await self.store.open_interactions()
+                    if s.card is not None and s.pending_call is not None
+                    and s.interaction.conversation.platform == left_open_on]
+        if interaction_id is None:
+            return []
+        if wait > 0:
+            with anyio.move_on_after(wait):
+                await self.broker.wait_open(interaction_id)
+            # After a restart: open once resumed by this run; one it did not resume meanwhile is another run's.
+            live = self.broker.interaction(interaction_id)
+            return [CardView(live, self.broker.waiting(interaction_id), self.broker.card_of(interaction_id))] \
+                if live is not None else await self._stored_view(interaction_id, open_elsewhere=False)
         live = self.broker.interaction(interaction_id)
         if live is not None:
-            return live
-        stored = await self.store.interaction(interaction_id)
-        return stored.interaction if stored else None
+            return [CardView(live, self.broker.waiting(interaction_id), self.broker.card_of(interaction_id))]
+        return await self._stored_view(interaction_id, open_elsewhere=self.store.shared)
+
+    async def _stored_view(self, interaction_id: str, *, open_elsewhere: bool) -> list[CardView]:
+        stored = await self.store.interaction(base_id(interaction_id))
+        if stored is None:
+            return []
+        # Open in the store: on a shared store another worker holds it, and decisions reach it there; alone, it
+        # is being restored, and takes no answer until it is.
+        return [CardView(stored.interaction, stored.outcome is None and open_elsewhere, stored.card)]
+
+    def open_interaction(self, interaction_id: str) -> Interaction | None:
+        """The interaction if it is open and waited on in this process."""
+        return self.broker.interaction(interaction_id)
 
     async def open_anywhere(self, interaction_id: str) -> Interaction | None:
         """The interaction if it is open: waited on here, or (several workers on one store) held by another worker,
@@ -210,9 +267,6 @@ class Host:
             return live
         stored = await self.store.interaction(base_id(interaction_id))
         return stored.interaction if stored is not None and stored.outcome is None else None
-
-    def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
-        return self.broker.open_interactions(conversation)
 
     async def next_words(self, conversation: ConversationKey, actor: Actor, before: list[str]) -> list[str]:
         servers = [n for n, c in self.config.servers.items()
@@ -227,18 +281,6 @@ class Host:
 
         return await next_words(before, servers, tools)
 
-    def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
-        return self.broker.waiting_for(actor)
-
-    async def wait_open(self, interaction_id: str) -> Interaction:
-        return await self.broker.wait_open(interaction_id)
-
-    async def restorable_cards(self, platform: str) -> list[RestorableCard]:
-        """Open cards of stored 2026 calls on one platform, left by the last run, for its adapter to re-attach to."""
-        return [RestorableCard(s.interaction, s.card) for s in await self.store.open_interactions()
-                if s.card is not None and s.pending_call is not None
-                and s.interaction.conversation.platform == platform]
-
     async def stop_call(self, call_id: str, actor: Actor) -> bool:
         return await self.calls.stop(call_id, actor)
 
@@ -249,18 +291,6 @@ class Host:
     async def leadership(self, name: str) -> AsyncIterator[Leadership]:
         async with self.store.leadership(name) as lease:
             yield lease
-
-    def web_link(self, interaction_id: str, actor: Actor) -> str | None:
-        interaction = self.broker.interaction(interaction_id)
-        if self._links is None or interaction is None:
-            return None
-        return self._links.link_for(interaction, actor)
-
-    async def web_link_anywhere(self, interaction_id: str, actor: Actor) -> str | None:
-        interaction = await self.open_anywhere(interaction_id)
-        if self._links is None or interaction is None:
-            return None
-        return self._links.link_for(interaction, actor)
 
     def web_forms_enabled(self) -> bool:
         return self._links is not None

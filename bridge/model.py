@@ -310,3 +310,6 @@ class DecisionResult:
     errors: Mapping[str, str] = field(default_factory=dict)
     """Per-field reasons when the verdict is INVALID."""
     message: str = ""
+    web_link: str = ""
+    """From a check that asked for one (`Inbound.check(..., web_link=True)`), when the person may answer: their
+    one-time address to fill the card's form in a browser ('' when web forms are off or the card has no form)."""

@@ -609,6 +609,11 @@ class Broker:
             await self._registered.wait()
         return waiter.interaction
 
+    def waiting(self, interaction_id: str) -> bool:
+        """Whether the interaction (or the private copy a card id names) is waited on here and has no answer yet."""
+        waiter = self._waiters.get(base_id(interaction_id))
+        return waiter is not None and waiter.outcome is None
+
     def card_of(self, interaction_id: str) -> CardRef | None:
         waiter = self._waiters.get(base_id(interaction_id))
         copy = waiter.copy(interaction_id) if waiter else None
