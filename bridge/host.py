@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup
 
 from bridge.auth.accounts import Accounts
 from bridge.auth.fleet_signins import SigninsOnStore
+from bridge.calls.continuing import Continuations
 from bridge.calls.fleet import Fleet
 from bridge.calls.results import KeptResults
 from bridge.calls.resume import Resumer
@@ -27,6 +28,7 @@ from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
 from bridge.cards.routing import Routing, base_id
+from bridge.cards.waiter import handoff_stream
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.commands.completion import next_words
@@ -50,7 +52,8 @@ from bridge.requests.server_notices import ServerNotices
 from bridge.requests.server_requests import HandlerTable
 from bridge.requests.task_requests import ServedTasks
 from bridge.requests.tool_approval import ToolApproval
-from bridge.servers.sessions import SessionPool
+from bridge.servers.prestart import Prestarts
+from bridge.servers.sessions import AuthFactory, SessionPool
 from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch
 
@@ -62,7 +65,11 @@ class Host:
     the caller's to close, unless `owns_store` (then the host closes it when it stops)."""
 
     def __init__(self, config: Config, store: AsyncStore, llm: LLMProvider | None = None, *,
-                 owns_store: bool = False) -> None:
+                 owns_store: bool = False, auth: AuthFactory | None = None, prestarts: Prestarts | None = None,
+                 restart_hint: bool = True) -> None:
+        """`auth`: how url servers' sessions sign in (default: the accounts of the config, asked in chat; a one-shot
+        `call` signs in at its terminal). `prestarts`: stdio servers `run` started ahead of need. `restart_hint`:
+        whether a failed server is said to start again on next use (not for a one-shot `call`)."""
         if llm is None:
             try:
                 llm = make_provider(config.llm.provider, model=config.llm.model, api_key=config.llm.api_key,
@@ -78,10 +85,9 @@ class Host:
         self.broker = Broker(store, self.outbound.port_for, Routing(config.groups, self.outbound), watch)
         self.grants = Grants(store, self.outbound.say)
         self.budgets = Budgets(config.budgets, store)
-        self.pool = SessionPool(config)
-        self.accounts = Accounts(config, self.broker, self.outbound, self.pool,
+        self.accounts = Accounts(config, self.broker, self.outbound,
                                  shared=SigninsOnStore(store, watch) if watch is not None else None)
-        self.pool.auth = self.accounts.auth_for
+        self.pool = SessionPool(config, auth=auth or self.accounts.auth_for, prestarts=prestarts)
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
         # Cards the handlers ask for go through the `limits:` bounds on their way to the broker.
@@ -98,11 +104,10 @@ class Host:
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds, tasks=self.served_tasks)
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
-                               receipts)
-        self.calls.results = KeptResults(config.limits)
-        self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
-        self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say, receipts, self.grants)
-        self.resumer.reparked = self.bounds.restored
+                               KeptResults(config.limits), receipts=receipts, restart_hint=restart_hint)
+        self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say, self.bounds.restored,
+                               receipts=receipts, grants=self.grants)
+        self._continuations = Continuations(self.calls, self.resumer, self.bounds)
         self.fleet = Fleet(store, self.broker, self.resumer, watch, lease=config.worker_lease,
                            retention=config.retention)
         self.agent = Agent(llm, config, store, self.pool, self.calls, self.outbound.say, self.budgets)
@@ -128,8 +133,14 @@ class Host:
     async def __aenter__(self) -> Host:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.pool)
+            # Ended parked cards go from the broker to the calls layer, which continues their calls in its own
+            # tasks; the stream closes after both have stopped.
+            handoff, handed = handoff_stream()
+            stack.enter_context(handoff)
+            stack.enter_context(handed)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
-            await self._tg.start(self.broker.run)
+            await self._tg.start(self.broker.run, handoff)
+            await self._tg.start(self._continuations.run, handed)
             await self._tg.start(self.fleet.run)
             await self._tg.start(self.served_tasks.run)
             self._exit = stack.pop_all()

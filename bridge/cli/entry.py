@@ -398,8 +398,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
         await store.forget_cards("console")
     with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
         watching.enter_context(tracing.traces(config.telemetry))
-        host = Host(config, store)
-        host.pool.prestarts = prestarts
+        host = Host(config, store, prestarts=prestarts)
         # Shared accounts are signed in by an admin at a terminal (the message that asks names this file);
         # per-person ones in chat, the redirect coming back to the HTTP server (routed before the host starts:
         # resumed calls may need a sign-in at once).
