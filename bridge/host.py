@@ -38,7 +38,7 @@ from bridge.config.policy import server_allowed
 from bridge.errors import ConfigError
 from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
-from bridge.model import Actor, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
+from bridge.model import Actor, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
 from bridge.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.requests.audience import Audience
 from bridge.requests.bounds import Bounds
