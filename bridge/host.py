@@ -59,6 +59,11 @@ from bridge.storage.watch import DecisionWatch
 
 logger = logging.getLogger(__name__)
 
+SHUTDOWN_GRACE = 20.0
+"""Seconds a stopping host lets the calls that continue after their cards' answers finish (`Host.drain`) before it
+cancels them; one still running then stays stored and goes on after the restart, as after a crash. Below the 30 s a
+Kubernetes pod is given between SIGTERM and SIGKILL (deploy/k8s), leaving time to end the open cards."""
+
 
 class Host:
     """The bridge's core. Use as `async with Host(config, store) as host:` after attaching chat ports. The store is
@@ -66,10 +71,11 @@ class Host:
 
     def __init__(self, config: Config, store: AsyncStore, llm: LLMProvider | None = None, *,
                  owns_store: bool = False, auth: AuthFactory | None = None, prestarts: Prestarts | None = None,
-                 restart_hint: bool = True) -> None:
+                 restart_hint: bool = True, shutdown_grace: float = SHUTDOWN_GRACE) -> None:
         """`auth`: how url servers' sessions sign in (default: the accounts of the config, asked in chat; a one-shot
         `call` signs in at its terminal). `prestarts`: stdio servers `run` started ahead of need. `restart_hint`:
-        whether a failed server is said to start again on next use (not for a one-shot `call`)."""
+        whether a failed server is said to start again on next use (not for a one-shot `call`). `shutdown_grace`:
+        seconds stopping waits for continuing calls (`SHUTDOWN_GRACE`)."""
         if llm is None:
             try:
                 llm = make_provider(config.llm.provider, model=config.llm.model, api_key=config.llm.api_key,
@@ -78,6 +84,8 @@ class Host:
                 raise ConfigError([f"llm: {exc}"]) from None
         self.config, self.store, self.llm = config, store, llm
         self._owns_store = owns_store
+        self._shutdown_grace = shutdown_grace
+        self._cut_short = False
         form_schema.set_cache_size(config.limits.form_cache_size)
         self.outbound = Outbound(config.redactor)
         # On a store other workers share, decisions they claim reach this one's waiting cards through the watch.
@@ -151,28 +159,51 @@ class Host:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def stopping(self) -> None:
+    def stopping(self, *, cut_short: bool = False) -> None:
         """Mark the start of shutdown, before any task is cancelled: work cancelled from now on is ended as 'shut
-        down' (durable 2026 requests stay open for the restart) rather than as withdrawn by someone."""
+        down' (durable 2026 requests stay open for the restart) rather than as withdrawn by someone. `cut_short`
+        (Ctrl-C): calls continuing after their cards are not waited for (`drain`); they go on after the restart."""
         self.broker.close()
+        self._cut_short = self._cut_short or cut_short
+
+    async def drain(self) -> None:
+        """Let the calls that continue after their cards' answers finish (their results are reported), for up to
+        the shutdown grace, while the adapters still serve: the broker hands on the decisions it is recording, then
+        nothing more (a decision from now on is continued after the restart). A call still running after the grace
+        is cancelled by `aclose`, and stays stored to go on after the restart."""
+        if self._tg is None or self._exit is None:
+            return
+        self.stopping()
+        with anyio.move_on_after(self._shutdown_grace) as waited:
+            await self.broker.stop_handing_on()
+            await self._continuations.finished.wait()
+        if waited.cancelled_caught:
+            logger.warning("calls still continuing after %.0f s of stopping are left for the restart",
+                           self._shutdown_grace)
 
     async def aclose(self) -> None:
-        """Stop: open cards end as 'shut down' (durable 2026 ones stay open for the restart), sessions close."""
+        """Stop: calls continuing after their cards finish first (`drain`, unless cut short), then open cards end
+        as 'shut down' (durable 2026 ones stay open for the restart), sessions close."""
         if self._exit is None:
             return
         self.stopping()
         assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        exit_stack, self._exit = self._exit, None
         try:
-            await exit_stack.__aexit__(None, None, None)
-            await self.fleet.stopped()
+            if not self._cut_short:
+                await self.drain()
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.accounts.aclose()
-                await self.llm.aclose()
-                if self._owns_store:
-                    await self.store.aclose()
+            # Drained, or cancelled while draining (the caller stops at once): either way the rest stops now.
+            self._tg.cancel_scope.cancel()
+            exit_stack, self._exit = self._exit, None
+            try:
+                await exit_stack.__aexit__(None, None, None)
+                await self.fleet.stopped()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.accounts.aclose()
+                    await self.llm.aclose()
+                    if self._owns_store:
+                        await self.store.aclose()
 
     # -- Inbound -------------------------------------------------------------------------------------------------
 

@@ -36,6 +36,9 @@ class Continuations:
         self._calls = calls
         self._resumer = resumer
         self._bounds = bounds
+        self.finished = anyio.Event()
+        """Set once the stream has ended (the broker stopped handing on) and every call taken from it has finished:
+        what a stopping host waits for (`Host.drain`) before it cancels anything."""
 
     async def run(self, handed: MemoryObjectReceiveStream[Handoff], *,
                   task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -44,6 +47,7 @@ class Continuations:
             task_status.started()
             async for item in handed:
                 tg.start_soon(self._one, item)
+        self.finished.set()
 
     async def _one(self, item: Handoff) -> None:
         try:

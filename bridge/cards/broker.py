@@ -97,6 +97,8 @@ class Broker:
         self._deadlines = Deadlines(self._expire_parked)
         self._tg: TaskGroup | None = None
         self._handoff: MemoryObjectSendStream[Handoff] | None = None
+        self._busy = 0  # the broker's own tasks running now (`_start`): each may hand a call on
+        self._idle = anyio.Event()
 
     async def run(self, handoff: MemoryObjectSendStream[Handoff] | None = None, *,
                   task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -233,7 +235,26 @@ class Broker:
         if self._tg is None:
             logger.warning("parked interaction %s changed while the broker is not running", waiter.interaction.id)
         else:
-            self._tg.start_soon(fn, waiter)
+            self._busy += 1
+            self._tg.start_soon(self._counted, fn, waiter)
+
+    async def _counted(self, fn: Callable[[Waiter], Coroutine[Any, Any, None]], waiter: Waiter) -> None:
+        try:
+            await fn(waiter)
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.set()
+                self._idle = anyio.Event()
+
+    async def stop_handing_on(self) -> None:
+        """Shutdown: let the decisions being recorded now be handed on (their person was told they counted), then
+        close the hand-off, so the calls layer can finish what it holds. What ends after this is continued after the
+        restart, from the store."""
+        while self._busy:
+            await self._idle.wait()
+        if self._handoff is not None:
+            self._handoff.close()
 
     async def _after_parked(self, waiter: Waiter) -> None:
         """A parked interaction's outcome was claimed in memory: make the claim durable (the decision's one synced
@@ -278,7 +299,8 @@ class Broker:
         try:
             self._handoff.send_nowait(item)  # unbounded: never blocks
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            logger.warning("nobody continues calls any more (stopping): %s not handed on", item)
+            # Stopping: the claim is durable, so the call is continued from the store after the restart.
+            logger.info("stopping: %s is left for the restart", item)
 
     async def _post_copies(self, waiter: Waiter) -> None:
         if self._routing is not None and waiter.interaction.asked:
