@@ -86,6 +86,7 @@ class Host:
         self._owns_store = owns_store
         self._shutdown_grace = shutdown_grace
         self._cut_short = False
+        self._drain_until: float | None = None
         form_schema.set_cache_size(config.limits.form_cache_size)
         self.outbound = Outbound(config.redactor)
         # On a store other workers share, decisions they claim reach this one's waiting cards through the watch.
@@ -174,7 +175,12 @@ class Host:
         if self._tg is None or self._exit is None:
             return
         self.stopping()
-        with anyio.move_on_after(self._shutdown_grace) as waited:
+        if self._drain_until is None:  # one grace in all, however many stop paths call this
+            self._drain_until = anyio.current_time() + self._shutdown_grace
+        left = self._drain_until - anyio.current_time()
+        if left <= 0:
+            return  # the grace is over (and said so)
+        with anyio.move_on_after(left) as waited:
             await self.broker.stop_handing_on()
             await self._continuations.finished.wait()
         if waited.cancelled_caught:

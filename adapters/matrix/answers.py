@@ -99,8 +99,8 @@ class Answers:
 
     async def _late_unindexed(self, room_id: str, event_ids: tuple[str | None, ...], actor: Actor) -> bool:
         """An answer to an event that is no card of this run: if it was one of an earlier run's cards (ended at a
-        restart, say), the core tells the person how that request ended (True); if it is a card another worker
-        holds and cannot be answered here, the person is told so (True)."""
+        restart, say), the core tells the person how that request ended (True); if it is still open but its events
+        cannot be found from here (posted by another process), the person is told so (True)."""
         if self.own_event is None or not self.settings.user_allowed(actor.user_id):
             return False
         for event_id in event_ids:

@@ -49,7 +49,7 @@ class Restorer:
         self.asker = asker
         self.forms = forms
         self._adopted: set[str] = set()
-        """Cards indexed by `adopt`: another worker holds (or held) them."""
+        """Cards indexed by `adopt`: their events were posted by another process (another worker, or a run before)."""
 
     async def restore(self) -> list[Card]:
         """Rebuild and index the cards the last run left open; carry each on with `carry_on`."""
