@@ -27,6 +27,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("bridge/auth/oauth.py", "self.context.client_info"): "the MCP SDK's OAuth context is set through its attributes",
     ("bridge/auth/oauth.py", "self.context.client_metadata.redirect_uris"): "the same SDK context",
     ("bridge/auth/oauth.py", "self._fixed_client.redirect_uris"): "the SDK's client information model",
+    ("bridge/auth/oauth.py", "self._client.issuer"):
+        "the SDK's ID-JAG provider keeps the authorization server on its client, set once it is discovered",
     ("adapters/matrix/client.py", "self._nio.access_token"): "matrix-nio's client is set through its attributes",
     ("adapters/matrix/client.py", "self._nio.user_id"): "matrix-nio's client",
     ("adapters/matrix/client.py", "self._nio.next_batch"): "matrix-nio's client",
