@@ -143,7 +143,7 @@ class Host:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.pool)
             # Ended parked cards go from the broker to the calls layer, which continues their calls in its own
-            # tasks; the stream closes after both have stopped.
+            # tasks; the broker closes it when the host drains (`drain`), or it closes after both have stopped.
             handoff, handed = handoff_stream()
             stack.enter_context(handoff)
             stack.enter_context(handed)
