@@ -109,10 +109,9 @@ async def bridge(size: int, prestart: bool = False, refused: bool = False) -> in
                           prestart=prestart)
     # The result comes twice in its message (text and structured content): room for both, unless it is to be refused.
     limits = Limits() if refused else Limits(message_size=2 * size + 1024**2)
-    host, chat = await host_for(config_for({"big": server}, limits=limits))
     prestarts = Prestarts()
     await prestarts.start([server])
-    host.pool.prestarts = prestarts
+    host, chat = await host_for(config_for({"big": server}, limits=limits), prestarts=prestarts)
     async with host:
         text = f"call big big {json.dumps({'size': size})}"
         await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))

@@ -260,7 +260,8 @@ def baseline_patches() -> Iterator[None]:
 
         async def publish(self, user_id: str) -> None:
             items: list[tuple[Interaction, str | None]] = []
-            for interaction, card in self._inbound.waiting_for(translate.actor(user_id)):
+            for found in await self._inbound.cards(waiting_for=translate.actor(user_id)):
+                interaction, card = found.interaction, found.card
                 link = None
                 if card is not None and "channel" in card.data:
                     try:

@@ -269,7 +269,7 @@ class StatusView:
 @dataclass(frozen=True, slots=True)
 class AppOffer:
     """A tool result that comes with an app (MCP Apps): chat shows an Open button or link, and each person who opens
-    it gets a link of their own (`Inbound.app_link`)."""
+    it gets a link of their own (`AppLinks.app_link`)."""
 
     view_id: str
     server: ServerLabel
@@ -323,3 +323,6 @@ class DecisionResult:
     errors: Mapping[str, str] = field(default_factory=dict)
     """Per-field reasons when the verdict is INVALID."""
     message: str = ""
+    web_link: str = ""
+    """From a check that asked for one (`Inbound.check(..., web_link=True)`), when the person may answer: their
+    one-time address to fill the card's form in a browser ('' when web forms are off or the card has no form)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload, runtime_checkable
 
 import anyio
 
@@ -64,7 +64,7 @@ class ChatPort(Protocol):
 
     async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
         """Offer the app of a tool result (MCP Apps): an Open button whose link each person gets privately
-        (`Inbound.app_link`), or the link sent to the requester privately where the platform has no such button."""
+        (`AppLinks.app_link`), or the link sent to the requester privately where the platform has no such button."""
         ...
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
@@ -91,11 +91,15 @@ cards in their own tasks keep to the same bound."""
 
 
 @dataclass(frozen=True, slots=True)
-class RestorableCard:
-    """An open card of a durable (2026-era) request that outlived the last run, for an adapter to re-attach to."""
+class CardView:
+    """A card as the core knows it: its interaction, and whether it still takes answers. Where it is held (this
+    process or another worker of a shared store) is the core's business: a decision reaches it either way."""
 
     interaction: Interaction
-    card: CardRef
+    open: bool
+    """Waiting for an answer (a decision on it may count); false once it has ended or while it is being restored."""
+    card: CardRef | None = None
+    """Where it was posted, when the core knows (listed cards: waiting for a person, or left open by the last run)."""
 
 
 class AdapterState(Protocol):
@@ -115,59 +119,44 @@ class Leadership(Protocol):
 
 
 class Inbound(Protocol):
-    """The one door from adapters into the core. Calls return quickly: long work runs in the core's own tasks."""
+    """The one door from adapters into the core (eight methods). Calls return quickly: long work runs in the core's
+    own tasks. No method says where a card is held: with several workers on one store, the core takes a decision to
+    the worker holding its card itself."""
 
-    async def handle_message(self, message: MessageIn) -> None:
-        """A person wrote something addressed to the bot: a command or an agent turn, run in the background."""
+    async def handle_message(self, message: MessageIn, *, wait: bool = False) -> None:
+        """A person wrote something addressed to the bot: a command or an agent turn, run in the background, or
+        awaited to its end with `wait` (the console runs one command at a time)."""
         ...
 
-    async def run_message(self, message: MessageIn) -> None:
-        """The same, returning when the work is finished (the console runs one command at a time)."""
-        ...
+    @overload
+    async def decide(self, decision: DecisionIn) -> DecisionResult: ...
 
-    async def decide(self, decision: DecisionIn) -> DecisionResult:
+    @overload
+    async def decide(self, decision: DecisionIn, *, ack_within: float) -> DecisionResult | None: ...
+
+    async def decide(self, decision: DecisionIn, *, ack_within: float | None = None) -> DecisionResult | None:
         """A person decided on a card. The result says whether it counted; refusals and late clicks have already
-        been told to the person."""
+        been told to the person.
+
+        `ack_within`: for platforms that must answer at once and show the verdict themselves (a Slack modal
+        submission, acked within 3 seconds): the verdict without any notice if it comes within that many seconds,
+        else None (the decision goes on, and a late or refused person is told privately when it ends)."""
         ...
 
-    def claim(self, decision: DecisionIn) -> DecisionResult:
-        """Decide without awaiting and without any notice, for adapters that must answer at once and show the
-        verdict themselves (a Slack modal submission). The claim is in memory; it is made durable right after, and
-        should another worker have decided first, the person is told then, as for a late click."""
-        ...
-
-    async def check(self, interaction_id: str, actor: Actor) -> DecisionResult:
+    async def check(self, interaction_id: str, actor: Actor, *, web_link: bool = False) -> DecisionResult:
         """Whether `actor` could decide now, without deciding (before opening a dialog). A refusal or a late click
-        gets the usual notice."""
+        gets the usual notice. With `web_link`, a CLAIMED result carries the person's one-time web-form address
+        (`DecisionResult.web_link`): whoever holds it answers as that person, so adapters send it to them privately
+        only, never in the room."""
         ...
 
-    def open_interaction(self, interaction_id: str) -> Interaction | None:
-        """The interaction if it is open and waited on in this process."""
-        ...
-
-    async def known_interaction(self, interaction_id: str) -> Interaction | None:
-        """The interaction, open or finished, if the bridge has ever seen it."""
-        ...
-
-    def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]:
-        """Interactions open in this process, in one conversation or everywhere."""
-        ...
-
-    def waiting_for(self, actor: Actor) -> list[tuple[Interaction, CardRef | None]]:
-        """Open interactions this person may decide, for a 'what needs me' view."""
-        ...
-
-    async def next_words(self, conversation: ConversationKey, actor: Actor, before: list[str]) -> list[str]:
-        """What may follow these words of a command (without the platform's prefix): command words, the servers
-        this conversation may use, a server's tool names after `call SERVER`. For a terminal's Tab completion."""
-        ...
-
-    async def wait_open(self, interaction_id: str) -> Interaction:
-        """Wait until an interaction is open here (posted, or resumed after a restart)."""
-        ...
-
-    async def restorable_cards(self, platform: str) -> list[RestorableCard]:
-        """Open durable cards of this platform left by the last run (to be resumed by the core)."""
+    async def cards(self, *, interaction_id: str | None = None, waiting_for: Actor | None = None,
+                    left_open_on: str | None = None, wait: float = 0.0) -> list[CardView]:
+        """Look cards up, by one of: `interaction_id` (that card, open or ended, if the bridge has ever seen it;
+        `wait`: after a restart, up to that many seconds for the core to resume it, and open only if it did),
+        `waiting_for` (open cards this person may decide, by name: a 'what needs me' view), `left_open_on` (a
+        platform's open durable cards left by the last run, for its adapter to re-attach to; the core resumes
+        them)."""
         ...
 
     async def stop_call(self, call_id: str, actor: Actor) -> bool:
@@ -183,31 +172,44 @@ class Inbound(Protocol):
         account's sync loop, say), and hold it for the block. With one process it is granted at once."""
         ...
 
-    def web_link(self, interaction_id: str, actor: Actor) -> str | None:
-        """A one-time address where `actor` can fill this card's form in a browser, or None (web forms are not
-        configured, the card has no form, or it is not theirs to answer). Whoever holds the link answers as that
-        person, so adapters send it to them privately only: never in the room."""
+    def web_forms_enabled(self) -> bool:
+        """Whether cards may offer "Fill in on the web" (`check(..., web_link=True)` can give links), so adapters
+        show the offer only when it can be kept."""
         ...
 
-    async def web_link_anywhere(self, interaction_id: str, actor: Actor) -> str | None:
-        """`web_link`, also for a card another worker holds (several workers on one store): any worker may receive
-        the click that asks for a link, and any worker serves the link."""
+
+@runtime_checkable
+class Completions(Protocol):
+    """Beside the door, for terminals: a host that implements it offers Tab completion of command words (the console
+    checks `isinstance(inbound, Completions)`). Kept off `Inbound`, which says what every adapter needs."""
+
+    async def next_words(self, conversation: ConversationKey, actor: Actor, before: list[str]) -> list[str]:
+        """What may follow these words of a command (without the platform's prefix): command words, the servers
+        this conversation may use, a server's tool names after `call SERVER`."""
         ...
 
-    async def open_anywhere(self, interaction_id: str) -> Interaction | None:
-        """The interaction if it is open: waited on in this process, or held by another worker of a shared store
-        (decisions on it reach that worker through the store)."""
-        ...
+
+@runtime_checkable
+class AppLinks(Protocol):
+    """Beside the door, for MCP Apps: a host that implements it gives each person a link of their own to an app offered
+    with a tool result (`ChatPort.offer_app`). Kept off `Inbound`: an adapter that never receives an app offer needs
+    nothing of it."""
 
     def app_link(self, view_id: str, actor: Actor) -> str | None:
-        """A link of `actor`'s own to an app offered in chat (`ChatPort.offer_app`), or None when the app has ended.
-        It works in one browser only: send it to that person privately, never in the room."""
+        """A link of `actor`'s own to an app offered in chat, or None when the app has ended. It works in one browser
+        only: send it to that person privately, never in the room."""
         ...
 
-    def web_forms_enabled(self) -> bool:
-        """Whether cards may offer "Fill in on the web" (`web_link` can give links), so adapters show the offer
-        only when it can be kept."""
-        ...
+
+def app_link(inbound: Inbound, view_id: str, actor: Actor) -> str | None:
+    """`actor`'s own link to an offered app, or None where the host offers no apps (or the app has ended)."""
+    return inbound.app_link(view_id, actor) if isinstance(inbound, AppLinks) else None
+
+
+async def look_up(inbound: Inbound, interaction_id: str, *, wait: float = 0.0) -> CardView | None:
+    """One card by id (`Inbound.cards`), or None if the bridge has never seen it."""
+    found = await inbound.cards(interaction_id=interaction_id, wait=wait)
+    return found[0] if found else None
 
 
 class Adapter(ChatPort, Protocol):

@@ -208,10 +208,10 @@ async def host_store(config: Config) -> AsyncStore:
 
 
 async def host_for(config: Config, store: AsyncStore | None = None,
-                   port: FakeChatPort | None = None) -> tuple[Host, FakeChatPort]:
+                   port: FakeChatPort | None = None, **options: Any) -> tuple[Host, FakeChatPort]:
     """A host with a fake chat port attached (not yet started: use `async with host`), on `store` or a
-    `host_store`."""
+    `host_store`; `options` are the Host's keyword arguments (`auth`, `prestarts`, ...)."""
     chat = port or FakeChatPort()
-    host = Host(config, store or await host_store(config))
+    host = Host(config, store or await host_store(config), **options)
     host.attach(chat)
     return host, chat

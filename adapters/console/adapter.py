@@ -41,7 +41,7 @@ from bridge.model import (
     StatusView,
     Verdict,
 )
-from bridge.ports import Inbound
+from bridge.ports import Completions, Inbound, app_link
 from bridge.text.dialog import Dialog, Step, StepKind
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,8 @@ class Screen(Protocol):
 class _Card:
     interaction: Interaction
     dialog: Dialog
+    web_link: str = ""
+    """The person's one-time web-form address, made when the card is posted (`Inbound.check`)."""
 
 
 class ConsoleAdapter:
@@ -128,7 +130,10 @@ class ConsoleAdapter:
     # -- ChatPort ------------------------------------------------------------------------------------------------
 
     async def post_card(self, interaction: Interaction) -> CardRef:
-        card = _Card(interaction, Dialog(interaction))
+        link = ""
+        if self._host.web_forms_enabled() and interaction.may_decide(self.actor):
+            link = (await self._host.check(interaction.id, self.actor, web_link=True)).web_link
+        card = _Card(interaction, Dialog(interaction), link)
         self._cards.append(card)
         if len(self._cards) == 1:
             self._show(card, card.dialog.start(), first=True)
@@ -146,7 +151,7 @@ class ConsoleAdapter:
         self._drop(interaction.id)
 
     def _drop(self, interaction_id: str) -> None:
-        """Stop asking for a card (decided here, or ended elsewhere) and move on to the next one."""
+        """Stop asking for a card (decided here, or ended otherwise) and move on to the next one."""
         was_active = bool(self._cards) and self._cards[0].interaction.id == interaction_id
         self._cards = [c for c in self._cards if c.interaction.id != interaction_id]
         if was_active and self._cards:
@@ -169,7 +174,7 @@ class ConsoleAdapter:
 
     async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
         # One person at the terminal: their own link is printed at once, with the result.
-        url = self._host.app_link(offer.view_id, self.actor)
+        url = app_link(self._host, offer.view_id, self.actor)
         if url is not None:
             self._print(render.app_offer(offer, url))
 
@@ -258,7 +263,7 @@ class ConsoleAdapter:
 
         async def run() -> None:
             try:
-                await self._host.run_message(message)
+                await self._host.handle_message(message, wait=True)
             finally:
                 self._busy -= 1
                 if asking is not None and self._cards and self._cards[0] is asking:
@@ -288,9 +293,8 @@ class ConsoleAdapter:
         private = card.interaction.private
         if first:
             self._print(*render.card_header(card.interaction), private=private)
-            link = self._host.web_link(card.interaction.id, self.actor)
-            if link is not None:  # the console is one person's, so printing the link here is private
-                self._print(f"│ Or fill it in on the web: {link}", private=private)
+            if card.web_link:  # the console is one person's, so printing the link here is private
+                self._print(f"│ Or fill it in on the web: {card.web_link}", private=private)
         if step.kind is StepKind.REASK:
             self._print(f"│ ✗ {render.clean(step.message)}", private=private)
         question = step.question
@@ -309,6 +313,8 @@ def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> Consol
     holder: list[ConsoleAdapter] = []
 
     async def next_words(before: list[str]) -> list[str]:
+        if not isinstance(host, Completions):
+            return []  # a host without completions: the prompt still edits lines, Tab offers nothing
         console = holder[0]
         return await host.next_words(console.conversation, console.actor, before)
 

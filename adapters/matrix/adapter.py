@@ -34,7 +34,7 @@ from adapters.matrix.weblinks import WebLinks
 from bridge.config.file import Config
 from bridge.errors import AdapterError, PlatformAPIError
 from bridge.model import Actor, AppOffer, ConversationKey
-from bridge.ports import Inbound
+from bridge.ports import Inbound, app_link
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class MatrixAdapter(MatrixPort):
             await self._send_app_link(conversation, offer, person)
 
     async def _send_app_link(self, conversation: ConversationKey, offer: AppOffer, person: Actor) -> None:
-        url = self.inbound.app_link(offer.view_id, person)
+        url = app_link(self.inbound, offer.view_id, person)
         if url is None:
             await self.notify(conversation, person, weblinks.APP_ENDED)
             return

@@ -31,15 +31,15 @@ from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn, c
 from adapters.matrix.weblinks import WEB_WORDS, WebLinks
 from bridge.errors import AdapterError
 from bridge.model import Action, Actor, ConversationKey, DecisionIn, Verdict
-from bridge.ports import Inbound
+from bridge.ports import Inbound, look_up
 from bridge.text.dialog import Step, StepKind
 
 STRANGER = "Only people allowed to use this bridge can answer this request; your answer was not counted."
 """Told to someone outside `allowed_users` who answers a card (the core does not know the allow-list)."""
-HELD_ELSEWHERE = ("The bridge worker holding this request is not answering (it may have stopped); your answer was not "
-                  "counted. If it stopped, the request will be closed shortly and the conversation told.")
-"""Told when an answer reaches an open request that another worker holds and whose card is not in the store (a
-2025-11-25 call: only its worker's server session can take the answer, and it did not post the card here)."""
+UNREACHABLE = ("The bridge worker holding this request is not answering (it may have stopped); your answer was not "
+               "counted. If it stopped, the request will be closed shortly and the conversation told.")
+"""Told when an answer reaches an open request whose card this adapter cannot rebuild from the store (a 2025-11-25
+call: only the server session of the worker that posted it can take the answer)."""
 
 Notify = Callable[[ConversationKey, Actor, str], Awaitable[None]]
 OwnEvent = Callable[[str, str], Awaitable[RoomEvent | None]]
@@ -82,7 +82,7 @@ class Answers:
             await self.notify(ended.conversation, actor, formtext.late(ended.how))
         return True
 
-    async def _elsewhere(self, room_id: str, event_ids: tuple[str | None, ...]) -> Card | None:
+    async def _adopted(self, room_id: str, event_ids: tuple[str | None, ...]) -> Card | None:
         """An open card this process does not know, that an answer points at: posted (or taken over) by another
         worker of the bridge, found in the store through our mark on the event and indexed here from now on."""
         if self.own_event is None or self.adopt is None:
@@ -97,24 +97,22 @@ class Answers:
                     return card
         return None
 
-    async def _late_elsewhere(self, room_id: str, event_ids: tuple[str | None, ...], actor: Actor) -> bool:
+    async def _late_unindexed(self, room_id: str, event_ids: tuple[str | None, ...], actor: Actor) -> bool:
         """An answer to an event that is no card of this run: if it was one of an earlier run's cards (ended at a
-        restart, say), the core tells the person how that request ended (True); if it is a card another worker
-        holds and cannot be answered here, the person is told so (True)."""
+        restart, say), the core tells the person how that request ended (True); if it is still open but its events
+        cannot be found from here (posted by another process), the person is told so (True)."""
         if self.own_event is None or not self.settings.user_allowed(actor.user_id):
             return False
         for event_id in event_ids:
             if not event_id:
                 continue
             interaction_id = await self._card_of_earlier_run(room_id, event_id)
-            if interaction_id and await self.inbound.known_interaction(interaction_id) is not None and \
-                    self.inbound.open_interaction(interaction_id) is None:
-                # LATE: the core says how it ended; CLAIMED: open, and they may answer, but on another worker.
-                result = await self.inbound.check(interaction_id, actor)
+            found = await look_up(self.inbound, interaction_id) if interaction_id else None
+            if found is not None:
+                # LATE: the core says how it ended; CLAIMED: open, and they may answer, but not through this card.
+                result = await self.inbound.check(found.interaction.id, actor)
                 if result.verdict is Verdict.CLAIMED:
-                    known = await self.inbound.known_interaction(interaction_id)
-                    if known is not None:
-                        await self.notify(known.conversation, actor, HELD_ELSEWHERE)
+                    await self.notify(found.interaction.conversation, actor, UNREACHABLE)
                 return True
         return False
 
@@ -146,10 +144,10 @@ class Answers:
         card = self.index.card_of(vote.room_id, vote.poll_id)
         if card is None:
             ended = self.ended.of(vote.room_id, vote.poll_id)
-            card = await self._elsewhere(vote.room_id, (vote.poll_id,)) if ended is None else None
+            card = await self._adopted(vote.room_id, (vote.poll_id,)) if ended is None else None
             if card is None:
                 if not await self._late(ended, actor):
-                    await self._late_elsewhere(vote.room_id, (vote.poll_id,), actor)
+                    await self._late_unindexed(vote.room_id, (vote.poll_id,), actor)
                 return
         if card.form is None or not await self._may_answer(card, actor):
             return
@@ -161,10 +159,10 @@ class Answers:
             if reaction.key not in DECIDE_KEYS and reaction.key not in ANSWER_KEYS and reaction.key != WEB:
                 return  # someone's emoji, not an answer
             ended = self.ended.of(reaction.room_id, reaction.target)
-            card = await self._elsewhere(reaction.room_id, (reaction.target,)) if ended is None else None
+            card = await self._adopted(reaction.room_id, (reaction.target,)) if ended is None else None
             if card is None:
                 if reaction.key != WEB and not await self._late(ended, actor):
-                    await self._late_elsewhere(reaction.room_id, (reaction.target,), actor)
+                    await self._late_unindexed(reaction.room_id, (reaction.target,), actor)
                 return
         if reaction.key == WEB and reaction.target == card.root and self._offers_web(card):
             if await self._may_answer(card, actor):
@@ -200,11 +198,11 @@ class Answers:
         ended = self._ended_for(text) if card is None else None
         if card is None and ended is None:
             # A card another worker posted: a reply to one of its events, or said in its thread.
-            card = await self._elsewhere(text.room_id, (rel.reply_to, rel.fallback, rel.thread)) or \
+            card = await self._adopted(text.room_id, (rel.reply_to, rel.fallback, rel.thread)) or \
                 self.index.card_in_thread(text.room_id, rel.thread)
         if card is None:
             return await self._late(ended, actor) or \
-                await self._late_elsewhere(text.room_id, (rel.reply_to,), actor)
+                await self._late_unindexed(text.room_id, (rel.reply_to,), actor)
         if not await self._may_answer(card, actor):
             return True
         if card.form is not None and self._asks_for_web(card, text.body):

@@ -89,7 +89,7 @@ class Card:
         return ids
 
     def place_of(self, event_id: str) -> int | None:
-        """Where reactions to `event_id` answer: 0 on the card itself, n on the n-th list; None elsewhere."""
+        """Where reactions to `event_id` answer: 0 on the card itself, n on the n-th list; None for any other event."""
         if event_id == self.root:
             return 0
         if self.form is not None and event_id in self.form.lists:

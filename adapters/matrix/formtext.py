@@ -85,21 +85,21 @@ def card(interaction: Interaction, layout: Layout, state: FormState, people: Seq
     if layout.on_card:
         parts.extend([GAP, bold("👆 React to this message:")])
         parts.extend(reaction_line(layout, s) for s in layout.on_card)
-    elsewhere = []
+    other_ways = []
     if layout.polls:
         where = " (in the room's timeline, below: Element shows polls there, not in threads)" if in_thread else \
             " below"
-        elsewhere.append(plain("🗳 Vote in the poll" + ("s" if len(layout.polls) > 1 else "") + " for " +
+        other_ways.append(plain("🗳 Vote in the poll" + ("s" if len(layout.polls) > 1 else "") + " for " +
                                numbers(layout.polls) + where + "."))
     if layout.lists:
-        elsewhere.append(plain(f"👆 React to the list{'s' if len(layout.lists) > 1 else ''} for "
+        other_ways.append(plain(f"👆 React to the list{'s' if len(layout.lists) > 1 else ''} for "
                                f"{numbers(layout.lists)} below."))
-    if elsewhere or layout.on_card:
+    if other_ways or layout.on_card:
         example = (layout.polls or layout.lists or layout.on_card)[0]
-        elsewhere.append(plain(f"Can't vote or react? Reply {example.number}: 2 to pick option 2 of question "
+        other_ways.append(plain(f"Can't vote or react? Reply {example.number}: 2 to pick option 2 of question "
                                f"{example.number}."))
-    if elsewhere:
-        parts.extend([GAP, *elsewhere])
+    if other_ways:
+        parts.extend([GAP, *other_ways])
     if web:
         parts.extend([GAP, web_offer()])
     parts.extend([GAP, send_line(state, problems), render.waiting(interaction, people, now)])

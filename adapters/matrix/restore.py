@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 
-import anyio
-
 from adapters.matrix import render
 from adapters.matrix.asking import Asker
 from adapters.matrix.cards import Card, FormParts, is_form, stored_events
@@ -28,7 +26,7 @@ from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import reaction_in, vote_in
 from bridge.errors import AdapterError, BridgeError
 from bridge.model import Actor
-from bridge.ports import Inbound, RestorableCard
+from bridge.ports import CardView, Inbound, look_up
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +49,12 @@ class Restorer:
         self.asker = asker
         self.forms = forms
         self._adopted: set[str] = set()
-        """Cards indexed by `adopt`: another worker holds (or held) them."""
+        """Cards indexed by `adopt`: their events were posted by another process (another worker, or a run before)."""
 
     async def restore(self) -> list[Card]:
         """Rebuild and index the cards the last run left open; carry each on with `carry_on`."""
         restored: list[Card] = []
-        for stored in await self.inbound.restorable_cards(PLATFORM):
+        for stored in await self.inbound.cards(left_open_on=PLATFORM):
             card = _rebuilt(stored)
             if card is not None:
                 self.index.add(card)
@@ -70,13 +68,14 @@ class Restorer:
         store are forgotten. A store or homeserver failure is logged: answers then find fewer cards, nothing
         else."""
         try:
-            stored = await self.inbound.restorable_cards(PLATFORM)
+            stored = await self.inbound.cards(left_open_on=PLATFORM)
         except BridgeError as exc:
             logger.warning("could not look up the open cards in the store: %s", exc)
             return None
         open_ids = {s.interaction.id for s in stored}
         for gone in self._adopted - open_ids:
-            if self.inbound.open_interaction(gone) is None:
+            view = await look_up(self.inbound, gone)
+            if view is None or not view.open:
                 self.index.pop(gone)
         self._adopted &= open_ids
         found: Card | None = None
@@ -101,9 +100,8 @@ class Restorer:
         await self.connection.ready.wait()  # nio knows the rooms (needed to send) only after the first sync
         if card.form is not None:
             await self._recount(card)
-        with anyio.move_on_after(RESTORE_WAIT):
-            await self.inbound.wait_open(card.interaction.id)
-        if self.inbound.open_interaction(card.interaction.id) is None or card.done:
+        found = await look_up(self.inbound, card.interaction.id, wait=RESTORE_WAIT)
+        if found is None or not found.open or card.done:
             return
         try:
             if card.form is not None:
@@ -150,9 +148,11 @@ class Restorer:
         return self.settings.user_allowed(sender) and card.interaction.may_decide(Actor(PLATFORM, sender))
 
 
-def _rebuilt(stored: RestorableCard) -> Card | None:
+def _rebuilt(stored: CardView) -> Card | None:
     """A card's state rebuilt from its stored ref (answers not counted yet); None if the ref says too little."""
     i = stored.interaction
+    if stored.card is None:
+        return None
     data = stored.card.data
     if "root" not in data or "room" not in data:
         return None

@@ -191,7 +191,7 @@ class Intake:
                 self._undecrypted.popitem(last=False)
 
     def _on_room_key(self, key: RoomKey) -> None:
-        """A room key arrived late (or was forwarded after our request): decrypt the events that waited for it and
+        """A room key arrived late (or another device sent it on our request): decrypt the events that waited for it and
         handle them with this sync's events."""
         for event_id, event in list(self._undecrypted.items()):
             if event.session_id != key.session_id or event.room_id != key.room_id:

@@ -84,8 +84,8 @@ class WebLinks:
     async def send(self, card: Card, actor: Actor) -> None:
         """Send `actor` (who may answer `card`: checked before) their link in a direct message."""
         conversation = card.interaction.conversation
-        url = self._inbound.web_link(card.interaction.id, actor)
-        if url is None:
+        url = (await self._inbound.check(card.interaction.id, actor, web_link=True)).web_link
+        if not url:
             await self._notify(conversation, actor, NO_LINK)
             return
         try:

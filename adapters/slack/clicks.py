@@ -16,13 +16,13 @@ from slack_bolt.async_app import AsyncAck
 
 from adapters.slack import ids, translate
 from adapters.slack.background import Background
-from adapters.slack.modals import Modals, still_open
+from adapters.slack.modals import Modals
 from adapters.slack.people import People
 from adapters.slack.port import SlackPort
 from adapters.slack.responses import channel_of
 from bridge.errors import AdapterError
 from bridge.model import Action, DecisionIn, Verdict
-from bridge.ports import Inbound
+from bridge.ports import Inbound, app_link, look_up
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +69,8 @@ class Clicks:
 
     async def _choose(self, user: JSON, interaction_id: str, action_id: str) -> None:
         who = await self._people.of(user)
-        # Not open here: another worker may hold it (several workers on one store); the core decides either way.
-        interaction = still_open(self._inbound, interaction_id) or await self._inbound.known_interaction(interaction_id)
+        found = await look_up(self._inbound, interaction_id)
+        interaction = found.interaction if found is not None else None
         content = translate.inline_content(interaction.form, action_id) if interaction else None
         if interaction is None or content is None:
             await self._inbound.check(interaction_id, who)  # tells them why the click did nothing
@@ -84,7 +84,7 @@ class Clicks:
 
     async def _open_form(self, body: JSON, interaction_id: str) -> None:
         who = self._people.cached(body["user"])
-        interaction = await self._modals.find(interaction_id)  # here, or held by another worker
+        interaction = await self._modals.find(interaction_id)
         if interaction is None or not interaction.may_decide(who):
             await self._inbound.check(interaction_id, await self._people.actor(who.user_id, who.display_name))
             return
@@ -108,16 +108,15 @@ class Clicks:
         alone; someone who may not answer is told why by the core, as for any click."""
         who = await self._people.of(body["user"])
         channel = channel_of(body)
-        # Not open here: another worker may hold it (several workers on one store), and any worker serves links.
-        interaction = still_open(self._inbound, interaction_id) or await self._inbound.open_anywhere(interaction_id)
-        link = await self._inbound.web_link_anywhere(interaction_id, who) if interaction is not None else None
-        if interaction is None or link is None:
-            result = await self._inbound.check(interaction_id, who)  # refused or ended: the core says so
+        interaction = await self._modals.find(interaction_id)
+        result = await self._inbound.check(interaction_id, who, web_link=True)  # refused or ended: the core says so
+        if interaction is None or not result.web_link:
             if result.verdict is Verdict.CLAIMED:  # theirs to answer, but no link (it is about to expire)
                 await self._port.tell(channel, who.user_id, NO_WEB_LINK)
             return
         try:
-            await self._port.send_web_link(channel, who.user_id, link, interaction.conversation.thread or None)
+            await self._port.send_web_link(channel, who.user_id, result.web_link,
+                                           interaction.conversation.thread or None)
         except AdapterError as exc:
             logger.warning("could not send %s their web link for %s: %s", who.user_id, interaction_id, exc)
 
@@ -133,7 +132,7 @@ class Clicks:
         channel = channel_of(body)
         thread = (body.get("message") or {}).get("thread_ts") or None
         try:
-            await self._port.send_app_link(channel, who.user_id, self._inbound.app_link(view_id, who), thread)
+            await self._port.send_app_link(channel, who.user_id, app_link(self._inbound, view_id, who), thread)
         except AdapterError as exc:
             logger.warning("could not send %s their app link for %s: %s", who.user_id, view_id, exc)
 

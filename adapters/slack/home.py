@@ -84,13 +84,13 @@ class HomeTab:
 
     async def publish(self, user_id: str) -> None:
         """Publish the tab as it is now (one `views.publish`; a failure is logged)."""
-        waiting = self._inbound.waiting_for(translate.actor(user_id))
+        waiting = await self._inbound.cards(waiting_for=translate.actor(user_id))
         try:
             workspace = await self._clients.workspace_url()
         except AdapterError as exc:
             logger.info("App Home without links to cards: %s", exc)
             workspace = ""
-        items = [(interaction, self.link(interaction, card, workspace)) for interaction, card in waiting]
+        items = [(found.interaction, self.link(found.interaction, found.card, workspace)) for found in waiting]
         try:
             async with api_errors("views.publish"):
                 await self._clients.bot.views_publish(user_id=user_id, view=render.home(items))

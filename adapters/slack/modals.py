@@ -2,17 +2,15 @@
 closing the modals of a request that ended.
 
 A submission must be answered within 3 seconds and its answer is the ack itself (errors, the next page, or close),
-so nothing comes before that ack but reading the page, the decision claimed in memory with `Inbound.claim`, and the
+so nothing comes before that ack but reading the page, the decision (`Inbound.decide` within `ACK_BUDGET`), and the
 person from the cache (`People.cached`); a submission for a request that has ended is answered from this module's
 own memory of ended requests. What a modal looks like is `modal.py`'s; what a submitted page means is
 `translate.py`'s.
 
-Several workers on one store: a modal may be opened, submitted or closed on a worker that does not hold its request
-(Slack spreads events over workers). It is found in the store (`Inbound.open_anywhere`), and its submission is
-decided through the core's door, which takes it to the worker holding the request, within the ack's time when it can
-(`ELSEWHERE_ACK`), else after closing the modal (a late or refused person is then told privately). The answers of a
-paged form's earlier pages travel in the view's metadata when they fit and hold nothing secret-looking; otherwise
-they stay on the worker that took them.
+Several workers on one store: Slack spreads events over workers, and the core finds a request (`Inbound.cards`) and
+decides on it whichever worker gets the event. A verdict that takes longer than the ack may wait closes the modal
+(a late or refused person is then told privately). The answers of a paged form's earlier pages travel in the view's
+metadata when they fit and hold nothing secret-looking; otherwise they stay on the worker that took them.
 
 A person can submit or close a modal before `views.open` has even returned its id to us. Such a view is remembered
 as settled, so the late `views.open` answer never replaces it with "This request has ended".
@@ -36,8 +34,8 @@ from adapters.slack.elements import matching_options
 from adapters.slack.escape import mrkdwn
 from adapters.slack.people import People
 from bridge.errors import AdapterError
-from bridge.model import DecisionIn, DecisionResult, Interaction, JSONValue, Verdict
-from bridge.ports import Inbound
+from bridge.model import DecisionIn, Interaction, JSONValue, Verdict
+from bridge.ports import Inbound, look_up
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -48,9 +46,8 @@ LOST_PAGES = ("The answers from the earlier pages were lost (the bridge restarte
 ENDED = "This request has ended."
 MAX_METADATA = 3000
 """Characters Slack keeps in a view's `private_metadata`."""
-ELSEWHERE_ACK = 2.0
-"""Seconds a submission for a request another worker holds waits for its verdict before the modal is closed anyway
-(Slack wants the ack within 3)."""
+ACK_BUDGET = 2.0
+"""Seconds a submission waits for its verdict before the modal is closed anyway (Slack wants the ack within 3)."""
 REMEMBERED = 2000
 """How many ended requests and settled views are remembered, for late submissions and late `views.open` answers."""
 
@@ -63,11 +60,6 @@ def _carrying(interaction: Interaction, meta: ids.ModalMeta, draft: dict[str, JS
     if secret & {k for k, v in draft.items() if v not in (None, "")} or len(carried.dump()) > MAX_METADATA:
         return replace(meta, draft=None)
     return carried
-
-
-def still_open(inbound: Inbound, interaction_id: str) -> Interaction | None:
-    """The interaction while it waits for an answer (not once it has one and is being finished)."""
-    return next((i for i in inbound.open_interactions() if i.id == interaction_id), None)
 
 
 class _Recent(OrderedDict[str, V]):
@@ -95,12 +87,10 @@ class Modals:
         self._settled = _Recent[None]()
         """View ids the person already submitted for good or closed: nothing of ours may replace them."""
 
-    def _open(self, interaction_id: str) -> Interaction | None:
-        return still_open(self._inbound, interaction_id)
-
     async def find(self, interaction_id: str) -> Interaction | None:
-        """The request while it waits for an answer: here, or held by another worker (several on one store)."""
-        return self._open(interaction_id) or await self._inbound.open_anywhere(interaction_id)
+        """The request while it waits for an answer."""
+        card = await look_up(self._inbound, interaction_id)
+        return card.interaction if card is not None and card.open else None
 
     async def open(self, trigger_id: str, interaction: Interaction, meta: ids.ModalMeta) -> None:
         """Open the form of `interaction` (raises `AdapterError`). The trigger id is valid for 3 seconds from the
@@ -134,16 +124,14 @@ class Modals:
             await ack()
             return
         who = self._people.cached(body["user"])
-        interaction = self._open(meta.interaction_id)
-        held_here = interaction is not None
-        if interaction is None:
-            interaction = await self._inbound.open_anywhere(meta.interaction_id)
+        found = await look_up(self._inbound, meta.interaction_id)
+        interaction = found.interaction if found is not None and found.open else None
         if interaction is None:
             self._forget(meta.interaction_id, view_id)
             self._settled.keep(view_id, None)
             ended, what = self._ended.get(meta.interaction_id) or (None, ENDED)
             if ended is None:  # not in memory: ended before a restart, or never known here
-                ended = await self._inbound.known_interaction(meta.interaction_id)
+                ended = found.interaction if found is not None else None
             if ended is None:
                 await ack()
             else:
@@ -173,7 +161,7 @@ class Modals:
             await ack(response_action="update", view=next_page)
             return
         decision = DecisionIn(interaction.id, who, "accept", dict(draft))
-        result = self._inbound.claim(decision) if held_here else await self._decide_elsewhere(decision)
+        result = await self._inbound.decide(decision, ack_within=ACK_BUDGET)
         if result is None or result.verdict in (Verdict.CLAIMED, Verdict.COUNTED):
             self._forget(interaction.id, view_id)
             self._settled.keep(view_id, None)
@@ -202,24 +190,6 @@ class Modals:
         if await self.find(interaction_id) is None:
             return  # already over: closing its modal changes nothing
         await self._inbound.decide(DecisionIn(interaction_id, await self._people.of(user), "cancel"))
-
-    async def _decide_elsewhere(self, decision: DecisionIn) -> DecisionResult | None:
-        """Decide on a request another worker holds: the verdict, or None when it takes longer than the ack may
-        wait (it goes on in the background; the core tells a late or refused person privately)."""
-        results: list[DecisionResult] = []
-        done = anyio.Event()
-
-        async def work() -> None:
-            try:
-                results.append(await self._inbound.decide(decision))
-            finally:
-                done.set()
-
-        if not self._background.spawn(f"submission on {decision.interaction_id}", work):
-            return DecisionResult(Verdict.LATE, message="The bridge is stopping; answer again in a moment.")
-        with anyio.move_on_after(ELSEWHERE_ACK):
-            await done.wait()
-        return results[0] if results else None
 
     async def on_options(self, ack: AsyncAck, payload: JSON, body: JSON) -> None:
         """Options for a long choice list (external select), filtered by what the person typed."""

@@ -30,7 +30,6 @@ from bridge.config.file import Config
 from bridge.errors import CommandError, ConfigError, TokenStoreError
 from bridge.model import Actor
 from bridge.servers.mcp_session import Session
-from bridge.servers.sessions import SessionPool
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -48,11 +47,16 @@ class Routes(Protocol):
     def url(self, path: str) -> str: ...
 
 
+class PersonSessions(Protocol):
+    """Closes one person's sessions with a server (`bridge.servers.sessions.SessionPool`), after a logout."""
+
+    async def close_person(self, server: str, person: Actor) -> None: ...
+
+
 class Accounts:
-    def __init__(self, config: Config, broker: Broker, outbound: Outbound, pool: SessionPool, *,
+    def __init__(self, config: Config, broker: Broker, outbound: Outbound, *,
                  shared: SigninsOnStore | None = None) -> None:
         self._config = config
-        self._pool = pool
         # On a store several workers share, sign-ins are recorded there too: their redirect may reach any worker.
         self._shared = shared
         self.authorizations = Authorizations(shared=shared)
@@ -108,21 +112,21 @@ class Accounts:
                     logger.warning("could not read the stored accounts for %s: %s", name, exc)
         return names
 
-    async def logout(self, name: str, person: Actor) -> str:
+    async def logout(self, name: str, person: Actor, sessions: PersonSessions) -> str:
         """Forget `person`'s tokens for a server (revoking them where the server supports it) and close their
         sessions with it, so the next call asks them to connect again. `--all`, or the company sign-in's name:
         every server's access that comes from it ends too."""
         company = self._config.identity_provider
         if name == "--all" or (company is not None and name not in self._config.servers
                                and name in (company.label(), "company")):
-            return await self._logout_all(person, everything=name == "--all")
+            return await self._logout_all(person, sessions, everything=name == "--all")
         server = self._config.servers.get(name)
         if server is None:
             raise CommandError(f"There is no server named {name!r}. Try `accounts`.")
         if not server.url or server.auth.identity not in PERSONAL:
             raise CommandError(f"{name} does not use each person's own account, so there is nothing of yours to "
                                "forget.")
-        had, revoked = await self._forget(name, person)
+        had, revoked = await self._forget(name, person, sessions)
         if not had:
             return f"You were not connected to {name}; nothing was kept."
         if server.auth.identity == "enterprise":
@@ -132,20 +136,20 @@ class Accounts:
         return f"Disconnected {name}: your sign-in was forgotten" + \
             (" and revoked at the server." if revoked else " (the server offers no revocation).")
 
-    async def _logout_all(self, person: Actor, *, everything: bool) -> str:
+    async def _logout_all(self, person: Actor, sessions: PersonSessions, *, everything: bool) -> str:
         ended: list[str] = []
         company = self._config.identity_provider
         if company is not None and await self.clients.company().forget(person.key):
             ended.append(f"{company.label()} (company sign-in)")
         for name, server in self._config.servers.items():
             wanted = server.auth.identity == "enterprise" or (everything and server.auth.identity == "per_user")
-            if server.url and wanted and (await self._forget(name, person))[0]:
+            if server.url and wanted and (await self._forget(name, person, sessions))[0]:
                 ended.append(name)
         if not ended:
             return "You were not signed in anywhere; nothing was kept."
         return f"Signed out of {', '.join(ended)}: every sign-in of yours there was forgotten."
 
-    async def _forget(self, name: str, person: Actor) -> tuple[bool, bool]:
+    async def _forget(self, name: str, person: Actor, sessions: PersonSessions) -> tuple[bool, bool]:
         """Forget (and revoke, where offered) one server's tokens of the person and close their sessions with it:
         (whether there were any, whether the server took the revocation)."""
         server = self._config.servers[name]
@@ -159,7 +163,7 @@ class Accounts:
         revoked = await revoke(server.url, token, client) if token is not None and client is not None else False
         await storage.vault.forget(server.url, person.key)
         self.clients.forget(server, person.key)
-        await self._pool.close_person(name, person)
+        await sessions.close_person(name, person)
         return token is not None, revoked
 
     async def aclose(self) -> None:

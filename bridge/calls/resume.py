@@ -59,7 +59,10 @@ UNREADABLE_ERRORS = (ValidationError, ValueError, KeyError, TypeError, BridgeErr
 
 class Resumer:
     def __init__(self, config: Config, store: AsyncStore, broker: Broker, calls: ToolCalls, say: Say,
+                 reparked: Callable[[Interaction, str, str], None] | None = None, *,
                  receipts: Receipting | None = None, grants: Grants | None = None) -> None:
+        """`reparked`: told of each card parked again (interaction, call id, input key): the open-card bounds count
+        it."""
         self._config = config
         self._receipts = receipts
         self._grants = grants
@@ -70,10 +73,7 @@ class Resumer:
         self._tg: TaskGroup | None = None
         self.resumed = anyio.Event()
         """Set once every stored 2026 call has been taken up again after a start."""
-        self.reparked: Callable[[Interaction, str, str], None] | None = None
-        """Told of each card parked again (interaction, call id, input key): the open-card bounds count it."""
-        broker.on_claimed_last = self.take_call
-        calls.rounds.take_call = self.take_call
+        self._reparked = reparked
 
     async def resume_all(self, tg: TaskGroup) -> None:
         """At start: take over what no live worker holds (on SQLite, everything the last run left open)."""
@@ -178,8 +178,8 @@ class Resumer:
         for key, stored in waits.items():
             record.waiting[key] = stored.interaction.id
             await self._broker.repark(stored.interaction, stored.card, pending.id, key)
-            if self.reparked is not None and self._broker.interaction(stored.interaction.id) is not None:
-                self.reparked(stored.interaction, pending.id, key)
+            if self._reparked is not None and self._broker.interaction(stored.interaction.id) is not None:
+                self._reparked(stored.interaction, pending.id, key)
         if record.driving:
             tg.start_soon(self._continue, record, missing)
 

@@ -8,11 +8,11 @@ both eras; the request's context travels in `bridge.requests.request_context.CUR
 Parking: when a call may be parked (its result is reported in its conversation, not awaited by a caller), an
 elicitation's card is posted and nothing waits for it (`bridge.cards.broker.Parked`): no task, no session, no server
 process is held while a person thinks. The call is a small `ParkedCall` here and a row in the store. When its last open
-card of the round is answered, the broker hands the outcome to `_answered`, and the call continues on a session taken
-from the pool (waiting for room if need be: `max_sessions` bounds running calls, not waiting people); a restart takes
-the same path (`bridge.calls.resume`). Whoever continues, the answers to a stored round are sent by one process only: it
-claims the round in the store (`AsyncStore.send_round`, synced) just before sending, and any other that reaches for
-the same round (a click claimed on one worker as another takes the call over) stops there.
+card of the round is answered, the broker hands the outcome on (`bridge.calls.continuing`), and the call continues on
+a session taken from the pool (waiting for room if need be: `max_sessions` bounds running calls, not waiting people); a
+restart takes the same path (`bridge.calls.resume`). Whoever continues, the answers to a stored round are sent by one
+process only: it claims the round in the store (`AsyncStore.send_round`, synced) just before sending, and any other
+that reaches for the same round (a click claimed on one worker as another takes the call over) stops there.
 
 A server may no longer accept the stored state (it restarted with an ephemeral key, or the state's TTL passed) or
 may have died while its card waited. Then the call is run again on a fresh session, and re-asked inputs identical to
@@ -27,7 +27,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,7 +56,7 @@ from bridge.errors import (
     MessageTooLarge,
     ServerGoneError,
 )
-from bridge.model import Actor, ConversationKey, Kind, Outcome, Status
+from bridge.model import Actor, ConversationKey, Kind, MessageRef, Outcome, Status
 from bridge.requests.audience import Audience
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
@@ -78,6 +78,11 @@ class Call(CallInfo, Protocol):
 
     @property
     def server(self) -> str: ...
+
+    @property
+    def status(self) -> MessageRef | None:
+        """The call's status line, if one is shown: a parked call keeps it, so its continuation edits the same line."""
+        ...
 
     @property
     def keep_pending(self) -> bool:
@@ -112,6 +117,8 @@ class ParkedCall:
     approval: str | None = None
     """The tool card whose acceptance, or the grant that, let the call run (stored with each round,
     `PendingCall.approval`)."""
+    status: MessageRef | None = None
+    """The call's status line in this process (none after a restart or a take-over): continuing edits it."""
 
 
 def invalid_state(exc: MCPError) -> bool:
@@ -180,12 +187,6 @@ class Rounds:
         self._audience = audience
         self.parked: dict[str, ParkedCall] = {}
         """Calls whose round waits on parked cards (and calls being continued), by call id."""
-        self.resume_parked: Callable[[ParkedCall], Awaitable[None]] | None = None
-        """Continues a parked call whose inputs are all answered (set by the tool-call owner, which reports)."""
-        self.take_call: Callable[[str], Awaitable[None]] | None = None
-        """Continues, from the store, a call whose last answer was claimed here but which is not held here (set by
-        the resumer)."""
-        broker.on_parked = self._answered
 
     # -- driving -------------------------------------------------------------------------------------------------
 
@@ -332,29 +333,27 @@ class Rounds:
 
     # -- parked calls --------------------------------------------------------------------------------------------
 
-    async def _answered(self, call_id: str, key: str, outcome: Outcome, last: bool) -> None:
-        """A parked card ended (its claim durable, its card final): record the answer, and continue the call if the
-        store says this was the last open card of its round (then the call is this worker's, whoever held it)."""
+    async def answered(self, call_id: str, key: str, outcome: Outcome, last: bool) -> ParkedCall | str | None:
+        """A parked card ended (its claim durable, its card final): record the answer. What to continue now, if the
+        store says this was the last open card of its round (then the call is this worker's, whoever held it): the
+        parked call, or the id of a call held by no one here (taken over meanwhile), to continue from the store."""
         record = self.parked.get(call_id)
         if record is None:
-            if last and self.take_call is not None:
-                await self.take_call(call_id)  # held by no one here (taken over meanwhile): continued from the store
-            return
+            return call_id if last else None
         if (interaction_id := record.waiting.pop(key, None)) is not None:
             record.responses[key] = await self._result(interaction_id, outcome)
         if record.driving:
-            return  # the task answering the rest of this round continues the call itself
+            return None  # the task answering the rest of this round continues the call itself
         if not last:
             if not record.waiting:
                 # Every card held here is answered, yet one is open in the store: claimed on another worker, which
                 # continues the call once it is answered there. Nothing of it is held here any more.
                 self.parked.pop(call_id, None)
-            return
+            return None
         if record.waiting:
             # Answered on other workers before this one heard: their answers are in the store.
             await self._answers_from_store(record)
-        if self.resume_parked is not None:
-            await self.resume_parked(record)
+        return record
 
     async def _answers_from_store(self, record: ParkedCall) -> None:
         for stored in await self._store.interactions_for_call(record.id):
@@ -401,7 +400,7 @@ class Rounds:
         # if it did not get there), so a crash once anything is shown can be resumed.
         await self._store.save_pending_call(pending)
         record = ParkedCall(call.id, call.conversation, call.requester, call.server, call.tool, arguments, state,
-                            {}, {}, round_at=at, meta=meta, approval=approval)
+                            {}, {}, round_at=at, meta=meta, approval=approval, status=call.status)
         self.parked[call.id] = record
         return record
 

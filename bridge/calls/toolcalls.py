@@ -76,8 +76,12 @@ class _Told(Exception):
 
 class ToolCalls:
     def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
-                 approval: ToolApproval, elicitation: Elicitation, receipts: Receipting | None = None,
-                 apps: AppViews | None = None) -> None:
+                 approval: ToolApproval, elicitation: Elicitation, results: KeptResults | None = None, *,
+                 receipts: Receipting | None = None, apps: AppViews | None = None,
+                 restart_hint: bool = True) -> None:
+        """`results`: long results kept for `show <id>` (bounded by the config's limits). `receipts`: signed
+        receipts of what people approve. `apps`: MCP Apps offered with results. `restart_hint`: whether a failed
+        server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -87,12 +91,9 @@ class ToolCalls:
         self._elicitation = elicitation
         self._apps = apps
         self._calls: dict[str, ToolCall] = {}
-        self.results = KeptResults(Limits())
-        """Long results kept for `show <id>` (the host sets one bounded by the config's limits)."""
-        self.restart_hint = True
-        """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
+        self.results = results or KeptResults(Limits())
+        self._restart_hint = restart_hint
         self.rounds = Rounds(pool, broker, store, audience, receipts)
-        self.rounds.resume_parked = self._continue_parked
 
     # -- the registry --------------------------------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class ToolCalls:
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
         call = ToolCall(record.id, record.conversation, record.requester, record.server, record.tool,
-                        keep_pending=True)
+                        status=record.status, keep_pending=True)
         name = f"{record.server}.{record.tool}"
         try:
             result = await self._supervised(call, lambda: self.rounds.resume(call, record, missing,
@@ -174,9 +175,6 @@ class ToolCalls:
                     await self.report(record.conversation, record.server, record.tool, result,
                                       requester=record.requester, arguments=record.arguments)
                 await self._store.delete_pending_call(record.id)
-
-    async def _continue_parked(self, record: ParkedCall) -> None:
-        await self.continue_call(record, {})
 
     async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult, *,
                      requester: Actor | None = None, arguments: Mapping[str, Any] | None = None) -> None:
@@ -244,7 +242,7 @@ class ToolCalls:
         except _Told:
             return None
         except SessionError as exc:
-            await self._out.say(call.conversation, session_error_text(exc, again=self.restart_hint))
+            await self._out.say(call.conversation, session_error_text(exc, again=self._restart_hint))
             return None
         except BaseException as exc:
             # Cut short by a shutdown: the record stays, and the next start tells the conversation.

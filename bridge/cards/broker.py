@@ -23,21 +23,23 @@ A durable interaction may also be *parked* (`ask(..., park=True)`): its card (an
 `Parked`, and no task waits for it. The broker's one timer (`bridge.cards.deadlines`) keeps its deadline, and on a
 shared store the one `DecisionWatch` of this worker tells it (by id, without a task per card) of a claim made elsewhere.
 Once its decision is claimed in memory, a task of the broker's own (`run`) makes the claim durable first
-(`AsyncStore.claim_parked`), then finishes its cards and hands the outcome to `on_parked` (the tool-call owner
-continues the call, if the store says this claim answered the round's last card). A card parked here and decided on
-another worker is continued by that worker (`on_claimed_last`).
+(`AsyncStore.claim_parked`), then finishes its cards and hands the outcome on (`ParkedEnded`, over the `handoff`
+stream the calls layer reads in its own tasks: it continues the call, if the store says this claim answered the
+round's last card). A claim made here that answered the last card of a round not parked here is handed on too
+(`RoundClaimed`): the call is this worker's to continue.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
 
 from bridge.cards.card_updates import CardUpdates, as_copy
 from bridge.cards.deadlines import Deadlines
@@ -45,7 +47,7 @@ from bridge.cards.decision_rules import Counted, approval_row, approvals_in, end
 from bridge.cards.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
 from bridge.cards.routing import Routing, base_id
 from bridge.cards.secret_answers import for_the_record
-from bridge.cards.waiter import Parked, ParkedHandler, Waiter
+from bridge.cards.waiter import Handoff, Parked, ParkedEnded, RoundClaimed, Waiter
 from bridge.errors import AdapterError, StoreError
 from bridge.model import (
     Actor,
@@ -94,21 +96,22 @@ class Broker:
         self._registered = anyio.Event()
         self._deadlines = Deadlines(self._expire_parked)
         self._tg: TaskGroup | None = None
-        self.on_parked: ParkedHandler | None = None
-        """Who continues a call when one of its parked interactions ends (set by the tool-call owner)."""
-        self.on_claimed_last: Callable[[str], Awaitable[None]] | None = None
-        """Who continues a stored call that is not parked here when a claim made here answered its round's last
-        card (a parked card another worker holds, or one expired here): given the call's id (set by the resumer)."""
+        self._handoff: MemoryObjectSendStream[Handoff] | None = None
+        self._busy = 0  # the broker's own tasks running now (`_start`): each may hand a call on
+        self._idle = anyio.Event()
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Keep the deadlines of parked interactions and run what follows their decisions, until cancelled."""
+    async def run(self, handoff: MemoryObjectSendStream[Handoff] | None = None, *,
+                  task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep the deadlines of parked interactions and run what follows their decisions, until cancelled.
+        `handoff`: where ended parked cards go (`handoff_stream`), to the calls layer that continues their calls
+        (the stream is its runner's to close)."""
         async with anyio.create_task_group() as tg:
-            self._tg = tg
+            self._tg, self._handoff = tg, handoff
             task_status.started()
             try:
                 await self._deadlines.run()
             finally:
-                self._tg = None
+                self._tg = self._handoff = None
 
     # -- asking --------------------------------------------------------------------------------------------------
 
@@ -232,7 +235,26 @@ class Broker:
         if self._tg is None:
             logger.warning("parked interaction %s changed while the broker is not running", waiter.interaction.id)
         else:
-            self._tg.start_soon(fn, waiter)
+            self._busy += 1
+            self._tg.start_soon(self._counted, fn, waiter)
+
+    async def _counted(self, fn: Callable[[Waiter], Coroutine[Any, Any, None]], waiter: Waiter) -> None:
+        try:
+            await fn(waiter)
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.set()
+                self._idle = anyio.Event()
+
+    async def stop_handing_on(self) -> None:
+        """Shutdown: let the decisions being recorded now be handed on (their person was told they counted), then
+        close the hand-off, so the calls layer can finish what it holds. What ends after this is continued after the
+        restart, from the store."""
+        while self._busy:
+            await self._idle.wait()
+        if self._handoff is not None:
+            self._handoff.close()
 
     async def _after_parked(self, waiter: Waiter) -> None:
         """A parked interaction's outcome was claimed in memory: make the claim durable (the decision's one synced
@@ -258,8 +280,7 @@ class Broker:
                                          f"That request was already {describe_status(final)}.")
             if not waiter.lost:
                 await self._finish_card(waiter, final)
-            if self.on_parked is not None:
-                await self.on_parked(*waiter.parked, final, waiter.last)
+            self._hand_on(ParkedEnded(*waiter.parked, final, waiter.last))
         except Exception:
             # The top of a broker task: one call failing after its decision must not stop every card.
             logger.exception("continuing after interaction %s failed", interaction.id)
@@ -270,8 +291,16 @@ class Broker:
         await self._cards.progress(waiter.interaction, waiter.card, waiter.copies)
 
     async def _continue_elsewhere(self, pending_call: str) -> None:
-        if self.on_claimed_last is not None:
-            await self.on_claimed_last(pending_call)
+        self._hand_on(RoundClaimed(pending_call))
+
+    def _hand_on(self, item: Handoff) -> None:
+        if self._handoff is None:
+            return
+        try:
+            self._handoff.send_nowait(item)  # unbounded: never blocks
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # Stopping: the claim is durable, so the call is continued from the store after the restart.
+            logger.info("stopping: %s is left for the restart", item)
 
     async def _post_copies(self, waiter: Waiter) -> None:
         if self._routing is not None and waiter.interaction.asked:
@@ -608,6 +637,11 @@ class Broker:
         while (waiter := self._waiters.get(base_id(interaction_id))) is None or waiter.outcome is not None:
             await self._registered.wait()
         return waiter.interaction
+
+    def waiting(self, interaction_id: str) -> bool:
+        """Whether the interaction (or the private copy a card id names) is waited on here and has no answer yet."""
+        waiter = self._waiters.get(base_id(interaction_id))
+        return waiter is not None and waiter.outcome is None
 
     def card_of(self, interaction_id: str) -> CardRef | None:
         waiter = self._waiters.get(base_id(interaction_id))

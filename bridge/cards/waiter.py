@@ -1,26 +1,51 @@
 """One card the broker holds (`Waiter`): the interaction, its card and private copies, and how its decision stands
 (claimed in memory, then recorded in the store); and how a parked card is announced (`Parked`) and its end handed on
-(`ParkedHandler`). The rules of who may decide, and the audit rows of approvals, are `bridge.cards.decision_rules`'."""
+(`Handoff`). The rules of who may decide, and the audit rows of approvals, are `bridge.cards.decision_rules`'."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import math
 from dataclasses import dataclass, field
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from bridge.cards.routing import Copy
 from bridge.model import Actor, CardRef, Interaction, Outcome
 from bridge.storage import AuditRow
 
-ParkedHandler = Callable[[str, str, Outcome, bool], Awaitable[None]]
-"""Called with (pending call id, input key, outcome, last) once a parked interaction has ended: its claim is durable
-and (if it was this worker's) its card final. `last`: the store says every card of the call's round is answered now
-and this worker continues the call (exactly one worker is told so, whichever claimed the round's last answer)."""
+
+@dataclass(frozen=True, slots=True)
+class ParkedEnded:
+    """A parked interaction has ended: its claim is durable and (if it was this worker's) its card final. `last`: the
+    store says every card of the call's round is answered now and this worker continues the call (exactly one worker
+    is told so, whichever claimed the round's last answer)."""
+
+    pending_call: str
+    input_key: str
+    outcome: Outcome
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RoundClaimed:
+    """A claim made here answered the last open card of a stored call's round that is not parked here (a parked
+    card another worker holds, or one expired here): the call is this worker's to continue, from the store."""
+
+    pending_call: str
+
+
+Handoff = ParkedEnded | RoundClaimed
+"""What the broker hands the calls layer (over a memory stream it reads in its own tasks: `handoff_stream`)."""
+
+
+def handoff_stream() -> tuple[MemoryObjectSendStream[Handoff], MemoryObjectReceiveStream[Handoff]]:
+    # Unbounded: the broker never waits on the calls layer (one small item per ended parked card).
+    return anyio.create_memory_object_stream[Handoff](math.inf)
 
 
 class Parked(Exception):
-    """Raised by `Broker.ask(..., park=True)` once the card is posted: the answer arrives through `on_parked`."""
+    """Raised by `Broker.ask(..., park=True)` once the card is posted: the answer is handed on (`ParkedEnded`)."""
 
     def __init__(self, interaction_id: str) -> None:
         super().__init__(interaction_id)

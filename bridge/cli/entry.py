@@ -30,6 +30,7 @@ from bridge.text.grammar import count, listing
 
 if TYPE_CHECKING:
     import anyio
+    from anyio.abc import TaskGroup
 
     from bridge.cli import audit_report
     from bridge.config.file import Config
@@ -398,8 +399,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
         await store.forget_cards("console")
     with ExitStack() as watching:  # what observes the bridge (metrics, traces) stops after the host has closed
         watching.enter_context(tracing.traces(config.telemetry))
-        host = Host(config, store)
-        host.pool.prestarts = prestarts
+        host = Host(config, store, prestarts=prestarts)
         # Shared accounts are signed in by an admin at a terminal (the message that asks names this file);
         # per-person ones in chat, the redirect coming back to the HTTP server (routed before the host starts:
         # resumed calls may need a sign-in at once).
@@ -417,7 +417,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             for adapter in adapters:
                 host.attach(adapter)
             stopped_by: list[int] = []
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, host, stopped_by)
+            tg.start_soon(_stop_on_signal, tg, host, stopped_by)
             if http is not None:
                 from bridge.cli import monitoring
                 from bridge.servers import apps_extension
@@ -442,7 +442,9 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             async def serve(adapter: Adapter) -> None:
                 await adapter.serve()
                 if adapter.platform == "console":
-                    tg.cancel_scope.cancel()  # the terminal closed: nothing left to serve
+                    # The terminal closed: nothing left to serve once the calls its last answers continue are done.
+                    await host.drain()
+                    tg.cancel_scope.cancel()
 
             # Everything made at start-up lives as long as the process: keep it out of the garbage collector's
             # full collections, which otherwise stall every ack under load (measured in bench/slack_ack.py).
@@ -461,16 +463,27 @@ def _banner(config: Config) -> str:
             f"Type `!mcp help` for commands; try {example}. End with Ctrl-D.")
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, host: Host, stopped_by: list[int]) -> None:
+async def _stop_on_signal(tg: TaskGroup, host: Host, stopped_by: list[int]) -> None:
     import anyio
 
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             stopped_by.append(signum)
             logger.info("received %s, shutting down", signal.Signals(signum).name)
-            host.stopping()  # before cancelling: adapters' tasks own calls whose cards must end as 'shut down'
-            scope.cancel()
+            # Before cancelling: adapters' tasks own calls whose cards must end as 'shut down'.
+            if signum == signal.SIGTERM and len(stopped_by) == 1:
+                # Calls continuing after their cards finish first, the adapters still serving their results.
+                host.stopping()
+                tg.start_soon(_drain_then_stop, tg.cancel_scope, host)
+                continue
+            host.stopping(cut_short=True)  # Ctrl-C, or a second signal: at once
+            tg.cancel_scope.cancel()
             return
+
+
+async def _drain_then_stop(scope: anyio.CancelScope, host: Host) -> None:
+    await host.drain()
+    scope.cancel()
 
 
 def _main() -> None:  # pragma: no cover - console entry point

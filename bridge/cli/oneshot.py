@@ -150,13 +150,13 @@ async def terminal(config: Config) -> AsyncIterator[Terminal]:
         async with TerminalConsent(sys.stderr, clean) as consent:
             clients = OAuthClients(config, consent)
             try:
-                host = Host(config, store)
-                host.calls.restart_hint = False  # one call, then the process ends: nothing is started again
+                # Signed in at this terminal, as its one person (the console's). No restart hint: one call, then the
+                # process ends, so nothing is started again.
+                host = Host(config, store, restart_hint=False,
+                            auth=lambda session: clients.for_server(session.server, console.actor.key))
                 console = console_module.ConsoleAdapter(host, console_module.stream_lines(sys.stdin), sys.stderr,
                                                         accept_commands=False)
                 host.attach(console)
-                person = console.actor.key
-                host.pool.auth = lambda session: clients.for_server(session.server, person)
                 async with host:
                     yield Terminal(host, console)
             finally:

@@ -355,4 +355,4 @@ class CommandHandlers:
                        "You have not connected any server that works with each person's own account.")
 
     async def _cmd_logout(self, message: MessageIn, command: commands.Command) -> None:
-        await self.say(message.conversation, await self.accounts.logout(command.args[0], message.actor))
+        await self.say(message.conversation, await self.accounts.logout(command.args[0], message.actor, self.pool))

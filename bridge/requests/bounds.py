@@ -22,7 +22,7 @@ from mcp.client import ClientRequestContext
 from mcp.types import ErrorData
 
 from bridge.cards.outbound import Say
-from bridge.cards.waiter import Parked, ParkedHandler
+from bridge.cards.waiter import Parked
 from bridge.errors import INVALID_REQUEST, LimitExceeded
 from bridge.model import ConversationKey, Interaction, Outcome
 from bridge.requests.request_context import CURRENT, Asker, ContextSource
@@ -49,15 +49,11 @@ class Bounds:
     def asker(self, inner: Asker) -> Asker:
         return _BoundedAsker(self, inner)
 
-    def releasing(self, inner: ParkedHandler | None) -> ParkedHandler:
-        """The broker's `on_parked`, wrapped so that a parked card stops counting once it has ended."""
-        async def ended(pending_call: str, input_key: str, outcome: Outcome, last: bool) -> None:
-            keys = self.parked.pop((pending_call, input_key), None)
-            if keys is not None:
-                self.cards.release(keys)
-            if inner is not None:
-                await inner(pending_call, input_key, outcome, last)
-        return ended
+    def release_parked(self, pending_call: str, input_key: str) -> None:
+        """A parked card has ended: it stops counting."""
+        keys = self.parked.pop((pending_call, input_key), None)
+        if keys is not None:
+            self.cards.release(keys)
 
     def restored(self, interaction: Interaction, pending_call: str, input_key: str) -> None:
         """A parked card taken up again after a restart: it counts (admitted then, never refused now) until it

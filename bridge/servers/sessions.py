@@ -73,12 +73,14 @@ AuthFactory = Callable[[Session], httpx2.Auth | None]
 class SessionPool:
     """Owns every MCP client of the bridge. Use as `async with SessionPool(...) as pool:`."""
 
-    def __init__(self, config: Config, callbacks: CallbackFactory | None = None) -> None:
+    def __init__(self, config: Config, callbacks: CallbackFactory | None = None, *, auth: AuthFactory | None = None,
+                 prestarts: Prestarts | None = None) -> None:
+        """`auth`: from whoever owns the sign-in; without it, url servers get only their headers. `prestarts`: stdio
+        servers `run` started ahead of need; a new session adopts its server's process (bridge.servers.prestart)."""
         self._config = config
         self.callbacks: CallbackFactory = callbacks or (lambda session: Callbacks())
         """The client-side handlers each new session gets (the composition root sets the bridge's handler table)."""
-        self.auth: AuthFactory | None = None
-        """Set by whoever owns the sign-in (the CLI today): without it, url servers get only their headers."""
+        self._auth = auth
         self._sessions: dict[SessionKey, Session] = {}
         self._by_client: dict[int, tuple[object, Session]] = {}
         """Each running session by its MCP client session's id (held with it), for `by_client`."""
@@ -92,9 +94,7 @@ class SessionPool:
         self._starting = 0
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
-        self.prestarts: Prestarts | None = None
-        """Stdio servers `run` started ahead of need; a new session adopts its server's process
-        (bridge.servers.prestart)."""
+        self._prestarts = prestarts
 
     async def __aenter__(self) -> SessionPool:
         async with AsyncExitStack() as stack:
@@ -381,9 +381,9 @@ class SessionPool:
             self._roomier()
 
     async def _target(self, session: Session, stack: AsyncExitStack) -> Any:
-        auth = self.auth(session) if self.auth is not None else None
+        auth = self._auth(session) if self._auth is not None else None
         session.bound = MessageBound(session.server.name, self._config.limits.message_limit)
-        target, session.stderr = await open_transport(session.server, stack, auth, self.prestarts, session.bound)
+        target, session.stderr = await open_transport(session.server, stack, auth, self._prestarts, session.bound)
         return target
 
     async def _make_room(self, wait: float) -> None:

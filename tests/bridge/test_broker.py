@@ -17,7 +17,7 @@ import trio.testing
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
 from bridge.cards.routing import Routing
-from bridge.cards.waiter import Parked
+from bridge.cards.waiter import Parked, ParkedEnded, handoff_stream
 from bridge.forms import form_from_schema
 from bridge.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
 from bridge.storage import SqlStore, open_store
@@ -194,24 +194,18 @@ async def test_a_resumed_quorum_card_keeps_the_approvals_counted_before_a_restar
         b.close()
         tg.cancel_scope.cancel()
     again = Broker(store, lambda _: chat)  # the same store, a new broker: as after a restart
-    results: list[Outcome] = []
-    done = anyio.Event()
-
-    async def on_parked(call_id: str, key: str, outcome: Outcome, last: bool) -> None:
-        results.append(outcome)
-        done.set()
-
-    again.on_parked = on_parked
-    async with anyio.create_task_group() as tg:
-        await tg.start(again.run)
-        await again.repark(item, None, "call-1", "k")
-        opened = await again.wait_open(item.id)
-        assert opened.approvals == (CAROL,)
-        assert again.decide_nowait(DecisionIn(item.id, CAROL, "accept")).verdict is Verdict.REFUSED
-        assert again.decide_nowait(DecisionIn(item.id, ALICE, "accept")).verdict is Verdict.CLAIMED
-        await done.wait()
-        tg.cancel_scope.cancel()
-    assert results[0].approvals == (CAROL, ALICE)
+    handoff, handed = handoff_stream()
+    with handoff, handed:
+        async with anyio.create_task_group() as tg:
+            await tg.start(again.run, handoff)
+            await again.repark(item, None, "call-1", "k")
+            opened = await again.wait_open(item.id)
+            assert opened.approvals == (CAROL,)
+            assert again.decide_nowait(DecisionIn(item.id, CAROL, "accept")).verdict is Verdict.REFUSED
+            assert again.decide_nowait(DecisionIn(item.id, ALICE, "accept")).verdict is Verdict.CLAIMED
+            ended = await handed.receive()
+            tg.cancel_scope.cancel()
+    assert isinstance(ended, ParkedEnded) and ended.outcome.approvals == (CAROL, ALICE)
 
 
 async def test_a_card_anyone_may_answer_is_posted_and_one_person_decides() -> None:
@@ -268,24 +262,18 @@ async def test_a_parked_request_holds_no_task_and_expires_on_the_broker_s_one_ti
     b, chat, store = await broker()
     item = interaction(3600)
     await store.save_pending_call(pending("call-1"))
-    ended: list[tuple[str, str, Outcome]] = []
-    done = anyio.Event()
-
-    async def on_parked(call_id: str, key: str, outcome: Outcome, last: bool) -> None:
-        ended.append((call_id, key, outcome))
-        done.set()
-
-    b.on_parked = on_parked
-    async with anyio.create_task_group() as tg:
-        await tg.start(b.run)
-        with pytest.raises(Parked):
-            await b.ask(item, pending_call="call-1", input_key="k", park=True)
-        assert b.statistics() == {"open": 1, "parked": 1} and item.id not in chat.finished
-        started = anyio.current_time()
-        await done.wait()
-        assert anyio.current_time() - started > 3590  # virtual seconds: the one timer moved with the clock
-        tg.cancel_scope.cancel()
-    [(call_id, key, outcome)] = ended
-    assert (call_id, key, outcome.status) == ("call-1", "k", Status.EXPIRED)
+    handoff, handed = handoff_stream()
+    with handoff, handed:
+        async with anyio.create_task_group() as tg:
+            await tg.start(b.run, handoff)
+            with pytest.raises(Parked):
+                await b.ask(item, pending_call="call-1", input_key="k", park=True)
+            assert b.statistics() == {"open": 1, "parked": 1} and item.id not in chat.finished
+            started = anyio.current_time()
+            ended = await handed.receive()
+            assert anyio.current_time() - started > 3590  # virtual seconds: the one timer moved with the clock
+            tg.cancel_scope.cancel()
+    assert isinstance(ended, ParkedEnded)
+    assert (ended.pending_call, ended.input_key, ended.outcome.status) == ("call-1", "k", Status.EXPIRED)
     assert chat.finished[item.id].status is Status.EXPIRED  # the card was finished before the call went on
     assert [r.outcome for r in await store.audit_rows(item.id)] == ["expired"]

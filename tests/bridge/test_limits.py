@@ -192,7 +192,7 @@ async def test_cards_taken_up_after_a_restart_count_against_the_bounds(store_tar
     again, chat2 = await host_for(config, await open_store(store_target))
     async with again:
         with anyio.fail_after(patient(20)):
-            await again.wait_open(card.id)  # parked again, and counted
+            await again.broker.wait_open(card.id)  # parked again, and counted
             await call(again, "one", who=BOB)
             failure = await chat2.wait_message("was not continued")
             await again.decide(DecisionIn(card.id, ALICE, "cancel"))  # once it ends, there is room again

@@ -12,11 +12,14 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ElicitRequestFormParams, InputRequiredResult
 
 from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
 from bridge.config.file import ServerConfig
+from bridge.demo.server import ask
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
+from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, MessageRef, Status, StatusView, Verdict
 from bridge.safety.limits import Limits
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import two_forms_server
@@ -171,3 +174,47 @@ async def test_a_refused_question_withdraws_the_parked_card_of_the_same_round() 
     assert outcome.status is Status.CANCELLED and "ended without this answer" in outcome.reason
     assert "Unsupported requestedSchema" in failure
     assert host.calls.rounds.parked == {} and await host.store.pending_calls() == []
+
+
+def progress_then_form_server() -> MCPServer:
+    """Reports progress, then asks for a form (on the first round only: the continued call reports nothing more)."""
+    server = MCPServer("steps")
+
+    @server.tool()
+    async def steps(ctx: Context) -> str | InputRequiredResult:
+        """Warm up, then ask."""
+        if not ctx.input_responses:
+            await ctx.report_progress(1, 2, "warming up")
+        answer = await ask(ctx, "go", ElicitRequestFormParams(
+            message="Go on?", requested_schema={"type": "object", "properties": {"go": {"type": "boolean"}}}))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return json.dumps(answer.content)
+
+    return server
+
+
+class CountingChat(FakeChatPort):
+    def __init__(self) -> None:
+        super().__init__()
+        self.posted_statuses = 0
+
+    async def post_status(self, conversation: ConversationKey, status: StatusView) -> MessageRef:
+        self.posted_statuses += 1
+        return await super().post_status(conversation, status)
+
+
+async def test_a_parked_calls_status_line_is_finished_once_the_call_continues() -> None:
+    chat = CountingChat()
+    host, _ = await host_for(config_for({"steps": progress_then_form_server()}, server_protocol="auto"), port=chat)
+    async with host:
+        await host.run_message(MessageIn(ROOM, ALICE, "call steps steps", explicit_command=True))
+        with anyio.fail_after(patient(30)):
+            card = await chat.wait_card()
+            [call_id] = chat.statuses
+            assert "waiting for answers" in chat.statuses[call_id][-1].text
+            await host.decide(DecisionIn(card.id, ALICE, "accept", {"go": True}))
+            await chat.wait_message("steps.steps:\n")  # the line is finished before the result is reported
+    # One line for the call, edited in place: it no longer says it waits once the call has gone on and ended.
+    last = chat.statuses[call_id][-1]
+    assert chat.posted_statuses == 1 and last.done and last.text == "done"

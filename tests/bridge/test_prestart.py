@@ -38,8 +38,8 @@ async def bridge(*servers: ServerConfig, limits: Limits | None = None,
     prestarts = Prestarts()
     try:
         await prestarts.start(servers)
-        host, chat = await host_for(config_for({s.name: s for s in servers}, limits=limits or Limits()))
-        host.pool.prestarts = prestarts
+        host, chat = await host_for(config_for({s.name: s for s in servers}, limits=limits or Limits()),
+                                    prestarts=prestarts)
         async with host:
             yield host, chat, prestarts
     finally:

@@ -320,7 +320,7 @@ async def _confirmed_after_restart(config: Any, path: str, confirm: Interaction,
     host, chat = await host_for(config, store)
     async with host:
         with anyio.fail_after(patient(20)):
-            await host.wait_open(confirm.id)
+            await host.broker.wait_open(confirm.id)
             assert await decide(host, confirm, who, name=target) is Verdict.CLAIMED
             done = await chat.wait_message("vault.destroy_confirmed")
         rows = [r for r in await store.audit_rows() if r.kind == "receipt"]

@@ -81,7 +81,7 @@ async def test_an_answer_given_after_a_bridge_restart_reaches_a_fresh_stdio_serv
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(patient(30)):
-            await host2.wait_open(card.id)
+            await host2.broker.wait_open(card.id)
             decided = await host2.decide(DecisionIn(card.id, ALICE, "accept", {"guests": "4"}))
             assert decided.verdict is Verdict.CLAIMED
             data = await result_of(chat2, "book")
@@ -125,7 +125,7 @@ async def test_every_round_s_answers_are_reused_when_the_call_runs_again(store_t
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(patient(30)):
-            await host2.wait_open(when.id)
+            await host2.broker.wait_open(when.id)
             await host2.decide(DecisionIn(when.id, ALICE, "accept", {"when": "Friday"}))
             data = await result_of(chat2, "two_steps")
     assert (data["who"], data["when"]) == ("Ada", "Friday")
@@ -146,7 +146,7 @@ async def test_a_question_that_changed_is_asked_again_and_the_card_says_why(stor
     host2, chat2 = await host_for(stdio_config(), second)
     async with host2:
         with anyio.fail_after(patient(30)):
-            await host2.wait_open(card.id)
+            await host2.broker.wait_open(card.id)
             await host2.decide(DecisionIn(card.id, ALICE, "accept", {"pick": "first"}))
             again = await chat2.wait_card()
             assert again.details[0].label == "Asked again" and "lost this call's state" in again.details[0].text

@@ -97,12 +97,12 @@ async def decide(host: Host, peer: Peer, tag: str, card_id: str) -> Verdict:
 
 async def decide_while_failing(host: Host, chat: FakeChatPort, peer: Peer, cards: dict[str, str]) -> None:
     """Every decision is refused as not recorded: the person is told, the card stays open, the server waits. The
-    last is claimed as adapters that must answer at once do (`claim`, a Slack modal's submission): it counts in
+    last is claimed as adapters that must answer at once do (`ack_within`, a Slack modal's submission): it counts in
     memory at once, and its person hears afterwards that it was not recorded."""
     *waited, (at_once_tag, at_once_card) = cards.items()
-    at_once = host.claim(DecisionIn(at_once_card, person(ConversationKey.from_id(at_once_tag)), "accept",
-                                    peer.answer(at_once_tag)))
-    assert at_once.verdict is Verdict.CLAIMED
+    at_once = await host.decide(DecisionIn(at_once_card, person(ConversationKey.from_id(at_once_tag)), "accept",
+                                           peer.answer(at_once_tag)), ack_within=0)
+    assert at_once is not None and at_once.verdict is Verdict.CLAIMED
     async with anyio.create_task_group() as tg:
         verdicts: dict[str, Verdict] = {}
 

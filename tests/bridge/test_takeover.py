@@ -53,11 +53,13 @@ class Continuations:
     def __init__(self) -> None:
         self.ended: list[str] = []
         self._changed = anyio.Event()
+        self.started = anyio.Event()
 
     def wrap(self, calls: ToolCalls) -> Callable[[ParkedCall, Mapping[str, InputRequest]], Awaitable[None]]:
         real = calls.continue_call
 
         async def counted(record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
+            self.started.set()
             try:
                 await real(record, missing)
             finally:
@@ -96,6 +98,8 @@ async def test_a_click_landing_as_a_survivor_takes_the_call_over_continues_it_on
                 if reaped.pending_calls and not clicked:
                     # The click reaches b just as c has taken the call over, before c reads its cards.
                     clicked.append((await b.decide(DecisionIn(card.id, ALICE, "accept", {"n": 5}))).verdict)
+                    # The claim made the call b's: b takes it up in its own task (not in the click's).
+                    await continued.started.wait()
                 return reaped
 
             continued = Continuations()

@@ -250,10 +250,9 @@ async def test_the_chat_bridge_uses_the_admins_sign_in_and_says_what_to_run_with
 
     async def whoami() -> tuple[CallToolResult | None, FakeChatPort]:
         clients = OAuthClients(config, NoConsent(str(site.config)), site.env)
-        host, chat = await host_for(config)
+        host, chat = await host_for(config, auth=lambda session: clients.for_server(session.server, None))
         try:
             async with host:
-                host.pool.auth = lambda session: clients.for_server(session.server, None)
                 with anyio.fail_after(patient(30)):
                     return await host.calls.run(ROOM, ALICE, "s", "whoami", {}), chat
         finally:

@@ -21,6 +21,7 @@ from bridge.model import Actor, ConversationKey, Kind, ServerLabel
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Row
+from bridge.testing import patient
 from tests.harness.legacy_store import Store as LegacyStore
 
 
@@ -97,6 +98,31 @@ async def check_stored(db: Path, protocol: str) -> None:
             assert len(await store.open_interactions()) == 1
     finally:
         await store.aclose()
+
+
+# A whole form answered from a pipe; the input ends right after its last answer.
+TRIP = ["!mcp call demo plan_trip", "Ada", "ada@example.com", "", "2026-12-01", "", "", "", "", "", "2", "", "", "",
+        "submit"]
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+def test_a_piped_script_ends_after_the_result_of_its_last_answer(tmp_path: Path, protocol: str) -> None:
+    # A 2026 call goes on after its card in a task of its own: the end of the input must not cut it off.
+    proc, lines, _db, reader = start(tmp_path, protocol)
+    assert proc.stdin is not None and proc.stderr is not None
+    type_line(proc, *TRIP)
+    proc.stdin.close()
+    proc.wait(timeout=patient(60))
+    reader.join(timeout=patient(10))
+    err = proc.stderr.read()
+    for pipe in (proc.stdout, proc.stderr):
+        assert pipe is not None
+        pipe.close()
+    out = "".join(lines.queue)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    [result] = [line for line in out.splitlines() if line.startswith("Trip planned with: ")]
+    assert json.loads(result.removeprefix("Trip planned with: "))["name"] == "Ada"
 
 
 def test_version_and_help() -> None:
