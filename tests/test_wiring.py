@@ -33,7 +33,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("adapters/matrix/client.py", "self._nio.user_id"): "matrix-nio's client",
     ("adapters/matrix/client.py", "self._nio.next_batch"): "matrix-nio's client",
     ("bridge/servers/sessions.py", "self._session.borrowed"): "a record: the borrow counter of the session lent",
-    ("bridge/storage/sqlstore.py", "self._checkpoints.appended"): "a record: the checkpoints' count",
     ("adapters/matrix/formflow.py", "card.form.pill"): "a record: a card's form state, owned by the form flow",
     ("adapters/matrix/formflow.py", "card.form.reask"): "a record: a card's form state, owned by the form flow",
     ("adapters/matrix/sync.py", "self.client.next_batch"): "a record: where the next sync starts",

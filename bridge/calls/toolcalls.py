@@ -262,7 +262,9 @@ class ToolCalls:
     async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool,
                      retry_after_links: bool, from_app: bool = False) -> CallToolResult | None:
         session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
-        if not from_app:
+        # A tool meant for its app only is refused in chat. Where the server is offered apps that may need its tool
+        # list; elsewhere only a list already fetched is read, so a call whose rules decide alone lists nothing.
+        if not from_app and (session.tools is not None or (self._apps is not None and self._apps.enabled(call.server))):
             with self._pool.hold(session):
                 known = await self._pool.tool(session, call.tool)
             if known is not None and not app_meta.for_model(known):
