@@ -94,7 +94,7 @@ class Host:
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds)
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
-                               receipts)
+                               receipts, config.limits)
         self.calls.results = KeptResults(config.limits)
         self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)

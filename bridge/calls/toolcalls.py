@@ -24,8 +24,10 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, InputRequest
 
+from bridge.calls import task_wire
 from bridge.calls.results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
+from bridge.calls.tasks import TaskCalls, TaskTold
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
 from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
@@ -66,6 +68,10 @@ class ToolCall:
     parked: bool = False
     keep_pending: bool = False
     """A continued 2026 call: its stored row goes once the result is reported (`continue_call`), not before."""
+    task: str = ""
+    """Never a task id here: a call running as a task is registered on its session as its `TaskRun`."""
+    status_final: bool = False
+    """Its status card shows how it ended already (a task's card, brought to its end by the task driver)."""
 
 
 class _Told(Exception):
@@ -74,7 +80,8 @@ class _Told(Exception):
 
 class ToolCalls:
     def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
-                 approval: ToolApproval, elicitation: Elicitation, receipts: Receipting | None = None) -> None:
+                 approval: ToolApproval, elicitation: Elicitation, receipts: Receipting | None = None,
+                 limits: Limits | None = None) -> None:
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -88,6 +95,7 @@ class ToolCalls:
         self.restart_hint = True
         """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
         self.rounds = Rounds(pool, broker, store, audience, receipts)
+        self.tasks = TaskCalls(pool, outbound, limits or Limits())
         self.rounds.resume_parked = self._continue_parked
 
     # -- the registry --------------------------------------------------------------------------------------------
@@ -115,6 +123,8 @@ class ToolCalls:
                 call.conversation, actor, f"Only {call.requester.label()} can stop this call.")
             return False
         if isinstance(call, ToolCall):
+            if call_id in self.tasks.running:  # the server is asked to cancel it, and says how it ended
+                return await self.tasks.stop(call_id, actor)
             call.stopped_by = actor
             call.scope.cancel()
             return True
@@ -216,7 +226,7 @@ class ToolCalls:
         except AuthError as exc:  # no known person, or a sign-in that did not happen: never sent as anyone else
             await self._out.say(call.conversation, str(exc))
             return None
-        except _Told:
+        except (_Told, TaskTold):
             return None
         except SessionError as exc:
             await self._out.say(call.conversation, session_error_text(exc, again=self.restart_hint))
@@ -232,7 +242,7 @@ class ToolCalls:
             if not keep_record:
                 with anyio.CancelScope(shield=True):
                     await self._store.end_running_call(call.id)
-            if call.status is not None and not call.scope.cancel_called:
+            if call.status is not None and not call.scope.cancel_called and not call.status_final:
                 await self._finish_status(call, cut_short or (
                     "waiting for answers on its cards" if call.parked else "done"))
 
@@ -269,6 +279,8 @@ class ToolCalls:
             # Registered on the session before anything is awaited, so it is not closed for room meanwhile.
             return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session,
                                            meta=meta)
+        if await self._as_task(session, call):
+            return await self._task(session, call, arguments, meta)
         # A legacy server's request does not say which open call it belongs to: one call at a time.
         with self._pool.hold(session):
             async with session.call_lock:
@@ -285,6 +297,40 @@ class ToolCalls:
         finally:
             session.calls.pop(call.id, None)
             self._pool.released(session)
+
+    async def _as_task(self, session: Session, call: ToolCall) -> bool:
+        """Whether this call runs as a task: the tool requires it, or allows it on a server set to `tasks: prefer`;
+        and the server takes tool calls as tasks."""
+        if session.client is None or not task_wire.server_runs_tool_tasks(session.client.server_capabilities):
+            return False
+        with self._pool.hold(session):
+            support = task_wire.task_support(await self._pool.tool(session, call.tool))
+        return support == "required" or (support == "optional" and session.server.tasks == "prefer")
+
+    async def _task(self, session: Session, call: ToolCall, arguments: dict[str, Any],
+                    meta: dict[str, Any] | None) -> CallToolResult:
+        refused = self.tasks.refusal(call.conversation, call.server)
+        if refused is not None:
+            await self._out.say(call.conversation, f"{call.server}.{call.tool} was not started: {refused}.")
+            raise _Told
+        with self._pool.hold(session):
+            async def show(text: str, done: bool) -> None:
+                await self._show_task(call, text, done)
+            return await self.tasks.run(session, call, arguments, meta, show)
+
+    async def _show_task(self, call: ToolCall, text: str, done: bool) -> None:
+        """A task's status card: posted once, then one edit per change the driver reports."""
+        view = self._status_view(call, text, done=done)
+        port = self._out.port_for(call.conversation)
+        try:
+            if call.status is None:
+                await self._store.flush()
+                call.status = await port.post_status(call.conversation, view)
+            else:
+                await port.update_status(call.status, view)
+            call.status_final = done
+        except BridgeError as exc:
+            logger.warning("could not show a task's status: %s", exc)
 
     def _progress(self, call: ToolCall) -> ProgressFnT:
         async def progress(progress: float, total: float | None, message: str | None) -> None:

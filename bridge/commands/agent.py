@@ -22,7 +22,6 @@ from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.requests.budgets import Budgets
-from bridge.servers.catalog import needs_task
 from bridge.storage import AsyncStore
 from bridge.text.plain import result_text
 
@@ -123,8 +122,6 @@ class Agent:
                 await self._say(message.conversation, f"{server} is unavailable to the agent: {exc}")
                 continue
             for tool in tools:
-                if needs_task(tool):  # it cannot run here (catalog.TASK_NOTE): the model is not offered it
-                    continue
                 name = tool_name(server, tool.name)
                 names[name] = (server, tool.name)
                 specs.append(ToolSpec(name, tool.description or "", dict(tool.input_schema)))

@@ -111,6 +111,8 @@ class ServerConfig:
     or sent again by the worker taking over, for servers whose tools are idempotent (`resend`)."""
     receipts: bool = True
     """Whether this server's approved requests carry signed receipts (when a receipt key is set)."""
+    tasks: Literal["required", "prefer"] = "required"
+    """Which tools run as tasks: those that require it, or also those that allow it (`prefer`)."""
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -449,4 +451,5 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
         on_interrupt="resend" if s.get("on_interrupt") == "resend" else "tell",
         receipts=bool(s.get("receipts", True)),
+        tasks="prefer" if s.get("tasks") == "prefer" else "required",
     )

@@ -44,6 +44,14 @@ class Limits:
     """Bytes of form schemas kept parsed (servers ask the same form again and again)."""
     message_size: int = 0
     """Bytes of one message from a server, as configured; 0 for the default (`message_limit` is the one in force)."""
+    tasks_per_conversation: int = 5
+    """Tool calls running as tasks at once in one conversation; more are refused with a note."""
+    tasks_per_server: int = 20
+    """Tool calls running as tasks at once on one server, over every conversation."""
+    task_poll_floor_ms: int = 1000
+    """The shortest wait between two `tasks/get` of one task, whatever `pollInterval` the server suggests."""
+    task_ttl: int = 86400
+    """Seconds the bridge asks a server to keep a task (`task.ttl`); the server's answer is the one honoured."""
 
     @property
     def message_limit(self) -> int:

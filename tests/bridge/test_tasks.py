@@ -1,0 +1,86 @@
+"""Tool calls that run as tasks, against the reference server (`@modelcontextprotocol/server-everything`, whose
+`simulate-research-query` runs only as a task): one status card per task, its stages as they change, the result,
+the clarifying question tied to the task, and Stop (`tasks/cancel`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bridge.config.file import ServerConfig
+from bridge.host import Host
+from bridge.model import DecisionIn, MessageIn, StatusView
+from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
+
+pytestmark = [pytest.mark.anyio]
+
+STAGES = ("Gathering sources", "Analyzing content", "Synthesizing findings", "Generating report")
+
+
+@asynccontextmanager
+async def bridge(everything_js: Path) -> AsyncIterator[tuple[Host, FakeChatPort]]:
+    server = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
+    config = config_for({"everything": server})
+    chat = FakeChatPort()
+    host = Host(config, await host_store(config))
+    host.attach(chat)
+    async with host:
+        yield host, chat
+
+
+async def say(host: Host, text: str) -> None:
+    await host.handle_message(MessageIn(ROOM, ALICE, text, explicit_command=True))
+
+
+def one_card(chat: FakeChatPort) -> list[StatusView]:
+    assert len(chat.statuses) == 1, chat.statuses
+    return next(iter(chat.statuses.values()))
+
+
+async def test_a_research_task_shows_its_stages_on_one_status_card_and_its_result(everything_js: Path) -> None:
+    async with bridge(everything_js) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await say(host, 'call everything simulate-research-query {"topic": "tides"}')
+            report = await chat.wait_message("everything.simulate-research-query:")
+    assert "# Research Report: tides" in report
+    views = one_card(chat)
+    texts = [v.text for v in views]
+    assert texts[-1].startswith("task completed · ") and views[-1].done
+    shown = [stage for stage in STAGES if any(stage in t for t in texts)]
+    assert len(shown) >= 3, texts  # polled once a second, as the server asks: a stage of about 1 s each
+    assert len(texts) == len(set(texts)), texts  # one edit per change, never the same line twice
+    assert all(v.stoppable for v in views[:-1])
+
+
+async def test_an_ambiguous_query_asks_on_a_card_tied_to_the_task_and_completes_with_the_answer(
+        everything_js: Path) -> None:
+    async with bridge(everything_js) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await say(host, 'call everything simulate-research-query {"topic": "python", "ambiguous": true}')
+            card = await chat.wait_card("form")
+            waiting = await chat.wait_for(lambda: next(
+                (v for v in one_card(chat) if v.text.startswith("task waiting for ")), None))
+            await host.decide(DecisionIn(card.id, ALICE, "accept", {"interpretation": "snake"}))
+            report = await chat.wait_message("everything.simulate-research-query:")
+    assert [d.label for d in card.details][:1] == ["Task"]
+    assert card.details[0].text.startswith("simulate-research-query (task ")
+    assert card.server.name == "everything"
+    assert "Found multiple interpretations" in waiting.text
+    assert "Clarification**: snake" in report
+    assert one_card(chat)[-1].text.startswith("task completed")
+
+
+async def test_stop_cancels_the_task_at_the_server_and_says_what_it_answered(everything_js: Path) -> None:
+    async with bridge(everything_js) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await say(host, 'call everything simulate-research-query {"topic": "tides"}')
+            first = await chat.wait_for(lambda: next(iter(chat.statuses.values()), [None])[0])
+            assert await host.stop_call(first.call_id, ALICE)
+            said = await chat.wait_message("Stopped everything.simulate-research-query")
+    assert "the server reports the task cancelled (Client cancelled task execution.)" in said
+    last = one_card(chat)[-1]
+    assert last.done and last.text.startswith("task cancelled") and "stopped by" in last.text
