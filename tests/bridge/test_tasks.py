@@ -4,7 +4,7 @@ the clarifying question tied to the task, and Stop (`tasks/cancel`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -15,15 +15,25 @@ from bridge.config.file import ServerConfig
 from bridge.host import Host
 from bridge.model import DecisionIn, MessageIn, StatusView
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
+from tests.servers.everything_http import everything_http
 
 pytestmark = [pytest.mark.anyio]
 
 STAGES = ("Gathering sources", "Analyzing content", "Synthesizing findings", "Generating report")
 
 
+@pytest.fixture(params=["stdio", "http"])
+def server(request: pytest.FixtureRequest, everything_js: Path) -> Iterator[ServerConfig]:
+    """The reference server over stdio (spawned by the bridge) or streamable HTTP (running beside it)."""
+    if request.param == "stdio":
+        yield ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
+        return
+    with everything_http(everything_js) as url:
+        yield ServerConfig(name="everything", url=url)
+
+
 @asynccontextmanager
-async def bridge(everything_js: Path) -> AsyncIterator[tuple[Host, FakeChatPort]]:
-    server = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"))
+async def bridge(server: ServerConfig) -> AsyncIterator[tuple[Host, FakeChatPort]]:
     config = config_for({"everything": server})
     chat = FakeChatPort()
     host = Host(config, await host_store(config))
@@ -41,8 +51,8 @@ def one_card(chat: FakeChatPort) -> list[StatusView]:
     return next(iter(chat.statuses.values()))
 
 
-async def test_a_research_task_shows_its_stages_on_one_status_card_and_its_result(everything_js: Path) -> None:
-    async with bridge(everything_js) as (host, chat):
+async def test_a_research_task_shows_its_stages_on_one_status_card_and_its_result(server: ServerConfig) -> None:
+    async with bridge(server) as (host, chat):
         with anyio.fail_after(patient(30)):
             await say(host, 'call everything simulate-research-query {"topic": "tides"}')
             report = await chat.wait_message("everything.simulate-research-query:")
@@ -57,8 +67,8 @@ async def test_a_research_task_shows_its_stages_on_one_status_card_and_its_resul
 
 
 async def test_an_ambiguous_query_asks_on_a_card_tied_to_the_task_and_completes_with_the_answer(
-        everything_js: Path) -> None:
-    async with bridge(everything_js) as (host, chat):
+        server: ServerConfig) -> None:
+    async with bridge(server) as (host, chat):
         with anyio.fail_after(patient(30)):
             await say(host, 'call everything simulate-research-query {"topic": "python", "ambiguous": true}')
             card = await chat.wait_card("form")
@@ -74,8 +84,8 @@ async def test_an_ambiguous_query_asks_on_a_card_tied_to_the_task_and_completes_
     assert one_card(chat)[-1].text.startswith("task completed")
 
 
-async def test_stop_cancels_the_task_at_the_server_and_says_what_it_answered(everything_js: Path) -> None:
-    async with bridge(everything_js) as (host, chat):
+async def test_stop_cancels_the_task_at_the_server_and_says_what_it_answered(server: ServerConfig) -> None:
+    async with bridge(server) as (host, chat):
         with anyio.fail_after(patient(30)):
             await say(host, 'call everything simulate-research-query {"topic": "tides"}')
             first = await chat.wait_for(lambda: next(iter(chat.statuses.values()), [None])[0])
