@@ -32,7 +32,7 @@ def card_text(status: str, message: str | None, elapsed: float, waiting_for: str
     said = shorten(" ".join((message or "").split()), 300)
     took = time_left(elapsed)
     if status == "input_required":
-        who = waiting_for or "an answer on its card"
+        who = waiting_for or "an answer"
         return f"task waiting for {who}" + (f": {said}" if said else "") + f" · {took}"
     if status == "completed":
         return f"task completed · {took}"

@@ -96,7 +96,7 @@ class TaskRun:
         return self.ttl_ms is not None and self.elapsed() * 1000 > self.ttl_ms
 
     def waiting_for(self) -> str:
-        return f"{self.requester.label()}'s answer on its card" if self.requester is not None else ""
+        return f"an answer from {self.requester.label()}" if self.requester is not None else ""
 
 
 class TaskCalls:
@@ -169,6 +169,8 @@ class TaskCalls:
         client = session.client
         assert client is not None
         floor = self._limits.task_poll_floor_ms / 1000
+        result: CallToolResult | None = None
+        failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             try:
                 status = run.seen.status if run.seen is not None else "working"
@@ -191,8 +193,13 @@ class TaskCalls:
                         run.fetching = True
                         tg.start_soon(self._fetch, session, run)
                 result = await self._ended(session, run, show, status)
+            except Exception as exc:  # noqa: BLE001 (raised below, outside the task group, as itself)
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        assert result is not None
         return result
 
     async def _fetch(self, session: Session, run: TaskRun) -> None:
