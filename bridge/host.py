@@ -94,7 +94,7 @@ class Host:
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds)
         self.pool.callbacks = self.handlers.callbacks
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
-                               receipts, config.limits)
+                               receipts, config.limits, config.servers)
         self.calls.results = KeptResults(config.limits)
         self.broker.on_parked = self.bounds.releasing(self.broker.on_parked)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say)
@@ -130,6 +130,7 @@ class Host:
             self._exit = stack.pop_all()
         self.accounts.run_in(self._tg)
         self._tg.start_soon(self.resumer.resume_all, self._tg)
+        self._tg.start_soon(self.calls.resume_tasks, self._tg)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -18,27 +18,69 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import anyio
 from mcp import MCPError
-from mcp.types import CallToolResult, CreateTaskResult, GetTaskResult
+from mcp.types import CallToolResult, CancelTaskResult, CreateTaskResult, GetTaskResult
 
 from bridge.calls import task_wire as wire
 from bridge.calls.rounds import guarded
 from bridge.calls.task_status import TERMINAL, Seen, card_text, changed, poll_seconds
 from bridge.cards.outbound import Outbound
-from bridge.model import Actor, ConversationKey
+from bridge.config.file import ServerConfig
+from bridge.errors import BridgeError
+from bridge.model import Actor, ConversationKey, MessageRef
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
+from bridge.storage import AsyncStore, StoredTask
 from bridge.text.plain import shorten
 
 logger = logging.getLogger(__name__)
 
-Show = Callable[[str, bool], Awaitable[None]]
-"""Post or edit the call's status card: (text, done)."""
+Show = Callable[[str, bool], Awaitable[MessageRef | None]]
+"""Post or edit the call's status card: (text, done) -> the card."""
+
+
+class TaskLink(Protocol):
+    """Where a task's requests go: the live session that created it, or (after a restart) its HTTP session."""
+
+    answers_input: bool
+    """Whether requests the server sends on `tasks/result`'s stream (input the task needs) are answered."""
+
+    async def get(self, task_id: str) -> GetTaskResult: ...
+
+    async def result(self, task_id: str) -> CallToolResult: ...
+
+    async def cancel(self, task_id: str) -> CancelTaskResult: ...
+
+
+class SessionLink:
+    """A task's requests on the live session that created it; its handlers answer what the server asks."""
+
+    answers_input = True
+
+    def __init__(self, pool: SessionPool, session: Session) -> None:
+        self._pool = pool
+        self._session = session
+
+    async def get(self, task_id: str) -> GetTaskResult:
+        result: GetTaskResult = await guarded(self._pool, self._session, wire.get(self._client(), task_id))
+        return result
+
+    async def result(self, task_id: str) -> CallToolResult:
+        result: CallToolResult = await guarded(self._pool, self._session, wire.result(self._client(), task_id))
+        return result
+
+    async def cancel(self, task_id: str) -> CancelTaskResult:
+        result: CancelTaskResult = await guarded(self._pool, self._session, wire.cancel(self._client(), task_id))
+        return result
+
+    def _client(self) -> Any:
+        assert self._session.client is not None
+        return self._session.client.session
 
 
 class TaskTold(Exception):
@@ -74,6 +116,7 @@ class TaskRun:
     tool: str
     task: str
     """The server's task id."""
+    link: TaskLink
     started: float = field(default_factory=time.time)
     ttl_ms: int | None = None
     poll_interval_ms: int | None = None
@@ -88,6 +131,8 @@ class TaskRun:
     result: CallToolResult | None = None
     result_error: BaseException | None = None
     fetching: bool = False
+    told_input: bool = False
+    card: MessageRef | None = None
 
     def elapsed(self) -> float:
         return max(0.0, time.time() - self.started)
@@ -102,10 +147,13 @@ class TaskRun:
 class TaskCalls:
     """Runs tool calls as tasks, and knows the ones running in this process (bounds, Stop)."""
 
-    def __init__(self, pool: SessionPool, out: Outbound, limits: Limits) -> None:
+    def __init__(self, pool: SessionPool, out: Outbound, limits: Limits, store: AsyncStore,
+                 servers: Mapping[str, ServerConfig]) -> None:
         self._pool = pool
         self._out = out
         self._limits = limits
+        self._store = store
+        self._servers = servers
         self.running: dict[str, TaskRun] = {}
         """By call id."""
 
@@ -134,40 +182,92 @@ class TaskCalls:
         assert isinstance(created, CreateTaskResult)
         task = created.task
         run = TaskRun(call.id, call.conversation, call.requester, call.server, call.tool, task.task_id,
-                      ttl_ms=task.ttl, poll_interval_ms=task.poll_interval)
-        self.running[call.id] = run
+                      SessionLink(self._pool, session), ttl_ms=task.ttl, poll_interval_ms=task.poll_interval)
         session.calls[call.id] = run
         try:
+            # Durable before it is shown: a restart picks the task up (or says it was lost). The task's row replaces
+            # the call's record of running, which would only say "interrupted".
+            row = StoredTask(call.id, task.task_id, call.server, call.tool, call.conversation, call.requester,
+                             task.status, task.status_message or "", None,
+                             session.bound.http_session if session.bound else "", run.started)
+            await self._store.record_task(row)
+            await self._store.end_running_call(call.id)
+            await self._store.flush()
             await self._show(run, show, task.status, task.status_message)
-            return await self._follow(session, run, show)
+            if run.card is not None:  # behind, with the next batch: lost with a crash, the card is posted anew
+                await self._store.record_task(replace(row, card=run.card))
+            return await self._kept(run, show)
         finally:
             session.calls.pop(call.id, None)
-            self.running.pop(call.id, None)
             self._pool.released(session)
+
+    async def resume(self, row: StoredTask, show: Show) -> CallToolResult:
+        """Follow a task an earlier run of the bridge started (its row taken over at start), on its status card:
+        on the HTTP session it is bound to, or, where the server cannot know it any more, the conversation is told
+        once that it was lost."""
+        cfg = self._servers.get(row.server)
+        name = f"{row.server}.{row.tool}"
+        why = ""
+        link: wire.HttpLink | None = None
+        if cfg is None or cfg.disabled:
+            why = "its server is no longer configured"
+        elif not cfg.url or not row.http_session:
+            why = ("its server runs as a process of the bridge (stdio) and was started again with it, so it no longer "
+                   "knows the task")
+        else:
+            link = wire.HttpLink(cfg.url, cfg.headers, row.http_session)
+            try:
+                await link.get(row.task_id)
+            except (MCPError, BridgeError) as exc:
+                why = f"the server no longer knows it ({shorten(str(exc), 200)})"
+        if why or link is None:
+            await self._store.end_task(row.call_id)
+            await show(f"task lost when the bridge restarted: {why}", True)
+            await self._out.say(row.conversation, f"{name}: the task was lost when the bridge restarted: {why}.")
+            raise TaskTold
+        run = TaskRun(row.call_id, row.conversation, row.requester, row.server, row.tool, row.task_id, link,
+                      started=row.started_at, seen=Seen(row.status, row.status_message), card=row.card)
+        logger.info("picked up task %s of %s again", row.task_id, name)
+        return await self._kept(run, show)
+
+    async def _kept(self, run: TaskRun, show: Show) -> CallToolResult:
+        """Follow a recorded task; its row goes with its end (not with a shutdown: the next start picks it up)."""
+        self.running[run.call_id] = run
+        ended = False
+        try:
+            result = await self._follow(run, show)
+            ended = True
+            return result
+        except Exception:
+            ended = True
+            raise
+        finally:
+            self.running.pop(run.call_id, None)
+            if ended:
+                with anyio.CancelScope(shield=True):
+                    await self._store.end_task(run.call_id)
             logger.info("task %s of %s.%s: %d tasks/get, %d status card edits", run.task, run.server, run.tool,
                         run.gets, run.edits)
 
     async def stop(self, call_id: str, actor: Actor) -> bool:
         """Stop a task: `tasks/cancel`, and the server's answer kept for the card and the conversation."""
         run = self.running.get(call_id)
-        session = self._pool.find(run.conversation, run.server, run.requester) if run is not None else None
-        if run is None or session is None or session.client is None:
+        if run is None:
             return False
         run.stopped_by = actor
         try:
-            answer = await guarded(self._pool, session, wire.cancel(session.client.session, run.task))
+            answer = await run.link.cancel(run.task)
             run.stop_answer = f"the server reports the task {answer.status}" + (
                 f" ({shorten(answer.status_message, 200)})" if answer.status_message else "")
-        except MCPError as exc:
-            run.stop_answer = f"the server refused to cancel it: {shorten(exc.error.message, 300)}"
+        except (MCPError, BridgeError) as exc:
+            message = exc.error.message if isinstance(exc, MCPError) else str(exc)
+            run.stop_answer = f"the server refused to cancel it: {shorten(message, 300)}"
         run.wake.set()
         return True
 
     # -- following one task ----------------------------------------------------------------------------------------
 
-    async def _follow(self, session: Session, run: TaskRun, show: Show) -> CallToolResult:
-        client = session.client
-        assert client is not None
+    async def _follow(self, run: TaskRun, show: Show) -> CallToolResult:
         floor = self._limits.task_poll_floor_ms / 1000
         result: CallToolResult | None = None
         failure: Exception | None = None
@@ -183,16 +283,22 @@ class TaskCalls:
                         await self._out.say(run.conversation, f"{run.server}.{run.tool}: the task outlived the time "
                                                               f"the server keeps it (ttl); its result is lost.")
                         raise TaskTold
-                    got: GetTaskResult = await guarded(self._pool, session, wire.get(client.session, run.task))
+                    got = await run.link.get(run.task)
                     run.gets += 1
                     if got.poll_interval is not None:
                         run.poll_interval_ms = got.poll_interval
                     status = got.status
                     await self._show(run, show, status, got.status_message)
-                    if status == "input_required" and not run.fetching:
+                    if status != "input_required":
+                        continue
+                    if run.link.answers_input and not run.fetching:
                         run.fetching = True
-                        tg.start_soon(self._fetch, session, run)
-                result = await self._ended(session, run, show, status)
+                        tg.start_soon(self._fetch, run)
+                    elif not run.link.answers_input and not run.told_input:
+                        run.told_input = True
+                        await self._out.say(run.conversation, f"{run.server}.{run.tool} needs an answer, which "
+                                            "cannot be asked for a task picked up after a restart; `stop` ends it.")
+                result = await self._ended(run, show, status)
             except Exception as exc:  # noqa: BLE001 (raised below, outside the task group, as itself)
                 failure = exc
             finally:
@@ -202,16 +308,15 @@ class TaskCalls:
         assert result is not None
         return result
 
-    async def _fetch(self, session: Session, run: TaskRun) -> None:
+    async def _fetch(self, run: TaskRun) -> None:
         """`tasks/result`, held open while the task needs input: its requests come on this stream."""
-        assert session.client is not None
         try:
-            run.result = await guarded(self._pool, session, wire.result(session.client.session, run.task))
+            run.result = await run.link.result(run.task)
         except Exception as exc:  # noqa: BLE001 (any failure of the held request is reported by the driver, once the task's end is known)
             run.result_error = exc
         run.wake.set()
 
-    async def _ended(self, session: Session, run: TaskRun, show: Show, status: str) -> CallToolResult:
+    async def _ended(self, run: TaskRun, show: Show, status: str) -> CallToolResult:
         name = f"{run.server}.{run.tool}"
         if status == "cancelled":
             if run.stopped_by is not None:
@@ -229,10 +334,9 @@ class TaskCalls:
                     run.wake = anyio.Event()
             result = run.result
         if result is None and run.result_error is None:
-            assert session.client is not None
             try:
-                result = await guarded(self._pool, session, wire.result(session.client.session, run.task))
-            except MCPError as exc:
+                result = await run.link.result(run.task)
+            except (MCPError, BridgeError) as exc:
                 run.result_error = exc
         if result is not None:
             return result
@@ -253,7 +357,9 @@ class TaskCalls:
             text += f" (stopped by {run.stopped_by.label()})"
         if not first:
             run.edits += 1
-        await show(text, status in TERMINAL)
+            await self._store.task_status(run.call_id, status, message or "")
+        card = await show(text, status in TERMINAL)
+        run.card = run.card or card
 
 
 def task_label(runs: Mapping[str, Any], task_id: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
@@ -30,6 +31,7 @@ from bridge.calls.rounds import ParkedCall, Rounds, guarded
 from bridge.calls.tasks import TaskCalls, TaskTold
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
+from bridge.config.file import ServerConfig
 from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.observe import hooks as observe
@@ -42,7 +44,7 @@ from bridge.requests.tool_approval import ToolApproval
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore
+from bridge.storage import AsyncStore, StoredTask
 from bridge.text.plain import result_text, session_error_text, shorten
 from bridge.text.server_errors import validation_summary
 
@@ -81,7 +83,7 @@ class _Told(Exception):
 class ToolCalls:
     def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
                  approval: ToolApproval, elicitation: Elicitation, receipts: Receipting | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, servers: Mapping[str, ServerConfig] | None = None) -> None:
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -95,7 +97,7 @@ class ToolCalls:
         self.restart_hint = True
         """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
         self.rounds = Rounds(pool, broker, store, audience, receipts)
-        self.tasks = TaskCalls(pool, outbound, limits or Limits())
+        self.tasks = TaskCalls(pool, outbound, limits or Limits(), store, servers or {})
         self.rounds.resume_parked = self._continue_parked
 
     # -- the registry --------------------------------------------------------------------------------------------
@@ -314,11 +316,36 @@ class ToolCalls:
             await self._out.say(call.conversation, f"{call.server}.{call.tool} was not started: {refused}.")
             raise _Told
         with self._pool.hold(session):
-            async def show(text: str, done: bool) -> None:
-                await self._show_task(call, text, done)
-            return await self.tasks.run(session, call, arguments, meta, show)
+            return await self.tasks.run(session, call, arguments, meta, lambda text, done: self._show_task(
+                call, text, done))
 
-    async def _show_task(self, call: ToolCall, text: str, done: bool) -> None:
+    async def resume_tasks(self, tg: TaskGroup) -> None:
+        """Pick up the tasks an earlier run left (their rows nobody alive holds), each followed in `tg`."""
+        for row in await self._store.claim_tasks():
+            tg.start_soon(self._resume_task, row)
+
+    async def _resume_task(self, row: StoredTask) -> None:
+        call = ToolCall(row.call_id, row.conversation, row.requester, row.server, row.tool, status=row.card)
+        name = f"{row.server}.{row.tool}"
+        self._calls[call.id] = call
+        try:
+            with call.scope:
+                result = await self.tasks.resume(row, lambda text, done: self._show_task(call, text, done))
+                await self.report(row.conversation, row.server, row.tool, result)
+        except TaskTold:
+            pass
+        except (MCPError, BridgeError) as exc:
+            await self._out.say(row.conversation, f"{name}: the task could not be followed after the restart: "
+                                                  f"{shorten(str(exc), 300)}")
+        except Exception as exc:
+            # The top of a task picked up at start: one task that cannot be followed must not stop the bridge.
+            logger.exception("following task %s again failed", row.task_id)
+            await self._out.say(row.conversation, f"{name}: the task could not be followed after the restart: an "
+                                                  f"internal error ({type(exc).__name__}); it was logged.")
+        finally:
+            self._calls.pop(call.id, None)
+
+    async def _show_task(self, call: ToolCall, text: str, done: bool) -> MessageRef | None:
         """A task's status card: posted once, then one edit per change the driver reports."""
         view = self._status_view(call, text, done=done)
         port = self._out.port_for(call.conversation)
@@ -331,6 +358,7 @@ class ToolCalls:
             call.status_final = done
         except BridgeError as exc:
             logger.warning("could not show a task's status: %s", exc)
+        return call.status
 
     def _progress(self, call: ToolCall) -> ProgressFnT:
         async def progress(progress: float, total: float | None, message: str | None) -> None:

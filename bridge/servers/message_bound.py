@@ -31,6 +31,9 @@ class MessageBound:
         self.server = server
         self.limit = limit
         self.refusal: Refusal | None = None
+        self.http_session = ""
+        """The `Mcp-Session-Id` an HTTP server gave, as its responses carry it (seen where their size is counted):
+        a task is bound to the HTTP session that created it, so a task's stored row keeps it."""
 
     def refuse(self, size: int | None = None, *, closed: bool) -> str:
         """Record a refused message; the text the transport's error carries (the SDK puts it in the call's error)."""

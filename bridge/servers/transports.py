@@ -61,6 +61,8 @@ def bounded(bound: MessageBound) -> Any:
         # An encoding not asked for (identity was) is left undecoded: the SDK sees bytes it cannot parse and fails
         # the request, instead of the bridge inflating a small body into a huge one.
         response.headers.pop("Content-Encoding", None)
+        if session_id := response.headers.get("Mcp-Session-Id", ""):
+            bound.http_session = session_id
         events = response.headers.get("Content-Type", "").lower().startswith("text/event-stream")
         length = response.headers.get("Content-Length", "")
         response.stream = _BoundedBody(response.stream, bound, events, int(length) if length.isdigit() else None)

@@ -200,6 +200,17 @@ def _v9(real: str) -> tuple[str, ...]:
     )
 
 
+def _v11(real: str) -> tuple[str, ...]:
+    return (
+        # Tool calls running as tasks: enough to pick a task's status card up again after a restart (or to tell its
+        # conversation the task was lost). `http_session` is the HTTP session the server bound the task to.
+        f"""CREATE TABLE IF NOT EXISTS tasks (
+            call_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,
+            conversation TEXT NOT NULL, requester TEXT, status TEXT NOT NULL, status_message TEXT, card TEXT,
+            http_session TEXT, started_at {real} NOT NULL, worker TEXT)""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -220,6 +231,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "audit keys and checkpoints", _v8("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT"),
               _v8("DOUBLE PRECISION", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
+    Migration(11, "tool calls running as tasks", _v11("REAL"), _v11("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 
