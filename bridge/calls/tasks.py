@@ -184,6 +184,7 @@ class TaskCalls:
         run = TaskRun(call.id, call.conversation, call.requester, call.server, call.tool, task.task_id,
                       SessionLink(self._pool, session), ttl_ms=task.ttl, poll_interval_ms=task.poll_interval)
         session.calls[call.id] = run
+        self.running[call.id] = run  # stoppable (as a task) from the moment its card can be seen
         try:
             # Durable before it is shown: a restart picks the task up (or says it was lost). The task's row replaces
             # the call's record of running, which would only say "interrupted".
@@ -198,6 +199,7 @@ class TaskCalls:
                 await self._store.record_task(replace(row, card=run.card))
             return await self._kept(run, show)
         finally:
+            self.running.pop(call.id, None)
             session.calls.pop(call.id, None)
             self._pool.released(session)
 

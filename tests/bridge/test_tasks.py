@@ -17,7 +17,7 @@ from bridge.model import DecisionIn, MessageIn, StatusView
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
 from tests.servers.everything_http import everything_http
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 STAGES = ("Gathering sources", "Analyzing content", "Synthesizing findings", "Generating report")
 
