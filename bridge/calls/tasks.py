@@ -31,7 +31,7 @@ from bridge.calls.task_status import TERMINAL, Seen, card_text, changed, poll_se
 from bridge.cards.outbound import Outbound
 from bridge.config.file import ServerConfig
 from bridge.errors import BridgeError
-from bridge.model import Actor, ConversationKey, MessageRef
+from bridge.model import Actor, ConversationKey, Interaction, MessageRef
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
@@ -144,11 +144,20 @@ class TaskRun:
         return f"an answer from {self.requester.label()}" if self.requester is not None else ""
 
 
+class Cards(Protocol):
+    """The open cards (the broker's), so a task's own cards end with it."""
+
+    def open_interactions(self, conversation: ConversationKey | None = None) -> list[Interaction]: ...
+
+    def withdraw(self, interaction_id: str, reason: str) -> None: ...
+
+
 class TaskCalls:
     """Runs tool calls as tasks, and knows the ones running in this process (bounds, Stop)."""
 
     def __init__(self, pool: SessionPool, out: Outbound, limits: Limits, store: AsyncStore,
-                 servers: Mapping[str, ServerConfig]) -> None:
+                 servers: Mapping[str, ServerConfig], cards: Cards | None = None) -> None:
+        self._cards = cards
         self._pool = pool
         self._out = out
         self._limits = limits
@@ -245,11 +254,22 @@ class TaskCalls:
             raise
         finally:
             self.running.pop(run.call_id, None)
+            self._withdraw_cards(run)
             if ended:
                 with anyio.CancelScope(shield=True):
                     await self._store.end_task(run.call_id)
             logger.info("task %s of %s.%s: %d tasks/get, %d status card edits", run.task, run.server, run.tool,
                         run.gets, run.edits)
+
+    def _withdraw_cards(self, run: TaskRun) -> None:
+        """Cards of the task still open when it ended (a question it asked before it was stopped): nobody waits for
+        their answer any more."""
+        if self._cards is None:
+            return
+        label = task_label({run.call_id: run}, run.task)
+        for interaction in self._cards.open_interactions(run.conversation):
+            if any(d.label == "Task" and d.text == label for d in interaction.details):
+                self._cards.withdraw(interaction.id, "the task it belongs to ended")
 
     async def stop(self, call_id: str, actor: Actor) -> bool:
         """Stop a task: `tasks/cancel`, and the server's answer kept for the card and the conversation."""

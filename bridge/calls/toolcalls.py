@@ -97,7 +97,7 @@ class ToolCalls:
         self.restart_hint = True
         """Whether a failed server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
         self.rounds = Rounds(pool, broker, store, audience, receipts)
-        self.tasks = TaskCalls(pool, outbound, limits or Limits(), store, servers or {})
+        self.tasks = TaskCalls(pool, outbound, limits or Limits(), store, servers or {}, broker)
         self.rounds.resume_parked = self._continue_parked
 
     # -- the registry --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from bridge.config.file import ServerConfig
 from bridge.host import Host
-from bridge.model import DecisionIn, MessageIn, StatusView
+from bridge.model import DecisionIn, MessageIn, Status, StatusView
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
 from tests.servers.everything_http import everything_http
 
@@ -94,3 +94,15 @@ async def test_stop_cancels_the_task_at_the_server_and_says_what_it_answered(ser
     assert "the server reports the task cancelled (Client cancelled task execution.)" in said
     last = one_card(chat)[-1]
     assert last.done and last.text.startswith("task cancelled") and "stopped by" in last.text
+
+
+async def test_stopping_a_task_that_waits_for_an_answer_withdraws_its_card(server: ServerConfig) -> None:
+    async with bridge(server) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await say(host, 'call everything simulate-research-query {"topic": "python", "ambiguous": true}')
+            card = await chat.wait_card("form")
+            await say(host, "stop")
+            said = await chat.wait_message("Stopped everything.simulate-research-query")
+            outcome = await chat.wait_finished(card.id)
+    assert "the server reports the task cancelled" in said
+    assert outcome.status is Status.CANCELLED and outcome.reason == "the task it belongs to ended"
