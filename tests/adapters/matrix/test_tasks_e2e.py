@@ -65,8 +65,8 @@ async def test_stop_cancels_the_task_at_the_server(synapse: Synapse, tmp_path: P
     config = Config(servers={"everything": everything()}, store=str(tmp_path / "bridge.db"))
     async with ada_with_the_bot(synapse, tmp_path, config) as (ada, _, _bot_id):
         # Ambiguous, so the task waits for its question's answer: it is still running whatever the sync's pace.
-        await ada.say(CALL % ("python", ', "ambiguous": true'))
+        command = await ada.say(CALL % ("python", ', "ambiguous": true'))
         await ada.wait(part("card"))
-        await ada.say("!mcp stop")
+        await ada.say("!mcp stop", thread=command)  # in the call's thread: its conversation
         said = await ada.wait(lambda i, e: "Stopped everything.simulate-research-query" in body(e))
     assert "the server reports the task cancelled (Client cancelled task execution.)" in body(said)
