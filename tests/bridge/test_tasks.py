@@ -13,8 +13,10 @@ import pytest
 
 from bridge.config.file import ServerConfig
 from bridge.host import Host
+from bridge.llm import LLMProvider, OpenAIProvider
 from bridge.model import DecisionIn, MessageIn, Status, StatusView
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
+from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.everything_http import everything_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -33,10 +35,10 @@ def server(request: pytest.FixtureRequest, everything_js: Path) -> Iterator[Serv
 
 
 @asynccontextmanager
-async def bridge(server: ServerConfig) -> AsyncIterator[tuple[Host, FakeChatPort]]:
+async def bridge(server: ServerConfig, llm: LLMProvider | None = None) -> AsyncIterator[tuple[Host, FakeChatPort]]:
     config = config_for({"everything": server})
     chat = FakeChatPort()
-    host = Host(config, await host_store(config))
+    host = Host(config, await host_store(config), llm=llm)
     host.attach(chat)
     async with host:
         yield host, chat
@@ -106,3 +108,21 @@ async def test_stopping_a_task_that_waits_for_an_answer_withdraws_its_card(serve
             outcome = await chat.wait_finished(card.id)
     assert "the server reports the task cancelled" in said
     assert outcome.status is Status.CANCELLED and outcome.reason == "the task it belongs to ended"
+
+
+async def test_the_agent_calls_a_task_tool_and_answers_with_its_result(server: ServerConfig,
+                                                                       llm: FakeLLMServer) -> None:
+    llm.reply(
+        Reply(body=openai_completion(None, finish_reason="tool_calls", tool_calls=[
+            openai_tool_call("c1", "everything__simulate-research-query", '{"topic": "tides"}')])),
+        Reply(body=openai_completion("The report on tides is in.")))
+    model = OpenAIProvider("gpt-test", "sk-test-key", base_url=f"{llm.url}/v1", timeout=5, max_retries=0)
+    async with bridge(server, model) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await host.handle_message(MessageIn(ROOM, ALICE, "research tides"))
+            await chat.wait_message("The report on tides is in.")
+    offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+    assert "everything__simulate-research-query" in offered
+    tool_message = llm.requests[1].body["messages"][-1]
+    assert tool_message["role"] == "tool" and "# Research Report: tides" in tool_message["content"]
+    assert one_card(chat)[-1].text.startswith("task completed")
