@@ -155,6 +155,9 @@ class Session:
     def context_for_request(self) -> CallInfo | None:
         """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one. A
         2026 session's requests travel with their call (`input_required`); with several calls open on it, none."""
-        if not self.calls or (len(self.calls) > 1 and not self.serial):
+        # A task running beside a legacy call: its own requests say which task they belong to (`call_for_task`),
+        # so a request that names none is the plain call's.
+        calls = [c for c in self.calls.values() if not c.task] or list(self.calls.values())
+        if not calls or (len(calls) > 1 and not self.serial):
             return None
-        return next(iter(self.calls.values()))
+        return calls[0]
