@@ -15,6 +15,8 @@ from bridge.config.file import ServerConfig
 from bridge.host import Host
 from bridge.llm import LLMProvider, OpenAIProvider
 from bridge.model import DecisionIn, MessageIn, Status, StatusView
+from bridge.safety.limits import Limits
+from bridge.storage import AsyncStore, open_store
 from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.everything_http import everything_http
@@ -35,10 +37,12 @@ def server(request: pytest.FixtureRequest, everything_js: Path) -> Iterator[Serv
 
 
 @asynccontextmanager
-async def bridge(server: ServerConfig, llm: LLMProvider | None = None) -> AsyncIterator[tuple[Host, FakeChatPort]]:
-    config = config_for({"everything": server})
-    chat = FakeChatPort()
-    host = Host(config, await host_store(config), llm=llm)
+async def bridge(server: ServerConfig, llm: LLMProvider | None = None, *, limits: Limits | None = None,
+                 store: AsyncStore | None = None,
+                 chat: FakeChatPort | None = None) -> AsyncIterator[tuple[Host, FakeChatPort]]:
+    config = config_for({"everything": server}, limits=limits or Limits())
+    chat = chat or FakeChatPort()
+    host = Host(config, store or await host_store(config), llm=llm)
     host.attach(chat)
     async with host:
         yield host, chat
@@ -126,3 +130,46 @@ async def test_the_agent_calls_a_task_tool_and_answers_with_its_result(server: S
     tool_message = llm.requests[1].body["messages"][-1]
     assert tool_message["role"] == "tool" and "# Research Report: tides" in tool_message["content"]
     assert one_card(chat)[-1].text.startswith("task completed")
+
+
+async def test_a_conversation_runs_at_most_its_bound_of_tasks(server: ServerConfig) -> None:
+    async with bridge(server, limits=Limits(tasks_per_conversation=1)) as (host, chat):
+        with anyio.fail_after(patient(30)):
+            await say(host, 'call everything simulate-research-query {"topic": "python", "ambiguous": true}')
+            await chat.wait_card("form")  # the first task waits for its answer
+            await say(host, 'call everything simulate-research-query {"topic": "tides"}')
+            refused = await chat.wait_message("was not started")
+            await say(host, "stop")
+            await chat.wait_message("Stopped everything.simulate-research-query")
+    assert refused == ("everything.simulate-research-query was not started: 1 tasks are running in this "
+                       "conversation already, the most it may run at once (limits.tasks_per_conversation); stop one "
+                       "or wait for one to end.")
+    assert len(chat.statuses) == 1
+
+
+async def test_a_task_left_by_a_clean_stop_is_told_lost_on_its_own_card_by_the_next_start(
+        server: ServerConfig, tmp_path: Path) -> None:
+    chat = FakeChatPort()
+    store = await open_store(str(tmp_path / "bridge.db"))
+    try:
+        async with bridge(server, store=store, chat=chat) as (host, _):
+            with anyio.fail_after(patient(30)):
+                await say(host, 'call everything simulate-research-query {"topic": "tides"}')
+                await chat.wait_for(lambda: next((v for views in chat.statuses.values() for v in views
+                                                  if "Analyzing content" in v.text), None))
+        # The host stopped while the task ran: its row stays for the next start.
+        (call_id,) = chat.statuses
+        async with bridge(server, store=store, chat=chat) as (host, _):
+            with anyio.fail_after(patient(30)):
+                told = await chat.wait_for(lambda: next(
+                    (m.text for m in chat.messages
+                     if "everything.simulate" in m.text and ("Research Report" in m.text or "lost" in m.text)), None))
+    finally:
+        await store.aclose()
+    assert list(chat.statuses) == [call_id]  # the same card, edited again
+    # A clean stop ends the HTTP session (the SDK's DELETE), and the reference server drops its tasks with it; a
+    # stdio server stops with the bridge. (After a kill -9 the HTTP session lives on: tests/cli/test_task_restart.)
+    why = "the server no longer knows it" if server.url else "its server runs as a process of the bridge"
+    assert f"everything.simulate-research-query: the task was lost when the bridge restarted: {why}" in told
+    assert chat.statuses[call_id][-1].text.startswith("task lost when the bridge restarted")
+    assert chat.statuses[call_id][-1].done
