@@ -208,6 +208,9 @@ class TaskCalls:
                 await self._store.record_task(replace(row, card=run.card))
             return await self._kept(run, show)
         finally:
+            if call.id in self.running and session.bound is not None:
+                # Cut short (a shutdown) with its row kept: the next start follows it on this HTTP session.
+                session.bound.keep_session = True
             self.running.pop(call.id, None)
             session.calls.pop(call.id, None)
             self._pool.released(session)
@@ -253,7 +256,8 @@ class TaskCalls:
             ended = True
             raise
         finally:
-            self.running.pop(run.call_id, None)
+            if ended:
+                self.running.pop(run.call_id, None)
             self._withdraw_cards(run)
             if ended:
                 with anyio.CancelScope(shield=True):

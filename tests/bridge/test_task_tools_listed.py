@@ -39,9 +39,13 @@ class RecordingModel:
         pass
 
 
+EDGES = Edges()
+
+
 @pytest.fixture
 def url() -> Iterator[str]:
-    with serve(edge_app(Edges())) as base:
+    EDGES.methods.clear()
+    with serve(edge_app(EDGES)) as base:
         yield f"{base}/mcp"
 
 
@@ -60,3 +64,19 @@ async def test_task_only_tools_are_listed_marked_and_offered_to_the_agent(url: s
     assert "• echo" in listing and "• task_only" in listing and "[runs as a task]" in listing
     assert "not shown" not in listing
     assert "s__echo" in model.offered and any("task_only" in name for name in model.offered)
+
+
+async def test_a_session_without_a_task_is_still_ended_when_the_bridge_stops(url: str) -> None:
+    # The bridge ends HTTP sessions itself (so that one a stored task is bound to can be kept): the others get the
+    # DELETE the SDK would send, with their session id and protocol version.
+    state_methods = EDGES.methods
+    config = Config(servers={"s": ServerConfig("s", url=url, protocol="legacy")}, store=":memory:")
+    chat = FakeChatPort()
+    host = Host(config, await open_store(":memory:"))
+    host.attach(chat)
+    with anyio.fail_after(patient(30)):
+        async with host:  # a 2025-11-25 session: the server gives it an id (a 2026 one is stateless)
+            await host.handle_message(MessageIn(ROOM, ALICE, 'call s echo {"text": "hi"}', explicit_command=True))
+            await chat.wait_message("s.echo:")
+    deletes = [m for m in state_methods if m.startswith("DELETE")]
+    assert deletes == ["DELETE session=True version=2025-11-25"]
