@@ -256,10 +256,9 @@ class TaskCalls:
             ended = True
             raise
         finally:
-            if ended:
+            if ended:  # not at a shutdown: its cards end as shut down, and its row stays for the next start
                 self.running.pop(run.call_id, None)
-            self._withdraw_cards(run)
-            if ended:
+                self._withdraw_cards(run)
                 with anyio.CancelScope(shield=True):
                     await self._store.end_task(run.call_id)
             logger.info("task %s of %s.%s: %d tasks/get, %d status card edits", run.task, run.server, run.tool,

@@ -174,3 +174,27 @@ async def test_a_task_left_by_a_clean_stop_is_picked_up_on_its_own_card_by_the_n
     else:  # the stdio server stopped with the bridge
         assert "the task was lost when the bridge restarted: its server runs as a process of the bridge" in told
         assert last.text.startswith("task lost when the bridge restarted") and last.done
+
+
+async def test_a_task_picked_up_after_a_restart_that_needs_an_answer_says_so_and_can_be_stopped(
+        everything_js: Path, tmp_path: Path) -> None:
+    chat = FakeChatPort()
+    store = await open_store(str(tmp_path / "bridge.db"))
+    try:
+        with everything_http(everything_js) as url:
+            server = ServerConfig(name="everything", url=url)
+            async with bridge(server, store=store, chat=chat) as (host, _):
+                with anyio.fail_after(patient(30)):
+                    await say(host, 'call everything simulate-research-query {"topic": "python", "ambiguous": true}')
+                    await chat.wait_card("form")
+            async with bridge(server, store=store, chat=chat) as (host, _):
+                with anyio.fail_after(patient(30)):
+                    told = await chat.wait_message("needs an answer, which cannot be asked for a task picked up")
+                    await say(host, "stop")
+                    said = await chat.wait_message("Stopped everything.simulate-research-query")
+    finally:
+        await store.aclose()
+    assert "`stop` ends it" in told
+    assert "the server reports the task cancelled (Client cancelled task execution.)" in said
+    (views,) = chat.statuses.values()
+    assert views[-1].text.startswith("task cancelled") and views[-1].done
