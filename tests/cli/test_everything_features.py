@@ -157,7 +157,7 @@ async def test_a_task_shows_its_stages_on_the_console_and_stop_cancels_one_at_th
         yield '!mcp call everything simulate-research-query {"topic": "tides"}'
         done = await screen.wait_for("# Research Report: tides")
         yield '!mcp call everything simulate-research-query {"topic": "moons"}'
-        await screen.wait_for("task working: Gathering sources...", done)
+        await screen.wait_for("simulate-research-query task working", done)
         yield "!mcp stop"
         await screen.wait_for("Stopped everything.simulate-research-query", done)
 
