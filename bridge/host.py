@@ -118,7 +118,8 @@ class Host:
         self.apps = AppViews(config, self.outbound)  # MCP Apps offered in chat (served by `bridge.apps.routes`)
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
                                KeptResults(config.limits), receipts=receipts, apps=self.apps,
-                               restart_hint=restart_hint)
+                               restart_hint=restart_hint, limits=config.limits,
+                               servers=config.servers)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say, self.bounds.restored,
                                receipts=receipts, grants=self.grants)
         self._continuations = Continuations(self.calls, self.resumer, self.bounds)
@@ -165,6 +166,7 @@ class Host:
             self._exit = stack.pop_all()
         self.accounts.run_in(self._tg)
         self._tg.start_soon(self.resumer.resume_all, self._tg)
+        self._tg.start_soon(self.calls.resume_tasks, self._tg)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -220,7 +220,7 @@ class ConsoleAdapter:
 
     async def _next_line(self) -> str | None:
         """The next line once it is wanted: a card is shown, or (in chat mode) no command is still working. A
-        `cancel` that comes next while a command works is wanted at once: that is what it is for."""
+        `cancel` or `stop` that comes next while a command works is wanted at once: that is what it is for."""
         while True:
             if self._held:
                 head = self._held[0]
@@ -238,7 +238,7 @@ class ConsoleAdapter:
         words = line.strip().split()
         if words and words[0] == PREFIX:
             words = words[1:]
-        return bool(words) and words[0].lower() == "cancel"
+        return bool(words) and words[0].lower() in ("cancel", "stop")
 
     async def _on_line(self, line: str, tg: TaskGroup) -> None:
         stripped = line.strip()

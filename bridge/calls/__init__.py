@@ -1,6 +1,7 @@
 """Tool calls: the one owner of every call (`toolcalls`), the 2026-07-28 input-required rounds and parked calls
-(`rounds`), taking over work nobody holds (`resume`), results kept for `show` (`results`), and a worker beside others
-on a shared store (`fleet`).
+(`rounds`), calls that run as tasks (`tasks`, with their requests in `task_wire` and their card's wording in
+`task_status`), taking over work nobody holds (`resume`), results kept for `show` (`results`), and a worker beside
+others on a shared store (`fleet`).
 
 May use: `bridge.requests`, `bridge.cards`, `bridge.servers`, `bridge.storage`, `bridge.config` and below. Never
 commands or the host.

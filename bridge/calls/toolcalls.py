@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
@@ -26,10 +27,13 @@ from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, Input
 
 from bridge.apps import meta as app_meta
 from bridge.apps.views import AppViews
+from bridge.calls import task_wire
 from bridge.calls.results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
+from bridge.calls.tasks import TaskCalls, TaskTold
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
+from bridge.config.file import ServerConfig
 from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
 from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.observe import hooks as observe
@@ -42,7 +46,7 @@ from bridge.requests.tool_approval import ToolApproval
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore
+from bridge.storage import AsyncStore, StoredTask
 from bridge.text.plain import result_text, session_error_text, shorten
 from bridge.text.server_errors import validation_summary
 
@@ -68,6 +72,10 @@ class ToolCall:
     parked: bool = False
     keep_pending: bool = False
     """A continued 2026 call: its stored row goes once the result is reported (`continue_call`), not before."""
+    task: str = ""
+    """Never a task id here: a call running as a task is registered on its session as its `TaskRun`."""
+    status_final: bool = False
+    """Its status card shows how it ended already (a task's card, brought to its end by the task driver)."""
 
 
 class _Told(Exception):
@@ -78,10 +86,12 @@ class ToolCalls:
     def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
                  approval: ToolApproval, elicitation: Elicitation, results: KeptResults | None = None, *,
                  receipts: Receipting | None = None, apps: AppViews | None = None,
-                 restart_hint: bool = True) -> None:
+                 restart_hint: bool = True, limits: Limits | None = None,
+                 servers: Mapping[str, ServerConfig] | None = None) -> None:
         """`results`: long results kept for `show <id>` (bounded by the config's limits). `receipts`: signed
         receipts of what people approve. `apps`: MCP Apps offered with results. `restart_hint`: whether a failed
-        server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
+        server is said to start again on next use (in chat; a one-shot `call` has no next use). `limits`,
+        `servers`: the bounds and settings of tool calls run as MCP tasks (`bridge.calls.tasks`)."""
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -94,6 +104,7 @@ class ToolCalls:
         self.results = results or KeptResults(Limits())
         self._restart_hint = restart_hint
         self.rounds = Rounds(pool, broker, store, audience, receipts)
+        self.tasks = TaskCalls(pool, outbound, limits or Limits(), store, servers or {}, broker)
 
     # -- the registry --------------------------------------------------------------------------------------------
 
@@ -120,6 +131,8 @@ class ToolCalls:
                 call.conversation, actor, f"Only {call.requester.label()} can stop this call.")
             return False
         if isinstance(call, ToolCall):
+            if call_id in self.tasks.running:  # the server is asked to cancel it, and says how it ended
+                return await self.tasks.stop(call_id, actor)
             call.stopped_by = actor
             call.scope.cancel()
             return True
@@ -239,7 +252,7 @@ class ToolCalls:
         except AuthError as exc:  # no known person, or a sign-in that did not happen: never sent as anyone else
             await self._out.say(call.conversation, str(exc))
             return None
-        except _Told:
+        except (_Told, TaskTold):
             return None
         except SessionError as exc:
             await self._out.say(call.conversation, session_error_text(exc, again=self._restart_hint))
@@ -255,7 +268,7 @@ class ToolCalls:
             if not keep_record:
                 with anyio.CancelScope(shield=True):
                     await self._store.end_running_call(call.id)
-            if call.status is not None and not call.scope.cancel_called:
+            if call.status is not None and not call.scope.cancel_called and not call.status_final:
                 await self._finish_status(call, cut_short or (
                     "waiting for answers on its cards" if call.parked else "done"))
 
@@ -302,6 +315,8 @@ class ToolCalls:
             # Registered on the session before anything is awaited, so it is not closed for room meanwhile.
             return await self.rounds.drive(call, arguments, self._progress(call), park=park, session=session,
                                            meta=meta, approval=approval)
+        if await self._as_task(session, call):
+            return await self._task(session, call, arguments, meta)
         # A legacy server's request does not say which open call it belongs to: one call at a time.
         with self._pool.hold(session):
             async with session.call_lock:
@@ -318,6 +333,66 @@ class ToolCalls:
         finally:
             session.calls.pop(call.id, None)
             self._pool.released(session)
+
+    async def _as_task(self, session: Session, call: ToolCall) -> bool:
+        """Whether this call runs as a task: the tool requires it, or allows it on a server set to `tasks: prefer`;
+        and the server takes tool calls as tasks."""
+        if session.client is None or not task_wire.server_runs_tool_tasks(session.client.server_capabilities):
+            return False
+        with self._pool.hold(session):
+            support = task_wire.task_support(await self._pool.tool(session, call.tool))
+        return support == "required" or (support == "optional" and session.server.tasks == "prefer")
+
+    async def _task(self, session: Session, call: ToolCall, arguments: dict[str, Any],
+                    meta: dict[str, Any] | None) -> CallToolResult:
+        refused = self.tasks.refusal(call.conversation, call.server)
+        if refused is not None:
+            await self._out.say(call.conversation, f"{call.server}.{call.tool} was not started: {refused}.")
+            raise _Told
+        with self._pool.hold(session):
+            return await self.tasks.run(session, call, arguments, meta, lambda text, done: self._show_task(
+                call, text, done))
+
+    async def resume_tasks(self, tg: TaskGroup) -> None:
+        """Pick up the tasks an earlier run left (their rows nobody alive holds), each followed in `tg`."""
+        for row in await self._store.claim_tasks():
+            tg.start_soon(self._resume_task, row)
+
+    async def _resume_task(self, row: StoredTask) -> None:
+        call = ToolCall(row.call_id, row.conversation, row.requester, row.server, row.tool, status=row.card)
+        name = f"{row.server}.{row.tool}"
+        self._calls[call.id] = call
+        try:
+            with call.scope:
+                result = await self.tasks.resume(row, lambda text, done: self._show_task(call, text, done))
+                await self.report(row.conversation, row.server, row.tool, result)
+        except TaskTold:
+            pass
+        except (MCPError, BridgeError) as exc:
+            await self._out.say(row.conversation, f"{name}: the task could not be followed after the restart: "
+                                                  f"{shorten(str(exc), 300)}")
+        except Exception as exc:
+            # The top of a task picked up at start: one task that cannot be followed must not stop the bridge.
+            logger.exception("following task %s again failed", row.task_id)
+            await self._out.say(row.conversation, f"{name}: the task could not be followed after the restart: an "
+                                                  f"internal error ({type(exc).__name__}); it was logged.")
+        finally:
+            self._calls.pop(call.id, None)
+
+    async def _show_task(self, call: ToolCall, text: str, done: bool) -> MessageRef | None:
+        """A task's status card: posted once, then one edit per change the driver reports."""
+        view = self._status_view(call, text, done=done)
+        port = self._out.port_for(call.conversation)
+        try:
+            if call.status is None:
+                await self._store.flush()
+                call.status = await port.post_status(call.conversation, view)
+            else:
+                await port.update_status(call.status, view)
+            call.status_final = done
+        except BridgeError as exc:
+            logger.warning("could not show a task's status: %s", exc)
+        return call.status
 
     def _progress(self, call: ToolCall) -> ProgressFnT:
         async def progress(progress: float, total: float | None, message: str | None) -> None:

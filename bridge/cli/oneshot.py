@@ -41,7 +41,6 @@ from bridge.host import Host
 from bridge.safety import redaction
 from bridge.safety.redaction import Redactor
 from bridge.safety.sanitize import clean
-from bridge.servers.catalog import TASK_NOTE, needs_task
 from bridge.storage import open_store
 from bridge.text.grammar import count
 from bridge.text.plain import result_text, session_error_text
@@ -236,8 +235,6 @@ async def call(args: argparse.Namespace) -> int:
                 # here rather than send a call the server cannot have meant.
                 names = ", ".join(sorted(tools)) or "none"
                 raise CommandError(f"{spec.server} has no tool named {tool!r} (its tools: {names})")
-            if needs_task(tools[tool]):
-                raise CommandError(f"{spec.server}.{tool} was not called: {TASK_NOTE}")
             # The person is at this terminal: once they say a link is done, the call runs again on the same session.
             result = await term.host.calls.run(term.console.conversation, term.console.actor, spec.server, tool,
                                                arguments, retry_after_links=True)
@@ -269,14 +266,10 @@ async def tools(args: argparse.Namespace) -> int:
         code = await _guarded(run, spec.config.redactor)
     if code != EXIT_OK:
         return code
-    hidden = [t for t in listed if needs_task(t)]
-    shown = [t for t in listed if not needs_task(t)]
     if args.json:
-        print(_json([t.model_dump(mode="json", by_alias=True, exclude_unset=True) for t in shown]))
+        print(_json([t.model_dump(mode="json", by_alias=True, exclude_unset=True) for t in listed]))
     else:
-        print(clean(_listing(shown)))
-    if hidden:
-        _err(clean(f"(not shown: {', '.join(t.name for t in hidden)}: {TASK_NOTE})"))
+        print(clean(_listing(listed)))
     return EXIT_OK
 
 

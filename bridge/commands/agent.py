@@ -23,7 +23,6 @@ from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.requests.budgets import Budgets
-from bridge.servers.catalog import needs_task
 from bridge.storage import AsyncStore
 from bridge.text.plain import result_text
 
@@ -127,7 +126,7 @@ class Agent:
                 await self._say(message.conversation, f"{server} is unavailable to the agent: {exc}")
                 continue
             for tool in tools:
-                if needs_task(tool) or not app_meta.for_model(tool):  # cannot run here, or for its app alone
+                if not app_meta.for_model(tool):  # for its app alone
                     continue
                 name = tool_name(server, tool.name)
                 names[name] = (server, tool.name)

@@ -123,16 +123,13 @@ class CommandHandlers:
                 out.append(str(exc))
                 continue
             tools = [t for t in tools if app_meta.for_model(t)]  # an app's own tools are its business (MCP Apps)
-            hidden = [t.name for t in tools if catalog.needs_task(t)]
-            tools = [t for t in tools if not catalog.needs_task(t)]
             out.append(f"{name}: {count(len(tools), 'tool')}")
             for tool in tools:
                 hints = tool.annotations
                 flag = " [destructive]" if hints and hints.destructive_hint and not hints.read_only_hint else ""
+                flag += catalog.task_flag(tool)
                 out.extend(line.replace("tools SERVER TOOL", f"tools {name} {tool.name}")
                            for line in catalog.tool_line(tool, flag))
-            if hidden:
-                out.append(f"  (not shown: {', '.join(hidden)}: {catalog.TASK_NOTE})")
         await self.say(message.conversation, "\n".join(out) or "No servers.")
 
     async def _tool_detail(self, message: MessageIn, server: str, name: str) -> None:
@@ -191,6 +188,16 @@ class CommandHandlers:
         if call is None:
             await self.say(conversation, "There is nothing to cancel here." if target is None
                            else f"Nothing called {target!r} is waiting or running here.")
+            return
+        await self.calls.stop(call.id, message.actor)
+
+    async def _cmd_stop(self, message: MessageIn, command: commands.Command) -> None:
+        """A running call or task (the newest here without an id): `cancel` without its cards."""
+        target = command.args[0] if command.args else None
+        call = self.calls.find(message.conversation, target)
+        if call is None:
+            await self.say(message.conversation, "Nothing is running here." if target is None
+                           else f"Nothing called {target!r} is running here.")
             return
         await self.calls.stop(call.id, message.actor)
 

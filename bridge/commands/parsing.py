@@ -19,6 +19,8 @@ HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   call <server> <tool> [json]        run a tool, e.g. call demo echo {"message": "hi"}
   pending                            requests waiting for someone in this conversation
   cancel [id]                        cancel a waiting request (the newest if no id), or a running call
+  stop [id]                          stop a running call or task (the newest if no id); a task is cancelled at
+                                     its server, which says how it ended
   prompts [server]                   prompts a server offers
   prompt <server> <name> [k=v ...]   get a prompt (asks for missing arguments)
   resources [server]                 resources a server offers
@@ -34,8 +36,8 @@ HELP = """Commands (prefix them with !mcp, or /mcp on Slack):
   logout <server>                    forget (and revoke) your own account's sign-in for a server
   logout --all                       sign out everywhere (the company sign-in and every server's access)"""
 
-NAMES = ("help", "servers", "tools", "call", "pending", "cancel", "prompts", "prompt", "resources", "read", "roots",
-         "reset", "show", "grants", "revoke", "usage", "accounts", "logout")
+NAMES = ("help", "servers", "tools", "call", "pending", "cancel", "stop", "prompts", "prompt", "resources", "read",
+         "roots", "reset", "show", "grants", "revoke", "usage", "accounts", "logout")
 
 
 @dataclass(frozen=True, slots=True)

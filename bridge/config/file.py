@@ -121,6 +121,8 @@ class ServerConfig:
     apps: bool | None = None
     """Whether the bridge offers this server the MCP Apps extension (`bridge.apps`); None: when it can show apps (an
     HTTP server with a public address)."""
+    tasks: Literal["required", "prefer"] = "required"
+    """Which tools run as tasks: those that require it, or also those that allow it (`prefer`)."""
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -470,4 +472,5 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         on_interrupt="resend" if s.get("on_interrupt") == "resend" else "tell",
         apps=None if s.get("apps") is None else bool(s.get("apps")),
         receipts=bool(s.get("receipts", True)),
+        tasks="prefer" if s.get("tasks") == "prefer" else "required",
     )

@@ -11,7 +11,7 @@ from mcp.client import ClientRequestContext
 from bridge.config.file import Config
 from bridge.model import Actor, ConversationKey, ServerLabel
 from bridge.requests.request_context import RequestContext
-from bridge.servers.mcp_session import Session
+from bridge.servers.mcp_session import Session, related_task
 from bridge.servers.sessions import SessionPool
 from bridge.text.plain import shorten
 
@@ -25,12 +25,15 @@ class Audience:
         session = self._pool.by_client(context.session)
         if session is None:
             return None
-        info = session.context_for_request()
+        task = related_task(context.meta)
+        info = session.call_for_task(task) if task is not None else None
+        info = info or session.context_for_request()
         conversation = info.conversation if info else session.conversation
         if conversation is None:
             return None
         return self.context(session.server.name, session, conversation, info.requester if info else None,
-                            info.tool if info else "", url_elicitations=session.url_elicitations)
+                            info.tool if info else "", url_elicitations=session.url_elicitations,
+                            task=f"{info.tool} (task {shorten(task, 40)})" if info and task else "")
 
     def label(self, server: str, session: Session | None) -> ServerLabel:
         """The configured name (ours) and the title: configured, or else the one the server reports (theirs)."""
@@ -48,7 +51,8 @@ class Audience:
 
     def context(self, server: str, session: Session | None, conversation: ConversationKey, requester: Actor | None,
                 tool: str = "", *, pending_call: str | None = None, input_key: str | None = None,
-                url_elicitations: dict[str, str] | None = None, park: bool = False, note: str = "") -> RequestContext:
+                url_elicitations: dict[str, str] | None = None, park: bool = False, note: str = "",
+                task: str = "") -> RequestContext:
         return RequestContext(conversation, self.label(server, session), requester, self.approvers(server, requester),
                               tool, pending_call, input_key, url_elicitations, self._config.servers.get(server),
-                              park, note)
+                              park, note, task)

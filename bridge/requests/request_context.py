@@ -47,6 +47,8 @@ class RequestContext:
     continued from its stored state once the card is answered)."""
     note: str = ""
     """Why this request is asked again, shown on its card (the server lost the call's state, say)."""
+    task: str = ""
+    """The task this request belongs to (a tool call running as a task, `relatedTask`), shown on its card."""
 
     def deadline(self, timeout: float) -> float:
         return time.time() + timeout
@@ -56,7 +58,8 @@ class RequestContext:
         key = f"{self.input_key}#{name}" if self.input_key is not None else None
         # Never parked: a later step depends on this one's outcome within the same handler run.
         return RequestContext(self.conversation, self.server, self.requester, self.approvers, self.tool,
-                              self.pending_call, key, self.url_elicitations, self.config, note=self.note)
+                              self.pending_call, key, self.url_elicitations, self.config, note=self.note,
+                              task=self.task)
 
     def deciders(self, kind: Kind) -> tuple[frozenset[str], tuple[str, ...], int, str]:
         """Who decides a request of this kind: people, groups, approvals required, and where they are asked.
@@ -144,6 +147,8 @@ def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: f
     receipt (`bridge.requests.receipting`)."""
     if ctx.note:
         details = (Detail("Asked again", ctx.note), *details)
+    if ctx.task:
+        details = (Detail("Task", ctx.task), *details)
     people, groups, required, notify = ctx.deciders(kind)
     return Interaction(
         id=new_id(), kind=kind, server=ctx.server, conversation=ctx.conversation, requester=ctx.requester,

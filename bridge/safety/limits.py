@@ -48,6 +48,14 @@ class Limits:
     """Tasks the bridge runs for one server at once (its elicitation and sampling requests sent as tasks)."""
     served_task_ttl: int = 86400
     """Seconds the bridge keeps a task it runs for a server, at most, whatever TTL the server asks for."""
+    tasks_per_conversation: int = 5
+    """Tool calls running as tasks at once in one conversation; more are refused with a note."""
+    tasks_per_server: int = 20
+    """Tool calls running as tasks at once on one server, over every conversation."""
+    task_poll_floor_ms: int = 1000
+    """The shortest wait between two `tasks/get` of one task, whatever `pollInterval` the server suggests."""
+    task_ttl: int = 86400
+    """Seconds the bridge asks a server to keep a task (`task.ttl`); the server's answer is the one honoured."""
 
     @property
     def message_limit(self) -> int:

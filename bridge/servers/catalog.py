@@ -39,13 +39,9 @@ async def paginate(fetch: Callable[[str | None], Awaitable[tuple[Sequence[T], st
     return items
 
 
-TASK_NOTE = "it runs only as a task (task augmentation), which this bridge does not support yet"
-
-
-def needs_task(tool: Tool) -> bool:
-    """A tool the server runs only as a task (task augmentation): the SDK has no tasks runtime, so it cannot run here
-    and is hidden from `tools` and the agent (with `TASK_NOTE` saying why)."""
-    return tool.execution is not None and tool.execution.task_support == "required"
+def task_flag(tool: Tool) -> str:
+    """How a listing marks a tool the server runs only as a task (it runs with a status card)."""
+    return " [runs as a task]" if tool.execution is not None and tool.execution.task_support == "required" else ""
 
 
 async def all_tools(client: Client) -> list[Tool]:

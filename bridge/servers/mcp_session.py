@@ -42,6 +42,24 @@ class CallInfo(Protocol):
     @property
     def tool(self) -> str: ...
 
+    @property
+    def task(self) -> str:
+        """The server's task id when the call runs as a task, else empty."""
+        ...
+
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+"""The `_meta` key that ties a server's request (an elicitation, say) to the task it belongs to."""
+
+
+def related_task(meta: Any) -> str | None:
+    """The task id a server request's `_meta` names, if any."""
+    if not isinstance(meta, dict):
+        return None
+    related = meta.get(RELATED_TASK)
+    task_id = related.get("taskId") if isinstance(related, dict) else None
+    return task_id if isinstance(task_id, str) else None
+
 
 @dataclass(frozen=True, slots=True)
 class Callbacks:
@@ -133,9 +151,16 @@ class Session:
         except (OSError, ValueError):
             return ""
 
+    def call_for_task(self, task_id: str) -> CallInfo | None:
+        """The call running as the task `task_id` on this session (a request tied to it says which)."""
+        return next((c for c in self.calls.values() if c.task == task_id), None)
+
     def context_for_request(self) -> CallInfo | None:
         """The call a legacy server request belongs to: legacy sessions run one call at a time, so the open one. A
         2026 session's requests travel with their call (`input_required`); with several calls open on it, none."""
-        if not self.calls or (len(self.calls) > 1 and not self.serial):
+        # A task running beside a legacy call: its own requests say which task they belong to (`call_for_task`),
+        # so a request that names none is the plain call's.
+        calls = [c for c in self.calls.values() if not c.task] or list(self.calls.values())
+        if not calls or (len(calls) > 1 and not self.serial):
             return None
-        return next(iter(self.calls.values()))
+        return calls[0]

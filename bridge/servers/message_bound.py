@@ -31,6 +31,14 @@ class MessageBound:
         self.server = server
         self.limit = limit
         self.refusal: Refusal | None = None
+        self.http_session = ""
+        """The `Mcp-Session-Id` an HTTP server gave, as its responses carry it (seen where their size is counted):
+        a task is bound to the HTTP session that created it, so a task's stored row keeps it."""
+        self.http_version = ""
+        """The protocol version the session's requests name (for the `DELETE` that ends it)."""
+        self.keep_session = False
+        """A stored task is bound to this HTTP session: it is not ended when the bridge closes it, so the next start
+        can follow the task on it."""
 
     def refuse(self, size: int | None = None, *, closed: bool) -> str:
         """Record a refused message; the text the transport's error carries (the SDK puts it in the call's error)."""

@@ -12,11 +12,13 @@ Every transport reads a server's messages within `limits.message_size` (`bridge.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import IO, Any
 
+import anyio
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
@@ -25,6 +27,8 @@ from bridge.servers import stdio
 from bridge.servers.complete_by_default import complete_by_default
 from bridge.servers.message_bound import EventSizes, MessageBound
 from bridge.servers.prestart import Prestarts
+
+logger = logging.getLogger(__name__)
 
 
 async def open_transport(cfg: ServerConfig, stack: AsyncExitStack, auth: httpx2.Auth | None,
@@ -39,9 +43,11 @@ async def open_transport(cfg: ServerConfig, stack: AsyncExitStack, auth: httpx2.
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers={"Accept-Encoding": "identity", **cfg.headers}, auth=auth,
                                timeout=httpx2.Timeout(30.0, read=None), event_hooks={"response": [bounded(bound)]}))
+        # Ended here rather than by the SDK (its DELETE on close), so a session a stored task is bound to is kept.
+        stack.push_async_callback(_end_session, http, cfg.url, bound)
         # The SDK's own bound on an event is kept at the same size; ours counts first and says what happened.
-        return complete_by_default(streamable_http_client(cfg.url, http_client=http, max_sse_event_size=bound.limit)), \
-            None
+        return complete_by_default(streamable_http_client(cfg.url, http_client=http, max_sse_event_size=bound.limit,
+                                                          terminate_on_close=False)), None
     assert cfg.command is not None
     if prestarts is not None and (started := prestarts.take(cfg)) is not None:
         return complete_by_default(stdio.adopted(started.process, bound)), started.stderr
@@ -49,6 +55,20 @@ async def open_transport(cfg: ServerConfig, stack: AsyncExitStack, auth: httpx2.
     # The bridge's own stdio transport, not the SDK's: its reader is linear in a message's length
     # (bridge.servers.stdio).
     return complete_by_default(stdio.spawned(cfg, stderr, bound)), stderr
+
+
+async def _end_session(http: httpx2.AsyncClient, url: str, bound: MessageBound) -> None:
+    """What the SDK does on close (`DELETE` with the session's id), unless a stored task is bound to the session."""
+    if not bound.http_session or bound.keep_session:
+        return
+    headers = {"Mcp-Session-Id": bound.http_session}
+    if bound.http_version:
+        headers["MCP-Protocol-Version"] = bound.http_version
+    with anyio.move_on_after(5, shield=True):
+        try:
+            await http.delete(url, headers=headers)
+        except httpx2.HTTPError as exc:  # a courtesy to the server: the session ends either way
+            logger.debug("ending the HTTP session failed: %s", exc)
 
 
 class Refused(httpx2.SSEError, httpx2.StreamError):
@@ -65,6 +85,10 @@ def bounded(bound: MessageBound) -> Any:
         # An encoding not asked for (identity was) is left undecoded: the SDK sees bytes it cannot parse and fails
         # the request, instead of the bridge inflating a small body into a huge one.
         response.headers.pop("Content-Encoding", None)
+        if session_id := response.headers.get("Mcp-Session-Id", ""):
+            bound.http_session = session_id
+        if version := response.request.headers.get("MCP-Protocol-Version", ""):
+            bound.http_version = version
         events = response.headers.get("Content-Type", "").lower().startswith("text/event-stream")
         length = response.headers.get("Content-Length", "")
         response.stream = _BoundedBody(response.stream, bound, events, int(length) if length.isdigit() else None)

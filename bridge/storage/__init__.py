@@ -11,11 +11,11 @@ from pathlib import Path
 from bridge.storage.api import AsyncStore, Reaped
 from bridge.storage.audit_keys import AuditSettings
 from bridge.storage.driver import Driver
-from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, Unreadable
+from bridge.storage.rows import AuditRow, PendingCall, RunningCall, StoredInteraction, StoredTask, Unreadable
 from bridge.storage.sqlstore import SqlStore
 
 __all__ = ["AsyncStore", "AuditRow", "PendingCall", "Reaped", "RunningCall", "SqlStore", "StoredInteraction",
-           "Unreadable", "default_worker_id", "is_postgres", "open_store"]
+           "StoredTask", "Unreadable", "default_worker_id", "is_postgres", "open_store"]
 
 DEFAULT_LEASE = 60.0
 """Seconds a worker stays alive on record without a heartbeat."""

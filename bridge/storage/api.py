@@ -33,7 +33,15 @@ from typing import Any, Protocol
 import anyio
 
 from bridge.model import CardRef, ConversationKey, Interaction, Outcome
-from bridge.storage.rows import AuditRow, PendingCall, RunningCall, SigninRow, StoredInteraction, Unreadable
+from bridge.storage.rows import (
+    AuditRow,
+    PendingCall,
+    RunningCall,
+    SigninRow,
+    StoredInteraction,
+    StoredTask,
+    Unreadable,
+)
 from bridge.storage.served_tasks import ServedTaskStore
 
 __all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "SigninRow", "StoredInteraction",
@@ -270,6 +278,14 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
     async def forget_tokens(self, server: str, identity: str) -> None: ...
     async def token_servers(self, identity: str, kind: str) -> list[str]: ...
     async def token_identities(self, server: str, kind: str) -> list[str]: ...
+
+    # -- tool calls running as tasks (bridge.storage.task_rows) -------------------------------------------------------
+    async def record_task(self, task: StoredTask) -> None: ...
+    async def task_status(self, call_id: str, status: str, message: str) -> None: ...
+    async def end_task(self, call_id: str) -> None: ...
+    async def claim_tasks(self, now: float | None = None) -> list[StoredTask]:
+        """The tasks no live worker holds (an earlier run's, a dead worker's), taken by this worker."""
+        ...
 
     # -- calls running (any era) -------------------------------------------------------------------------------------
     async def record_running_call(self, call_id: str, conversation: ConversationKey, server: str,

@@ -237,6 +237,17 @@ def _v12(shared: bool) -> tuple[str, ...]:
     )
 
 
+def _v13(real: str) -> tuple[str, ...]:
+    return (
+        # Tool calls running as tasks: enough to pick a task's status card up again after a restart (or to tell its
+        # conversation the task was lost). `http_session` is the HTTP session the server bound the task to.
+        f"""CREATE TABLE IF NOT EXISTS tasks (
+            call_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, server TEXT NOT NULL, tool TEXT NOT NULL,
+            conversation TEXT NOT NULL, requester TEXT, status TEXT NOT NULL, status_message TEXT, card TEXT,
+            http_session TEXT, started_at {real} NOT NULL, worker TEXT)""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -260,6 +271,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "the approval of a stored call", _v10(), _v10()),
     Migration(11, "tasks served to servers", _v11("REAL"), _v11("DOUBLE PRECISION")),
     Migration(12, "several audit chains", _v12(shared=False), _v12(shared=True)),
+    Migration(13, "tool calls running as tasks", _v13("REAL"), _v13("DOUBLE PRECISION")),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from bridge.errors import BridgeError
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, Status
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +91,23 @@ class RunningCall:
     """The conversation's id as stored (`ConversationKey.id()`)."""
     server: str
     tool: str
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTask:
+    call_id: str
+    task_id: str
+    server: str
+    tool: str
+    conversation: ConversationKey
+    requester: Actor | None
+    status: str
+    status_message: str
+    card: MessageRef | None
+    """The status card, to be edited again after a restart."""
+    http_session: str
+    """The HTTP session the task is bound to (empty for a stdio server)."""
     started_at: float
 
 

@@ -31,6 +31,7 @@ from bridge.storage.rows import UNREADABLE, Unreadable, read_each
 from bridge.storage.running import RUNNING_COLUMNS, RunningRows, running_call
 from bridge.storage.served_task_rows import ServedTaskRows
 from bridge.storage.signin_rows import SigninRows
+from bridge.storage.task_rows import TaskRows
 from bridge.storage.team import TeamRows
 from bridge.storage.token_rows import TokenRows
 
@@ -62,7 +63,7 @@ _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body
                        " expires_at, worker, parked)")
 
 
-class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
+class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTaskRows):
     """`AsyncStore` on a driver. Build with `bridge.storage.open_store`."""
 
     def __init__(self, driver: Driver, worker_id: str, audit: AuditSettings | None = None) -> None:

@@ -52,3 +52,17 @@ def test_exit_codes_for_tool_errors_and_connection_errors(everything_js: Path, t
     usage = subprocess.run([sys.executable, "-m", "bridge.cli", "call", "--stdio", "node x", "tool", "[1]"],
                            capture_output=True, text=True, timeout=60, check=False)
     assert usage.returncode == 2 and "must be a JSON object" in usage.stderr
+
+
+def test_a_task_tool_runs_with_its_status_on_stderr_and_its_question_answered_at_the_terminal(
+        everything_js: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "call", "--stdio", f"node {everything_js} stdio",
+         "simulate-research-query", '{"topic": "python", "ambiguous": true}'],
+        input="2\nsubmit\n", capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Research Report: python (snake)")
+    assert "server.simulate-research-query task working: " in done.stderr
+    assert "task waiting for an answer from you: Found multiple interpretations" in done.stderr
+    assert "Task: simulate-research-query (task " in done.stderr
+    assert "server.simulate-research-query: task completed · " in done.stderr

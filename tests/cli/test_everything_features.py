@@ -150,3 +150,23 @@ async def test_prompts_with_completion_and_resources(everything_js: Path) -> Non
     assert "Please promote Bob to the head of the Engineering team." in out
     assert "everything: 7 resources" in out
     assert "• demo://resource/static/document/architecture.md: architecture.md, text/markdown" in out
+
+
+async def test_a_task_shows_its_stages_on_the_console_and_stop_cancels_one_at_the_server(everything_js: Path) -> None:
+    async def script(screen: Screen) -> AsyncIterator[str]:
+        yield '!mcp call everything simulate-research-query {"topic": "tides"}'
+        done = await screen.wait_for("# Research Report: tides")
+        yield '!mcp call everything simulate-research-query {"topic": "moons"}'
+        await screen.wait_for("simulate-research-query task working", done)
+        yield "!mcp stop"
+        await screen.wait_for("Stopped everything.simulate-research-query", done)
+
+    out = await drive(everything_js, script)
+    first, second = out.split("# Research Report: tides")
+    stages = ("Gathering sources", "Analyzing content", "Synthesizing findings", "Generating report")
+    shown = [s for s in stages if f"everything.simulate-research-query task working: {s}..." in first]
+    # Polled at the server's pollInterval (1 s) while each stage takes about 1 s: one may pass between two polls.
+    assert len(shown) >= 3, first
+    assert "everything.simulate-research-query: task completed · " in first
+    assert "the server reports the task cancelled (Client cancelled task execution.)" in second
+    assert "task cancelled: Client cancelled task execution." in second and "(stopped by " in second

@@ -82,13 +82,18 @@ def _rewrite(method: str, params: dict[str, Any], body: dict[str, Any]) -> dict[
 
 
 class Rewriter:
-    """ASGI middleware: records each JSON-RPC method and rewrites the JSON answer (`json_response=True`)."""
+    """ASGI middleware: records each JSON-RPC method (and each DELETE that ends a session) and rewrites the JSON
+    answer (`json_response=True`)."""
 
     def __init__(self, app: Any, state: Edges) -> None:
         self.app = app
         self.state = state
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            self.state.methods.append(f"DELETE session={bool(headers.get('mcp-session-id'))} "
+                                      f"version={headers.get('mcp-protocol-version', '')}")
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return

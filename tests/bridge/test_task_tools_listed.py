@@ -1,6 +1,6 @@
-"""Tools a server runs only as tasks (`execution.taskSupport: required`) cannot run in the bridge (the SDK has no
-tasks runtime): in chat they are left out of `tools` with a note saying why, and never offered to the agent's model.
-The server is the real SDK server of `tests/servers/edges.py`, whose listing carries such a tool."""
+"""Tools a server runs only as tasks (`execution.taskSupport: required`) run in the bridge as tasks
+(`bridge.calls.tasks`): `tools` lists them, marked, and the agent's model is offered them like any other. The server
+is the real SDK server of `tests/servers/edges.py`, whose listing carries such a tool."""
 
 from __future__ import annotations
 
@@ -39,13 +39,17 @@ class RecordingModel:
         pass
 
 
+EDGES = Edges()
+
+
 @pytest.fixture
 def url() -> Iterator[str]:
-    with serve(edge_app(Edges())) as base:
+    EDGES.methods.clear()
+    with serve(edge_app(EDGES)) as base:
         yield f"{base}/mcp"
 
 
-async def test_task_only_tools_are_hidden_from_tools_and_the_agent_with_a_note(url: str) -> None:
+async def test_task_only_tools_are_listed_marked_and_offered_to_the_agent(url: str) -> None:
     model = RecordingModel()
     config = Config(servers={"s": ServerConfig("s", url=url)}, store=":memory:")
     chat = FakeChatPort()
@@ -57,7 +61,22 @@ async def test_task_only_tools_are_hidden_from_tools_and_the_agent_with_a_note(u
             listing = await chat.wait_message("s: ")
             await host.handle_message(MessageIn(ROOM, ALICE, "what can you do?"))
             await chat.wait_message("Nothing to do.")
-    assert "• echo" in listing and "• task_only" not in listing
-    assert "(not shown: task_only: it runs only as a task (task augmentation), which this bridge does not support " \
-        "yet)" in listing
-    assert "s__echo" in model.offered and not any("task_only" in name for name in model.offered)
+    assert "• echo" in listing and "• task_only" in listing and "[runs as a task]" in listing
+    assert "not shown" not in listing
+    assert "s__echo" in model.offered and any("task_only" in name for name in model.offered)
+
+
+async def test_a_session_without_a_task_is_still_ended_when_the_bridge_stops(url: str) -> None:
+    # The bridge ends HTTP sessions itself (so that one a stored task is bound to can be kept): the others get the
+    # DELETE the SDK would send, with their session id and protocol version.
+    state_methods = EDGES.methods
+    config = Config(servers={"s": ServerConfig("s", url=url, protocol="legacy")}, store=":memory:")
+    chat = FakeChatPort()
+    host = Host(config, await open_store(":memory:"))
+    host.attach(chat)
+    with anyio.fail_after(patient(30)):
+        async with host:  # a 2025-11-25 session: the server gives it an id (a 2026 one is stateless)
+            await host.handle_message(MessageIn(ROOM, ALICE, 'call s echo {"text": "hi"}', explicit_command=True))
+            await chat.wait_message("s.echo:")
+    deletes = [m for m in state_methods if m.startswith("DELETE")]
+    assert deletes == ["DELETE session=True version=2025-11-25"]
