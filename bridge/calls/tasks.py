@@ -210,7 +210,7 @@ class TaskCalls:
         finally:
             if call.id in self.running and session.bound is not None:
                 # Cut short (a shutdown) with its row kept: the next start follows it on this HTTP session.
-                session.bound.keep_session = True
+                session.bound.keep_for_task()
             self.running.pop(call.id, None)
             session.calls.pop(call.id, None)
             self._pool.released(session)

@@ -38,7 +38,11 @@ class MessageBound:
         """The protocol version the session's requests name (for the `DELETE` that ends it)."""
         self.keep_session = False
         """A stored task is bound to this HTTP session: it is not ended when the bridge closes it, so the next start
-        can follow the task on it."""
+        can follow the task on it (`keep_for_task`)."""
+
+    def keep_for_task(self) -> None:
+        """Leave the HTTP session open at the server when the bridge closes it: a stored task is bound to it."""
+        self.keep_session = True
 
     def refuse(self, size: int | None = None, *, closed: bool) -> str:
         """Record a refused message; the text the transport's error carries (the SDK puts it in the call's error)."""
