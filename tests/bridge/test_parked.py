@@ -76,7 +76,8 @@ async def test_a_parked_form_holds_no_task_and_no_session() -> None:
         for session in host.pool.sessions():
             await host.pool.close(session)  # idle: nothing needs it while people think
         assert host.pool.sessions() == []
-        assert len(anyio.get_running_tasks()) == tasks_before
+        # None left by the 20 parked calls (a start-up task may have ended meanwhile, so at most as many as before).
+        assert len(anyio.get_running_tasks()) <= tasks_before
         assert len(host.calls.rounds.parked) == 20 and await host.store.running_calls() != []
         with anyio.fail_after(patient(30)):
             await decide_all(host, chat)
