@@ -43,6 +43,10 @@ AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
 
 T = TypeVar("T")
 
+_SAVE_PENDING = (f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                 " ON CONFLICT (id) DO UPDATE SET "
+                 + ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
+                 + ", worker = excluded.worker, sent_by = NULL, sent_at = NULL")
 _INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 _DECIDE = ("UPDATE interactions SET status = ?, outcome = ?, decided_by = ?, shown = 0"
@@ -339,13 +343,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
     # -- pending 2026 calls ------------------------------------------------------------------------------------------
 
     async def save_pending_call(self, call: PendingCall) -> None:
-        updates = ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
         # Written behind: committed with the round's first card (`save_interaction`), or soon if it has none. A new
         # round has not been sent yet.
-        await self._db.write_behind([Step(
-            f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-            f" ON CONFLICT (id) DO UPDATE SET {updates}, worker = excluded.worker, sent_by = NULL, sent_at = NULL",
-            (*codec.pending_values(call, time.time()), self.worker_id))])
+        await self._db.write_behind([Step(_SAVE_PENDING, (*codec.pending_values(call, time.time()), self.worker_id))])
 
     async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
         # One conditional update decides who continues a round, across workers and take-overs; synced like a
