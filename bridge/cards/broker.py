@@ -280,7 +280,7 @@ class Broker:
                                          f"That request was already {describe_status(final)}.")
             if not waiter.lost:
                 await self._finish_card(waiter, final)
-            self._hand_on(ParkedEnded(*waiter.parked, final, waiter.last))
+            self._hand_on(ParkedEnded(*waiter.parked, final, waiter.last, interaction))
         except Exception:
             # The top of a broker task: one call failing after its decision must not stop every card.
             logger.exception("continuing after interaction %s failed", interaction.id)
