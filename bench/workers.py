@@ -111,6 +111,8 @@ async def main(args: argparse.Namespace) -> int:
             print(f"{label}: only {len(latencies)} of {args.cards} decisions completed", file=sys.stderr)
             return 1
         print(line(label, rate, latencies))
+    # Issue 24's figure: one Postgres worker against one SQLite process, in the same run.
+    print(f"SQLite / Postgres 1 worker: {results[0][1] / results[1][1]:.2f}x (target: at most 1.5x)")
     return 0
 
 

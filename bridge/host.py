@@ -13,11 +13,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from typing import Protocol, overload
+from typing import Any, Protocol, overload
 
 import anyio
 from anyio.abc import TaskGroup
+from mcp.types import CallToolResult
 
+from bridge.apps import meta as app_meta
+from bridge.apps.views import AppView, AppViews
 from bridge.auth.accounts import Accounts
 from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.calls.continuing import Continuations
@@ -112,8 +115,10 @@ class Host:
             tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants, receipts)),
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds, tasks=self.served_tasks)
         self.pool.callbacks = self.handlers.callbacks
+        self.apps = AppViews(config, self.outbound)  # MCP Apps offered in chat (served by `bridge.apps.routes`)
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
-                               KeptResults(config.limits), receipts=receipts, restart_hint=restart_hint)
+                               KeptResults(config.limits), receipts=receipts, apps=self.apps,
+                               restart_hint=restart_hint)
         self.resumer = Resumer(config, store, self.broker, self.calls, self.outbound.say, self.bounds.restored,
                                receipts=receipts, grants=self.grants)
         self._continuations = Continuations(self.calls, self.resumer, self.bounds)
@@ -123,6 +128,7 @@ class Host:
         self.commands = CommandHandlers(config, store, self.broker, self.pool, self.calls, self.agent, roots,
                                         audience, self.outbound.say, self.grants, self.budgets, self.accounts)
         self._links: LinkIssuer | None = None
+        self._app_links: AppLinkIssuer | None = None
         self._tg: TaskGroup | None = None
         self._exit: AsyncExitStack | None = None
 
@@ -131,6 +137,10 @@ class Host:
     def offer_web_forms(self, links: LinkIssuer) -> None:
         """Let cards offer their forms on the web (the HTTP server is built next to the host, not by it)."""
         self._links = links
+
+    def offer_apps(self, links: AppLinkIssuer) -> None:
+        """Let tool results offer their apps (the HTTP server's app pages are built next to the host, not by it)."""
+        self._app_links = links
 
     def attach(self, port: ChatPort) -> None:
         self.outbound.attach(port)
@@ -322,7 +332,8 @@ class Host:
 
         async def tools(server: str) -> list[str]:
             try:
-                return [t.name for t in await self.pool.list_tools(conversation, server, person=actor)]
+                return [t.name for t in await self.pool.list_tools(conversation, server, person=actor)
+                        if app_meta.for_model(t)]
             except Exception:  # a server that cannot be reached just offers no completions
                 logger.debug("no tool names of %s to complete", server, exc_info=True)
                 return []
@@ -342,6 +353,21 @@ class Host:
 
     def web_forms_enabled(self) -> bool:
         return self._links is not None
+
+    def app_link(self, view_id: str, actor: Actor) -> str | None:
+        return None if self._app_links is None else self._app_links.link_for(view_id, actor)
+
+    async def app_tool_call(self, view: AppView, actor: Actor, name: str,
+                            arguments: dict[str, Any]) -> CallToolResult | None:
+        """A tool call an app makes (`bridge.apps.routes.AppDoor`): the person's call in the view's conversation,
+        under the same approval rules, grants and quorum as a call typed there."""
+        return await self.calls.run(view.conversation, actor, view.server, name, arguments, from_app=True)
+
+
+class AppLinkIssuer(Protocol):
+    """Hands out links to apps (bridge.apps.routes.AppPages)."""
+
+    def link_for(self, view_id: str, actor: Actor) -> str | None: ...
 
 
 class LinkIssuer(Protocol):

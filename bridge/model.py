@@ -267,6 +267,19 @@ class StatusView:
 
 
 @dataclass(frozen=True, slots=True)
+class AppOffer:
+    """A tool result that comes with an app (MCP Apps): chat shows an Open button or link, and each person who opens
+    it gets a link of their own (`AppLinks.app_link`)."""
+
+    view_id: str
+    server: ServerLabel
+    tool: str
+    requester: Actor | None = None
+    title: str = ""
+    """The tool's title as the server gives it (untrusted), or empty."""
+
+
+@dataclass(frozen=True, slots=True)
 class MessageIn:
     """A message from a person: a command, or a turn for the agent."""
 

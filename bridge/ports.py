@@ -16,6 +16,7 @@ import anyio
 
 from bridge.model import (
     Actor,
+    AppOffer,
     CardRef,
     ConversationKey,
     DecisionIn,
@@ -59,6 +60,11 @@ class ChatPort(Protocol):
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         """Edit a status line in place (progress, done, stopped)."""
+        ...
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        """Offer the app of a tool result (MCP Apps): an Open button whose link each person gets privately
+        (`AppLinks.app_link`), or the link sent to the requester privately where the platform has no such button."""
         ...
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
@@ -181,6 +187,23 @@ class Completions(Protocol):
         """What may follow these words of a command (without the platform's prefix): command words, the servers
         this conversation may use, a server's tool names after `call SERVER`."""
         ...
+
+
+@runtime_checkable
+class AppLinks(Protocol):
+    """Beside the door, for MCP Apps: a host that implements it gives each person a link of their own to an app offered
+    with a tool result (`ChatPort.offer_app`). Kept off `Inbound`: an adapter that never receives an app offer needs
+    nothing of it."""
+
+    def app_link(self, view_id: str, actor: Actor) -> str | None:
+        """A link of `actor`'s own to an app offered in chat, or None when the app has ended. It works in one browser
+        only: send it to that person privately, never in the room."""
+        ...
+
+
+def app_link(inbound: Inbound, view_id: str, actor: Actor) -> str | None:
+    """`actor`'s own link to an offered app, or None where the host offers no apps (or the app has ended)."""
+    return inbound.app_link(view_id, actor) if isinstance(inbound, AppLinks) else None
 
 
 async def look_up(inbound: Inbound, interaction_id: str, *, wait: float = 0.0) -> CardView | None:

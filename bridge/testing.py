@@ -19,6 +19,7 @@ from bridge.config.file import Config, ServerConfig
 from bridge.host import Host
 from bridge.model import (
     Actor,
+    AppOffer,
     CardRef,
     ConversationKey,
     Interaction,
@@ -74,6 +75,7 @@ class FakeChatPort:
         self.messages: list[Posted] = []
         self.notices: list[tuple[Actor, str]] = []
         self.statuses: dict[str, list[StatusView]] = {}
+        self.app_offers: list[tuple[ConversationKey, AppOffer]] = []
         self.updates: list[Interaction] = []
         """Every progress update of an open card (`update_card`), in order."""
         self.present: frozenset[str] | None = None
@@ -145,6 +147,10 @@ class FakeChatPort:
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         self.statuses.setdefault(ref.data["call"], []).append(status)
+        self._notify_change()
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        self.app_offers.append((conversation, offer))
         self._notify_change()
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:

@@ -30,6 +30,7 @@ from bridge.config.file import Config
 from bridge.model import (
     Action,
     Actor,
+    AppOffer,
     CardRef,
     ConversationKey,
     DecisionIn,
@@ -40,7 +41,7 @@ from bridge.model import (
     StatusView,
     Verdict,
 )
-from bridge.ports import Completions, Inbound
+from bridge.ports import Completions, Inbound, app_link
 from bridge.text.dialog import Dialog, Step, StepKind
 
 logger = logging.getLogger(__name__)
@@ -170,6 +171,12 @@ class ConsoleAdapter:
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         self._print(render.status(status))
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        # One person at the terminal: their own link is printed at once, with the result.
+        url = app_link(self._host, offer.view_id, self.actor)
+        if url is not None:
+            self._print(render.app_offer(offer, url))
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
         self._print(*render.progress(interaction))

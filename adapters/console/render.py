@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bridge.model import Interaction, Kind, Outcome, StatusView
+from bridge.model import AppOffer, Interaction, Kind, Outcome, StatusView
 from bridge.safety.sanitize import clean, visible
 from bridge.text.dialog import Dialog, Question, option_lines
 from bridge.text.durations import time_left
@@ -58,6 +58,12 @@ def summary(dialog: Dialog) -> list[str]:
 
 def finished(interaction: Interaction, outcome: Outcome) -> str:
     return f"└─ {clean(interaction.server.text())} [{interaction.id}]: {clean(describe_outcome(outcome))}"
+
+
+def app_offer(offer: AppOffer, url: str) -> str:
+    """The line that opens a tool result's app: the link is the person's own, for one browser."""
+    return (f"[app] {clean(offer.server.text())}.{clean(offer.tool)} has an app. Open it in your browser (your own "
+            f"link, for one browser): {url}")
 
 
 def status(view: StatusView) -> str:

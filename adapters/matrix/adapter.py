@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import anyio
 
-from adapters.matrix import render
+from adapters.matrix import render, weblinks
 from adapters.matrix.answers import Answers
 from adapters.matrix.asking import Asker
 from adapters.matrix.client import PLATFORM, MatrixClient, RoomEvent
 from adapters.matrix.index import CardIndex
 from adapters.matrix.login import log_in
-from adapters.matrix.markup import plain
+from adapters.matrix.markup import Mention, plain
 from adapters.matrix.outbox import Connection, Outbox
 from adapters.matrix.port import MatrixPort
 from adapters.matrix.restore import Restorer
@@ -31,9 +32,9 @@ from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from adapters.matrix.weblinks import WebLinks
 from bridge.config.file import Config
-from bridge.errors import AdapterError
-from bridge.model import Actor, ConversationKey
-from bridge.ports import Inbound
+from bridge.errors import AdapterError, PlatformAPIError
+from bridge.model import Actor, AppOffer, ConversationKey
+from bridge.ports import Inbound, app_link
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class MatrixAdapter(MatrixPort):
         self.intake = Intake(self.client, settings, self.connection, self._handle, inbound.adapter_state(PLATFORM))
         self._warned_plain: set[str] = set()
         self._directs: set[str] = set()
+        self._app_offers: OrderedDict[tuple[str, str], tuple[ConversationKey, AppOffer]] = OrderedDict()
+        """The room messages that offer an app, by (room, event): a 📱 reaction on one sends that person a link."""
         """Direct-message rooms the bot opened to reach approvers: answers there count even outside allowed_rooms."""
 
     @property
@@ -110,6 +113,35 @@ class MatrixAdapter(MatrixPort):
         self._directs.add(room_id)
         return ConversationKey(PLATFORM, self.settings.server_name, room_id)
 
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        """A result's app, on Matrix: its link acts as one person, and a room has no message only one person sees,
+        so the requester's own link goes to them in a direct message; the room is told, and anyone else there reacts
+        📱 to that message for a link of their own."""
+        person = offer.requester if offer.requester is not None and offer.requester.platform == PLATFORM else None
+        event_id = await self.outbox.post(conversation.channel, render.message(
+            weblinks.app_offer_text(offer, Mention(person.user_id, person.label()) if person else None),
+            thread=conversation.thread or None, mentions=[person.user_id] if person else ()))
+        self._app_offers[(conversation.channel, event_id)] = (conversation, offer)
+        while len(self._app_offers) > weblinks.MAX_APP_OFFERS:
+            self._app_offers.popitem(last=False)
+        if person is not None:
+            await self._send_app_link(conversation, offer, person)
+
+    async def _send_app_link(self, conversation: ConversationKey, offer: AppOffer, person: Actor) -> None:
+        url = app_link(self.inbound, offer.view_id, person)
+        if url is None:
+            await self.notify(conversation, person, weblinks.APP_ENDED)
+            return
+        try:
+            dm = await self.direct(person.user_id)
+            if dm is None:
+                raise PlatformAPIError(PLATFORM, "createRoom", f"no direct message room with {person.user_id}")
+            await self.outbox.post(dm.channel, render.message(weblinks.app_link_message(offer, url), msgtype="m.text",
+                                                               mentions=[person.user_id]))
+        except AdapterError as exc:
+            logger.warning("could not send %s their app link: %s", person.user_id, exc)
+            await self.notify(conversation, person, weblinks.NO_APP_DM)
+
     async def members(self, conversation: ConversationKey) -> frozenset[str] | None:
         return self.client.members(conversation.channel)
 
@@ -136,6 +168,10 @@ class MatrixAdapter(MatrixPort):
             await self.answers.vote(vote, self._actor(room_id, vote.sender))
             return
         reaction = reaction_in(room_id, source)
+        if reaction is not None and reaction.key == weblinks.APP and (room_id, reaction.target) in self._app_offers:
+            conversation, offer = self._app_offers[(room_id, reaction.target)]
+            await self._send_app_link(conversation, offer, self._actor(room_id, reaction.sender))
+            return
         if reaction is not None:
             await self.answers.reaction(reaction, self._actor(room_id, reaction.sender), event.timestamp)
             return

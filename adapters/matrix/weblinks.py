@@ -17,10 +17,10 @@ from adapters.matrix import render
 from adapters.matrix.cards import Card
 from adapters.matrix.client import PLATFORM
 from adapters.matrix.formtext import WEB
-from adapters.matrix.markup import Text, join_lines, plain
+from adapters.matrix.markup import Mention, Text, join_lines, plain
 from adapters.matrix.outbox import Outbox
 from bridge.errors import AdapterError, PlatformAPIError
-from bridge.model import Actor, ConversationKey
+from bridge.model import Actor, AppOffer, ConversationKey
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,32 @@ def link_message(card: Card, url: str) -> Text:
         Text(url, f'<a href="{safe}">{safe}</a>'),
         render.title(card.interaction),
         plain("It is for you only: it answers as you, works once, and expires with the request or sooner. "
+              "Do not share it.")])
+
+
+NO_APP_DM = "I could not open a direct message with you to send your link to the app."
+APP_ENDED = "This app has ended; run the tool again to open it anew."
+APP = "📱"
+"""The reaction on an app's room message that asks for a link of one's own."""
+MAX_APP_OFFERS = 500
+
+
+def app_offer_text(offer: AppOffer, requester: Mention | None) -> Text:
+    """What the room sees: that the result has an app, where the requester's link went, and how others get theirs.
+    The link itself acts as one person, so it is never posted here."""
+    head = plain(f"{APP} {offer.server.text()}.{offer.tool} has an app. ")
+    if requester is not None:
+        head = head + requester.as_text() + plain(": your own link is in our direct messages. Others: ")
+    return head + plain(f"react {APP} to this message and yours comes to you in a direct message.")
+
+
+def app_link_message(offer: AppOffer, url: str) -> Text:
+    """The direct message with a link to an app: whose app, and that the link is theirs alone."""
+    safe = html.escape(url, quote=True)
+    return join_lines([
+        plain(f"📱 Your private link to the app of {offer.server.text()}.{offer.tool}:"),
+        Text(url, f'<a href="{safe}">{safe}</a>'),
+        plain("It is for you only: the app acts as you, the link works in one browser, and it expires. "
               "Do not share it.")])
 
 

@@ -37,7 +37,7 @@ from adapters.slack.threads import BotThreads
 from bridge.config.file import Config
 from bridge.errors import AdapterError
 from bridge.http.guard import ConnectionGuard, GuardedProtocol, bind
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
+from bridge.model import Actor, AppOffer, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
@@ -96,6 +96,9 @@ class SlackAdapter:
 
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         await self.port.update_status(ref, status)
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        await self.port.offer_app(conversation, offer)
 
     async def update_card(self, ref: CardRef, interaction: Interaction) -> None:
         await self.port.update_card(ref, interaction)

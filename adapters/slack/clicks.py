@@ -22,7 +22,7 @@ from adapters.slack.port import SlackPort
 from adapters.slack.responses import channel_of
 from bridge.errors import AdapterError
 from bridge.model import Action, DecisionIn, Verdict
-from bridge.ports import Inbound, look_up
+from bridge.ports import Inbound, app_link, look_up
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,22 @@ class Clicks:
                                            interaction.conversation.thread or None)
         except AdapterError as exc:
             logger.warning("could not send %s their web link for %s: %s", who.user_id, interaction_id, exc)
+
+    async def on_open_app(self, ack: AsyncAck, body: JSON, action: JSON) -> None:
+        await self._acked(ack, body)
+        self._background.spawn(f"app link for {action['value']}", functools.partial(
+            self._app_link, body, str(action["value"])))
+
+    async def _app_link(self, body: JSON, view_id: str) -> None:
+        """The clicker's own link to the app, made now (the message is public, so no link is in it) and sent to them
+        alone."""
+        who = await self._people.of(body["user"])
+        channel = channel_of(body)
+        thread = (body.get("message") or {}).get("thread_ts") or None
+        try:
+            await self._port.send_app_link(channel, who.user_id, app_link(self._inbound, view_id, who), thread)
+        except AdapterError as exc:
+            logger.warning("could not send %s their app link for %s: %s", who.user_id, view_id, exc)
 
     async def on_link(self, ack: AsyncAck) -> None:
         # A link button opens in the browser; Slack still reports the click, which only needs an ack.

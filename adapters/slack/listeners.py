@@ -36,6 +36,7 @@ def register(app: AsyncApp, slash_command: str, allow: AllowList, intake: Intake
     app.action(GRANT_ACTIONS)(clicks.on_grant)
     app.action(ids.OPEN_FORM)(clicks.on_open_form)
     app.action(ids.WEB_FORM)(clicks.on_web_form)
+    app.action(ids.OPEN_APP)(clicks.on_open_app)
     app.action(ids.OPEN_URL)(clicks.on_link)
     app.action(ids.STOP)(clicks.on_stop)
     app.view_submission(ids.FORM_CALLBACK)(modals.on_submit)

@@ -25,7 +25,7 @@ from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.responses import ResponseUrls
 from adapters.slack.threads import BotThreads
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
+from bridge.model import Actor, AppOffer, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +167,9 @@ class SlackPort:
         ts = await self.post(conversation, render.status_text(status), render.status_blocks(status))
         return MessageRef(conversation, {"channel": conversation.channel, "ts": ts})
 
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        await self.post(conversation, render.app_offer_text(offer), render.app_offer_blocks(offer))
+
     async def update_status(self, ref: MessageRef, status: StatusView) -> None:
         async with api_errors("chat.update"):
             await self._clients.bot.chat_update(channel=ref.data["channel"], ts=ref.data["ts"],
@@ -190,6 +193,11 @@ class SlackPort:
             await self._private(channel, user_id, render.plain_message(text), thread)
         except AdapterError as exc:
             logger.warning("could not tell %s privately: %s", user_id, exc)
+
+    async def send_app_link(self, channel: str, user_id: str, url: str | None, thread: str | None = None) -> None:
+        """Hand a person their link to an app, privately only (it acts as them); None: tell them it has ended."""
+        await self._private(channel, user_id, render.app_link_text(url) if url else render.plain_message(
+            render.NO_APP), thread)
 
     async def send_web_link(self, channel: str, user_id: str, url: str, thread: str | None = None) -> None:
         """Hand a person their one-time web-form link, privately only (ephemeral, or their click's response_url):

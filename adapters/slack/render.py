@@ -29,7 +29,7 @@ from typing import Any
 from adapters.slack import ids
 from adapters.slack.escape import cap, mrkdwn, one_line, safe_mrkdwn, visible_url
 from bridge.forms import FieldKind
-from bridge.model import Actor, Interaction, Kind, Outcome, Status, StatusView
+from bridge.model import Actor, AppOffer, Interaction, Kind, Outcome, Status, StatusView
 from bridge.safety.browser_url import check_host
 from bridge.text.durations import time_left
 from bridge.text.plain import card_title, secret_warning
@@ -314,6 +314,28 @@ def web_link_text(url: str) -> str:
     link = f"<{url}|Open the form>" if not any(c in url for c in "<>| ") else visible_url(url)
     return (f":globe_with_meridians: {link} to fill it in on the web. This link is for you only: it answers as "
             "you, works once, and expires with the request or sooner. Do not share it.")
+
+
+def app_offer_text(offer: AppOffer) -> str:
+    tool = mrkdwn(offer.tool).replace("`", "'")
+    return f":iphone: *{mrkdwn(offer.server.text())}* `{tool}` has an app. Press Open to get your own link to it."
+
+
+def app_offer_blocks(offer: AppOffer) -> list[JSON]:
+    """The message under a result whose tool has an app: one Open button; each clicker gets a link of their own."""
+    return [section(app_offer_text(offer)),
+            {"type": "actions", "block_id": f"{offer.view_id}.app",
+             "elements": [button("Open", ids.OPEN_APP, offer.view_id, "primary")]}]
+
+
+def app_link_text(url: str) -> str:
+    """The private message that hands a person their link to an app (mrkdwn)."""
+    link = f"<{url}|Open the app>" if not any(c in url for c in "<>| ") else visible_url(url)
+    return (f":iphone: {link} in your browser. This link is for you only: the app acts as you, the link works in one "
+            "browser, and it expires. Do not share it.")
+
+
+NO_APP = "This app has ended. Run the tool again to open it anew."
 
 
 # -- status lines --------------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 authorization-server metadata (with issuer checks), PKCE, resource indicators, scope step-up, refresh, Client ID
 Metadata Documents before dynamic registration, pre-registered clients, and client credentials for service accounts
 all come from the SDK. This module only chooses the provider for a server's `auth:` block, keeps its tokens in the
-vault, and routes the sign-in to a person through a `Consent`.
+vault, and routes the sign-in to a person through a `Consent`. A workload's token without a secret (the JWT-bearer
+grant) is `bridge.auth.workload`; sender-constrained tokens (DPoP), which the SDK lacks, are `bridge.auth.dpop`, applied
+to every request a provider's flow makes (`_Bridged.async_auth_flow`).
 
 Three gaps of the SDK are filled here, each in one small override:
 - tokens read back from storage get their expiry back (the SDK only tracks expiry for tokens it obtained in this
@@ -45,8 +47,10 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl, PrivateAttr
 
 from bridge.auth.company import CompanySignIn
+from bridge.auth.dpop import Dpop, InstallationKey
 from bridge.auth.failures import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
+from bridge.auth.workload import WorkloadOAuthProvider, assertion_source
 from bridge.config.auth import PERSONAL, AuthConfig
 from bridge.config.file import Config, ServerConfig
 from bridge.errors import AuthError, ConfigError
@@ -132,8 +136,9 @@ class _ScopedMetadata(OAuthClientMetadata):
 
 class _Bridged(httpx2.Auth):
     """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed, the SDK's
-    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`), and a sign-in
-    whose code the flow holds is told how it ended (`settled`)."""
+    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`), a sign-in whose
+    code the flow holds is told how it ended (`settled`), and with `dpop` every request of the flow goes with its
+    DPoP proof (`bridge.auth.dpop`)."""
 
     server_name = "the server"
     settled: Callable[[str, str | None], None] | None = None
@@ -141,6 +146,10 @@ class _Bridged(httpx2.Auth):
     _holding: tuple[str, int] | None = None
     """The state of the sign-in whose code a flow holds, and that flow's task: the SDK's lock lets one flow at a time
     sign in, and only that one may report a failure (another request's flow may end while it waits for the lock)."""
+
+    def __init__(self, *args: Any, dpop: Dpop | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dpop = dpop
 
     def hold(self, state: str) -> None:
         """The sign-in callback gave this task's flow the code of the sign-in `state`."""
@@ -157,10 +166,21 @@ class _Bridged(httpx2.Auth):
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super().async_auth_flow(request)
+        dpop = self._dpop
         try:
             outgoing = await flow.__anext__()
             while True:
+                main = outgoing is request
+                # DPoP goes around the SDK's flow, on its requests and answers as they pass: the SDK has no DPoP, and
+                # its token model refuses `token_type: DPoP` (bridge.auth.dpop says what is done).
+                if dpop is not None:
+                    await dpop.sign(outgoing, main=main)
                 response = yield outgoing
+                if dpop is not None:
+                    if await dpop.wants_nonce(outgoing, response, main=main):
+                        await dpop.sign(outgoing, main=main)
+                        response = yield outgoing
+                    response = await dpop.received(outgoing, response, main=main)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
@@ -263,6 +283,10 @@ class _EnterpriseProvider(_Bridged, IdentityAssertionOAuthProvider):
             await flow.aclose()
 
 
+class _ServiceWorkloadProvider(_Bridged, WorkloadOAuthProvider):
+    pass
+
+
 @dataclass(frozen=True, slots=True)
 class TokenPlace:
     """Where tokens for a config are kept: a file and the environment variable with its key (None: in memory)."""
@@ -287,6 +311,7 @@ class OAuthClients:
         self._vaults: dict[TokenPlace, TokenVault] = {}
         self._memory = MemoryVault()
         self._providers: dict[tuple[str, str], _Bridged] = {}
+        self._dpop_keys: dict[TokenPlace, InstallationKey] = {}
         self._company: CompanySignIn | None = None
 
     def company(self) -> CompanySignIn:
@@ -350,10 +375,19 @@ class OAuthClients:
         if server.url:
             self._providers.pop((server.url, identity), None)
 
+    def _dpop(self, server: ServerConfig, identity: str) -> Dpop | None:
+        """DPoP for this account, with the installation key of the vault its tokens are in (None: `dpop: false`)."""
+        if not server.auth.dpop or server.url is None:
+            return None
+        vault = self.vault(server)
+        key = self._dpop_keys.setdefault(token_place(self._config, server), InstallationKey(vault))
+        return Dpop(key, vault, server.url, identity)
+
     def _build(self, server: ServerConfig, identity: str) -> _Bridged:
         assert server.url is not None
         auth = server.auth
         storage = VaultStorage(self.vault(server), server.url, identity)
+        dpop = self._dpop(server, identity)
         scope = " ".join(auth.scopes) or None
         if auth.identity == "service":
             assert auth.client_id is not None
@@ -361,21 +395,25 @@ class OAuthClients:
                 # Without `issuer` the SDK warns that the server decides where the credentials go; the README
                 # recommends setting it, and the warning is not for the person running a command.
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
+                if auth.assertion_file or auth.assertion_env:
+                    return _ServiceWorkloadProvider(server.url, storage, auth.client_id,
+                                                    assertion_source(server.name, auth, self._env), scope=scope,
+                                                    issuer=auth.issuer, dpop=dpop)
                 if auth.private_key:
                     signer = SignedJWTParameters(issuer=auth.client_id, subject=auth.client_id,
                                                  signing_key=auth.private_key,
                                                  signing_algorithm=auth.signing_algorithm)
                     return _ServiceKeyProvider(server.url, storage, auth.client_id, signer.create_assertion_provider(),
-                                               scope=scope, issuer=auth.issuer)
+                                               scope=scope, issuer=auth.issuer, dpop=dpop)
                 assert auth.client_secret is not None
                 method = auth.token_endpoint_auth_method
                 return _ServiceSecretProvider(
                     server.url, storage, auth.client_id, auth.client_secret,
                     token_endpoint_auth_method="client_secret_post" if method == "client_secret_post"
-                    else "client_secret_basic", scope=scope, issuer=auth.issuer)
+                    else "client_secret_basic", scope=scope, issuer=auth.issuer, dpop=dpop)
         if auth.identity == "enterprise":
             return self._enterprise_provider(server, identity, storage, scope)
-        return self._user_provider(server, identity, storage)
+        return self._user_provider(server, identity, storage, dpop)
 
     def _enterprise_provider(self, server: ServerConfig, person: str, storage: VaultStorage,
                              scope: str | None) -> _Bridged:
@@ -392,7 +430,8 @@ class OAuthClients:
                                    scope=scope, token_endpoint_auth_method="client_secret_post"
                                    if method == "client_secret_post" else "client_secret_basic")
 
-    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage) -> _Bridged:
+    def _user_provider(self, server: ServerConfig, identity: str, storage: VaultStorage,
+                       dpop: Dpop | None) -> _Bridged:
         assert server.url is not None
         auth = server.auth
         metadata = OAuthClientMetadata(client_name=auth.client_name, redirect_uris=[AnyUrl(PLACEHOLDER_REDIRECT)],
@@ -411,7 +450,7 @@ class OAuthClients:
         provider = _UserProvider(server.url, metadata, _Reporting(storage, lambda: provider.ended(None)),
                                  redirect_handler, callback_handler,
                                  client_metadata_url=None if auth.client_id else auth.client_metadata_url,
-                                 client_info=_registered(auth), consent=self.consent, server=server)
+                                 client_info=_registered(auth), consent=self.consent, server=server, dpop=dpop)
         provider.settled = self.consent.settle
         return provider
 

@@ -22,8 +22,10 @@ import anyio
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
-from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, InputRequest
+from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, InputRequest, TextContent
 
+from bridge.apps import meta as app_meta
+from bridge.apps.views import AppViews
 from bridge.calls.results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
 from bridge.cards.broker import Broker
@@ -75,10 +77,11 @@ class _Told(Exception):
 class ToolCalls:
     def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
                  approval: ToolApproval, elicitation: Elicitation, results: KeptResults | None = None, *,
-                 receipts: Receipting | None = None, restart_hint: bool = True) -> None:
+                 receipts: Receipting | None = None, apps: AppViews | None = None,
+                 restart_hint: bool = True) -> None:
         """`results`: long results kept for `show <id>` (bounded by the config's limits). `receipts`: signed
-        receipts of what people approve. `restart_hint`: whether a failed server is said to start again on next use
-        (in chat; a one-shot `call` has no next use)."""
+        receipts of what people approve. `apps`: MCP Apps offered with results. `restart_hint`: whether a failed
+        server is said to start again on next use (in chat; a one-shot `call` has no next use)."""
         self._pool = pool
         self._broker = broker
         self._store = store
@@ -86,6 +89,7 @@ class ToolCalls:
         self._out = outbound
         self._approval = approval
         self._elicitation = elicitation
+        self._apps = apps
         self._calls: dict[str, ToolCall] = {}
         self.results = results or KeptResults(Limits())
         self._restart_hint = restart_hint
@@ -128,19 +132,21 @@ class ToolCalls:
 
     async def run(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
                   arguments: Mapping[str, Any], *, park: bool = False,
-                  retry_after_links: bool = False) -> CallToolResult | None:
+                  retry_after_links: bool = False, from_app: bool = False) -> CallToolResult | None:
         """Run a tool call and return its result; failures are reported in the conversation and return None.
 
         With `park`, a 2026 call that must wait for people is parked and None is returned: its result is reported
         in the conversation when it comes (`report`). `retry_after_links`: after a -32042 URL-required answer, once
         the person has answered every link "done", run the call again (once), instead of asking them to run it
         again. A one-shot `call` uses it (the person is at the terminal and the command should finish); chat keeps
-        the call in the person's hands. Raises ServerUnavailable (no such server, disabled, no room) for the command
-        layer to word.
+        the call in the person's hands. `from_app`: an MCP App asks (`bridge.apps`), so a tool meant for the app
+        alone may run; any other caller is refused one. Raises ServerUnavailable (no such server, disabled, no room)
+        for the command layer to word.
         """
         call = ToolCall(new_id(), conversation, requester, server, tool)
         await self._store.record_running_call(call.id, conversation, server, tool)
-        return await self._supervised(call, lambda: self._start(call, dict(arguments), park, retry_after_links))
+        return await self._supervised(call, lambda: self._start(call, dict(arguments), park, retry_after_links,
+                                                                from_app))
 
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
@@ -166,10 +172,12 @@ class ToolCalls:
             # unsaid. Shielded together, so a stop in between neither loses nor repeats it.
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    await self.report(record.conversation, record.server, record.tool, result)
+                    await self.report(record.conversation, record.server, record.tool, result,
+                                      requester=record.requester, arguments=record.arguments)
                 await self._store.delete_pending_call(record.id)
 
-    async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult) -> None:
+    async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult, *,
+                     requester: Actor | None = None, arguments: Mapping[str, Any] | None = None) -> None:
         summary = validation_summary(result_text(result)) if result.is_error else None
         if summary is not None:
             await self._out.say(conversation, f"{server}.{tool} refused its arguments: {summary}. See `tools {server} "
@@ -177,6 +185,23 @@ class ToolCalls:
             return
         head = f"{server}.{tool} reported an error:" if result.is_error else f"{server}.{tool}:"
         await self._out.say(conversation, self.results.message(conversation, head, result))
+        await self.offer_app(conversation, requester, server, tool, arguments or {}, result)
+
+    async def offer_app(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
+                        arguments: Mapping[str, Any], result: CallToolResult) -> None:
+        """Offer the app of a successful result in its conversation, when the tool has one (MCP Apps)."""
+        if self._apps is None or result.is_error or not self._apps.enabled(server):
+            return
+        try:
+            # The tools the call's session listed (a pooled 2026 session may not have listed them yet).
+            listed = {t.name: t for t in await self._pool.list_tools(conversation, server, person=requester)}
+        except BridgeError as exc:
+            logger.warning("no app offered for %s.%s: %s", server, tool, exc)
+            return
+        if tool in listed:
+            session = self._pool.find(conversation, server, requester)
+            await self._apps.offer(conversation, requester, self._audience.label(server, session), listed[tool],
+                                   arguments, result, session)
 
     async def _supervised(self, call: ToolCall,
                           body: Callable[[], Awaitable[CallToolResult | None]]) -> CallToolResult | None:
@@ -235,8 +260,15 @@ class ToolCalls:
                     "waiting for answers on its cards" if call.parked else "done"))
 
     async def _start(self, call: ToolCall, arguments: dict[str, Any], park: bool,
-                     retry_after_links: bool) -> CallToolResult | None:
+                     retry_after_links: bool, from_app: bool = False) -> CallToolResult | None:
         session = await self._pool.get(call.conversation, call.server, call.requester, wait=ROOM_WAIT)
+        if not from_app:
+            with self._pool.hold(session):
+                known = await self._pool.tool(session, call.tool)
+            if known is not None and not app_meta.for_model(known):
+                return CallToolResult(content=[TextContent(type="text", text=(
+                    f"{call.tool} is used by {call.server}'s app only. Open the app from a result of its tool."))],
+                    is_error=True)
         needs_approval = self._approval.known(session, call.conversation, call.tool)
         if needs_approval is None:
             with self._pool.hold(session):

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from bridge.model import (
     Actor,
+    AppOffer,
     CardRef,
     ConversationKey,
     Interaction,
@@ -63,6 +64,9 @@ class RedactingPort:
 
     async def notify(self, conversation: ConversationKey, actor: Actor, text: str) -> None:
         await self.inner.notify(conversation, actor, self._redactor.redact(text))
+
+    async def offer_app(self, conversation: ConversationKey, offer: AppOffer) -> None:
+        await self.inner.offer_app(conversation, offer)
 
     async def post_status(self, conversation: ConversationKey, status: StatusView) -> MessageRef:
         return await self.inner.post_status(conversation, self._status(status))

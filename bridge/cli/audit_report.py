@@ -1,5 +1,5 @@
-"""`mcp-chat-bridge audit`: the audit log as a table, JSON lines or CSV, filtered; `--verify` checks its keyed hash
-chain and its signed checkpoints (`bridge.storage.audit`).
+"""`mcp-chat-bridge audit`: the audit log as a table, JSON lines or CSV, filtered; `--verify` checks each of its keyed
+hash chains and their signed checkpoints (`bridge.storage.audit`).
 
 The store, SQLite file or Postgres database, is opened read-only, so the log can be read while the bridge runs
 (SQLite in WAL mode lets readers in beside the writer; Postgres transactions are read-only) and reading can never
@@ -86,6 +86,8 @@ class Log:
         self._fetch = fetch
         self.columns = columns
         self.has_checkpoints = checkpoints
+        self.chained = "chain" in columns
+        """Whether the log has several chains (schema step 12; chain 0 alone before)."""
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await self._fetch(sql, params)
@@ -208,8 +210,8 @@ def read_checkpoints(files: Sequence[Path]) -> tuple[list[tuple[str, chain.Check
 async def checkpoints(log: Log, shipped: Sequence[tuple[str, chain.Checkpoint]],
                       key: Ed25519PublicKey | None) -> Checkpoints:
     """The store's checkpoints and those `shipped` away, checked with `key`."""
-    found = [("the store", c) for c in await stored(log)] if log.has_checkpoints else []
-    unique = {(c.rows, c.row_id, c.head, c.at, c.signature): (where, c) for where, c in [*found, *shipped]}
+    found = [("the store", c) for c in await stored(log, chained=log.chained)] if log.has_checkpoints else []
+    unique = {(c.chain, c.rows, c.row_id, c.head, c.at, c.signature): (where, c) for where, c in [*found, *shipped]}
     if unique and key is None:
         return Checkpoints([], [], [f"{len(unique)} checkpoints not checked: no public key ({PUBLIC_KEY_ENV}, "
                                     f"--public-key, or {SIGNING_KEY_ENV} to derive it)"])
@@ -218,20 +220,61 @@ async def checkpoints(log: Log, shipped: Sequence[tuple[str, chain.Checkpoint]],
         if key is not None and signed_by(key, checkpoint):
             trusted.append(checkpoint)
         else:
-            problems.append(f"a checkpoint in {where} (of {checkpoint.when}, {checkpoint.rows} rows) is not signed "
-                            "by the audit signing key: forged or from another bridge")
+            problems.append(f"a checkpoint in {where} (of {checkpoint.when}, chain {checkpoint.chain}, "
+                            f"{checkpoint.rows} rows) is not signed by the audit signing key: forged or from another "
+                            "bridge")
     return Checkpoints(trusted, problems, [])
 
 
 async def verify(log: Log, ring: Mapping[str, bytes] | None = None,
-                 trusted: Sequence[chain.Checkpoint] = ()) -> chain.Verdict:
+                 trusted: Sequence[chain.Checkpoint] = ()) -> dict[int, chain.Verdict]:
+    """Each chain's verdict (a store from before step 12 is chain 0 alone)."""
     key_id = "key_id" if "key_id" in log.columns else "NULL"
-    rows = await log.fetch(f"SELECT id, {', '.join(chain.FIELDS)}, hash, {key_id} FROM audit ORDER BY id", ())
-    return chain.verify(((row[0], row[1:-2], row[-2], row[-1]) for row in rows), ring, trusted)
+    number, order = ("chain", "chain, id") if log.chained else ("0", "id")
+    rows = await log.fetch(f"SELECT {number}, id, {', '.join(chain.FIELDS)}, hash, {key_id} FROM audit"
+                           f" ORDER BY {order}", ())
+    return chain.verify_chains(((int(r[0]), (r[1], r[2:-2], r[-2], r[-1])) for r in rows), ring, trusted)
 
 
-def verdict_text(verdict: chain.Verdict) -> list[str]:
-    """What `--verify` says: the verdict first, then what it vouches for against whom."""
+def verdict_text(verdicts: Mapping[int, chain.Verdict]) -> list[str]:
+    """What `--verify` says: the verdict first, then what it vouches for against whom; with several chains, a line
+    for each chain (a broken one's says where and why), then what holds for all of them."""
+    if set(verdicts) <= {0}:
+        return _chain_text(verdicts.get(0) or chain.Verdict(0, chain.GENESIS, None))
+    broken = [n for n, v in verdicts.items() if v.broken is not None]
+    total = sum(v.rows for v in verdicts.values())
+    lines = [f"BROKEN: {len(broken)} of {len(verdicts)} chains" if broken else
+             f"OK: {total} rows in {len(verdicts)} chains, each unbroken"]
+    for n, v in verdicts.items():
+        if v.broken is not None:
+            lines.append(f"chain {n}: {_chain_text(v)[0]}")
+            continue
+        covered = f"signed checkpoints cover rows 1-{v.checkpointed}" if v.checkpointed else "no signed checkpoint"
+        lines.append(f"chain {n}: {v.rows} rows, head {v.head}, {v.keyed} keyed, {covered}")
+    intact = [v for v in verdicts.values() if v.broken is None]
+    keyed = sum(v.keyed for v in intact)
+    key_ids = sorted({k for v in intact for k in v.key_ids})
+    if keyed:
+        lines.append(f"keyed: {keyed} rows hashed with audit key {', '.join(key_ids)} (and the rows before them in "
+                     "their chain through their hashes): nobody without the key can have rewritten them unseen")
+    elif total:
+        lines.append(f"warning: no row is keyed ({chain.KEY_ENV} was not set when they were written): the chains "
+                     "prove nothing against someone who can write the store")
+    checkpoints = sum(v.checkpoints for v in verdicts.values())
+    if checkpoints:
+        lines.append(f"checkpoints: {checkpoints} signed")
+    open_tails = [n for n, v in verdicts.items() if v.broken is None and v.rows > v.checkpointed]
+    if open_tails:
+        lines.append(f"not covered by a signed checkpoint: the rows after the newest checkpoint of chains "
+                     f"{', '.join(map(str, open_tails))} (a holder of the HMAC key, or a rollback to a copy, could "
+                     "have changed them unseen)" if keyed else
+                     f"NOT VOUCHED FOR: the rows after the newest checkpoint of chains "
+                     f"{', '.join(map(str, open_tails))}: nothing shows a rewrite by someone who can write the store")
+    return lines
+
+
+def _chain_text(verdict: chain.Verdict) -> list[str]:
+    """What `--verify` says of one chain."""
     if verdict.broken is not None:
         b = verdict.broken
         return [f"BROKEN at row {b.position} (id {b.row_id}): {b.reason}; the {verdict.rows} rows before it are intact "
@@ -310,16 +353,17 @@ class Verifying:
 async def verify_all(log: Log, given: Verifying) -> tuple[bool, list[str]]:
     """`--verify`: keys, chain and checkpoints; whether all hold, and what to say."""
     found = await checkpoints(log, given.shipped, given.key)
-    verdict = await verify(log, given.ring, found.trusted)
-    lines = verdict_text(verdict) + [f"BROKEN: {p}" for p in found.problems]
+    verdicts = await verify(log, given.ring, found.trusted)
+    lines = verdict_text(verdicts) + [f"BROKEN: {p}" for p in found.problems]
     lines += [f"note: {n}" for n in [*found.notes, *given.notes]]
     if given.key is not None and found.trusted:
         lines.append(f"checkpoint signing key: {public_text(given.key)}")
     # With a key at hand, rows that only an unkeyed hash and no checkpoint vouch for are no longer "fine": they are
     # exactly what someone without the key would write after rewriting the whole log.
-    unvouched = (bool(given.ring) and verdict.broken is None and not verdict.keyed
-                 and verdict.checkpointed < verdict.rows)
-    if unvouched:
-        lines.append(f"NOT VOUCHED FOR: {chain.KEY_ENV} is set, but no row is keyed: written before the key was set, "
-                     "or the whole log rewritten by someone without it")
-    return verdict.broken is None and not found.problems and not unvouched, lines
+    intact = all(v.broken is None for v in verdicts.values())
+    unvouched = [n for n, v in verdicts.items() if not v.keyed and v.checkpointed < v.rows]
+    if given.ring and intact and unvouched:
+        where = "" if set(verdicts) <= {0} else f" in chains {', '.join(map(str, unvouched))}"
+        lines.append(f"NOT VOUCHED FOR: {chain.KEY_ENV} is set, but no row{where} is keyed: written before the key "
+                     "was set, or rewritten whole by someone without it")
+    return intact and not found.problems and not (given.ring and unvouched), lines

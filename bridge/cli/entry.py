@@ -420,12 +420,21 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             tg.start_soon(_stop_on_signal, tg, host, stopped_by)
             if http is not None:
                 from bridge.cli import monitoring
+                from bridge.servers import apps_extension
                 from bridge.webform import web_forms
 
                 watching.enter_context(monitoring.install(http, host, adapters, store.worker_id))
                 forms = web_forms(config.http, http, host)
                 if forms is not None:
                     host.offer_web_forms(forms)
+                if apps_extension.possible(config) or any(s.apps for s in config.servers.values()):
+                    from bridge.apps.routes import app_pages
+
+                    pages = app_pages(host.apps, host, host.pool, host.outbound, http,
+                                      key=config.http.form_link_secret,
+                                      sandbox_url=apps_extension.sandbox_url(config.http))
+                    if pages is not None:
+                        host.offer_apps(pages)
                 await tg.start(http.serve)
             if "console" in config.chat and len(adapters) == 1:
                 print(_banner(config), file=sys.stdout, flush=True)

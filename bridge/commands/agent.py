@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import anyio
 from mcp.types import CallToolResult
 
+from bridge.apps import meta as app_meta
 from bridge.cards.outbound import Say
 from bridge.config.file import Config
 from bridge.config.policy import channel_policy, server_allowed
@@ -56,6 +57,9 @@ class ToolLister(Protocol):
 class CallRunner(Protocol):
     async def run(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
                   arguments: Mapping[str, Any]) -> CallToolResult | None: ...
+
+    async def offer_app(self, conversation: ConversationKey, requester: Actor | None, server: str, tool: str,
+                        arguments: Mapping[str, Any], result: CallToolResult) -> None: ...
 
 
 class Agent:
@@ -123,7 +127,7 @@ class Agent:
                 await self._say(message.conversation, f"{server} is unavailable to the agent: {exc}")
                 continue
             for tool in tools:
-                if needs_task(tool):  # it cannot run here (catalog.TASK_NOTE): the model is not offered it
+                if needs_task(tool) or not app_meta.for_model(tool):  # cannot run here, or for its app alone
                     continue
                 name = tool_name(server, tool.name)
                 names[name] = (server, tool.name)
@@ -138,4 +142,5 @@ class Agent:
         result = await self._calls.run(message.conversation, message.actor, server, tool, call.arguments)
         if result is None:
             return ToolResult(call.id, "The call failed; the error was shown in the conversation.", is_error=True)
+        await self._calls.offer_app(message.conversation, message.actor, server, tool, call.arguments, result)
         return ToolResult(call.id, result_text(result), is_error=bool(result.is_error))

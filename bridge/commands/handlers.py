@@ -19,6 +19,7 @@ from mcp import Client, MCPError
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import GetPromptResult
 
+from bridge.apps import meta as app_meta
 from bridge.auth.accounts import Accounts
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
@@ -121,6 +122,7 @@ class CommandHandlers:
             except AuthError as exc:
                 out.append(str(exc))
                 continue
+            tools = [t for t in tools if app_meta.for_model(t)]  # an app's own tools are its business (MCP Apps)
             hidden = [t.name for t in tools if catalog.needs_task(t)]
             tools = [t for t in tools if not catalog.needs_task(t)]
             out.append(f"{name}: {count(len(tools), 'tool')}")
@@ -136,7 +138,8 @@ class CommandHandlers:
     async def _tool_detail(self, message: MessageIn, server: str, name: str) -> None:
         if server not in self._server_names(commands.Command("tools"), message.conversation):
             raise CommandError(f"There is no server named {server!r} here. Try `servers`.")
-        tools = {t.name: t for t in await self.pool.list_tools(message.conversation, server, person=message.actor)}
+        tools = {t.name: t for t in await self.pool.list_tools(message.conversation, server, person=message.actor)
+                 if app_meta.for_model(t)}
         tool = tools.get(name)
         if tool is None:
             raise CommandError(f"{server} has no tool named {name!r}. Try `tools {server}`.")
@@ -147,7 +150,8 @@ class CommandHandlers:
         # Parked while people answer its cards (a 2026 call): the result is reported here when it comes.
         result = await self.calls.run(message.conversation, message.actor, server, tool, command.arguments, park=True)
         if result is not None:
-            await self.calls.report(message.conversation, server, tool, result)
+            await self.calls.report(message.conversation, server, tool, result, requester=message.actor,
+                                    arguments=command.arguments)
 
     async def _waiting_here(self, conversation: ConversationKey) -> list[Interaction]:
         """Requests open in this conversation: those waited on in this process, and the stored open ones nobody waits

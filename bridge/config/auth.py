@@ -32,6 +32,13 @@ class AuthConfig:
     redirect_uri: str | None = None
     key_env: str | None = None
     timeout: float = 600.0
+    assertion_file: str | None = None
+    """identity service: a file holding the workload's JWT (re-read at each token request), sent with the
+    JWT-bearer grant instead of a client secret."""
+    assertion_env: str | None = None
+    """identity service: the environment variable holding the workload's JWT."""
+    dpop: bool = True
+    """Sender-constrained (DPoP) tokens where the authorization server offers them."""
 
 
 OIDC_SCOPES = ("openid", "profile", "email", "offline_access")
@@ -89,7 +96,8 @@ def build_auth(a: Mapping[str, Any], parse_duration: Callable[[Any], float]) -> 
         signing_algorithm=a.get("signing_algorithm", "RS256"), issuer=a.get("issuer"),
         scopes=tuple(a.get("scopes", ())), client_metadata_url=a.get("client_metadata_url"),
         client_name=a.get("client_name", "mcp-chat-bridge"), redirect_uri=a.get("redirect_uri"),
-        key_env=a.get("key_env"), timeout=parse_duration(a.get("timeout", "10m")))
+        key_env=a.get("key_env"), timeout=parse_duration(a.get("timeout", "10m")),
+        assertion_file=a.get("assertion_file"), assertion_env=a.get("assertion_env"), dpop=a.get("dpop", True))
 
 
 def auth_problems(where: str, server: Mapping[str, Any], data: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
@@ -104,10 +112,15 @@ def auth_problems(where: str, server: Mapping[str, Any], data: Mapping[str, Any]
     identity = auth.get("identity", "shared")
     if identity == "service" and not auth.get("client_id"):
         problems.append(f"{where}.auth: identity service needs client_id")
-    if identity == "service" and not (auth.get("client_secret") or auth.get("private_key")):
-        problems.append(f"{where}.auth: identity service needs client_secret or private_key")
-    if auth.get("client_secret") and auth.get("private_key"):
-        problems.append(f"{where}.auth: give client_secret or private_key, not both")
+    credentials = [k for k in ("client_secret", "private_key", "assertion_file", "assertion_env") if auth.get(k)]
+    if identity == "service" and not credentials:
+        problems.append(f"{where}.auth: identity service needs client_secret, private_key, assertion_file or "
+                        "assertion_env")
+    if len(credentials) > 1:
+        problems.append(f"{where}.auth: give {' or '.join(credentials)}, not "
+                        f"{'both' if len(credentials) == 2 else 'several'}")
+    if identity != "service" and (auth.get("assertion_file") or auth.get("assertion_env")):
+        problems.append(f"{where}.auth: a workload token (assertion_file, assertion_env) is for identity service")
     if identity == "enterprise":
         if not data.get("identity_provider"):
             problems.append(f"{where}.auth: identity enterprise needs identity_provider (the company's OpenID "

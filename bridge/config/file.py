@@ -118,6 +118,9 @@ class ServerConfig:
     or sent again by the worker taking over, for servers whose tools are idempotent (`resend`)."""
     receipts: bool = True
     """Whether this server's approved requests carry signed receipts (when a receipt key is set)."""
+    apps: bool | None = None
+    """Whether the bridge offers this server the MCP Apps extension (`bridge.apps`); None: when it can show apps (an
+    HTTP server with a public address)."""
     inprocess: Any = None
     """An in-process server object (an `mcp.server.MCPServer`), used by the demo and tests instead of a command."""
 
@@ -137,6 +140,11 @@ class HttpConfig:
     """How long a one-time web-form link works at most (it also ends with its card)."""
     form_link_secret: str = field(default="", repr=False)
     """Key that signs web-form links (from the environment); empty: a random key per run (links end at a restart)."""
+    app_sandbox_url: str = ""
+    """Where browsers reach the same server under a second origin, for MCP Apps' sandbox (`bridge.apps`); empty: the
+    public address with `localhost` and `127.0.0.1` swapped, when it is one of them."""
+    app_link_lifetime: float = 3600.0
+    """How long a link to an MCP App works at most."""
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     """Deadlines and caps that shed slow and idle clients."""
 
@@ -382,7 +390,9 @@ def _audit(a: dict[str, Any]) -> AuditConfig:
 def _http(h: dict[str, Any]) -> HttpConfig:
     return HttpConfig(listen=str(h.get("listen", "")), public_url=str(h.get("public_url", "")),
                       form_link_lifetime=parse_duration(h.get("form_link_lifetime", "15m")),
-                      form_link_secret=str(h.get("form_link_secret", "")), connections=connection_limits(h))
+                      form_link_secret=str(h.get("form_link_secret", "")), connections=connection_limits(h),
+                      app_sandbox_url=str(h.get("app_sandbox_url", "")),
+                      app_link_lifetime=parse_duration(h.get("app_link_lifetime", "1h")))
 
 
 def connection_limits(h: Mapping[str, Any]) -> ConnectionLimits:
@@ -458,5 +468,6 @@ def _server(name: str, s: dict[str, Any]) -> ServerConfig:
         tools_approvers=_rule(tools.get("approvers")), tool_grants=_grants(tools.get("grants")),
         log_level=(s.get("logging") or {}).get("level", "warning"), prestart=bool(s.get("prestart", False)),
         on_interrupt="resend" if s.get("on_interrupt") == "resend" else "tell",
+        apps=None if s.get("apps") is None else bool(s.get("apps")),
         receipts=bool(s.get("receipts", True)),
     )

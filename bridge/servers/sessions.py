@@ -31,6 +31,7 @@ import anyio
 import httpx2
 from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, MCPError
+from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation
 
@@ -40,7 +41,7 @@ from bridge.config.policy import server_allowed
 from bridge.errors import AuthError, ServerStartError, ServerUnavailable
 from bridge.model import Actor, ConversationKey, shown_conversation
 from bridge.observe import hooks as observe
-from bridge.servers import catalog
+from bridge.servers import apps_extension, catalog
 from bridge.servers.mcp_session import Callbacks, Session, SessionState
 from bridge.servers.message_bound import MessageBound
 from bridge.servers.prestart import Prestarts
@@ -340,6 +341,9 @@ class SessionPool:
                     client_info=CLIENT_INFO,
                     cache=None,
                     tasks=cb.tasks,
+                    # MCP Apps: a server sends its tools' apps only to a host that says it shows them.
+                    extensions=[advertise(apps_extension.EXTENSION, apps_extension.SETTINGS)]
+                    if apps_extension.offered(self._config, session.server) else None,
                 )
                 session.client = await stack.enter_async_context(client)
                 client_session = session.client.session

@@ -4,6 +4,8 @@ In process (the demo and tests), streamable HTTP (with the account's OAuth where
 stdio (`bridge.servers.stdio`): a process `run` started ahead of need when there is one (`bridge.servers.prestart`),
 else a new one whose stderr is kept for error messages.
 
+A tool result without `resultType` is completed on every transport (`bridge.servers.complete_by_default`).
+
 Every transport reads a server's messages within `limits.message_size` (`bridge.servers.message_bound`): a stdio line in
 `bridge.servers.stdio`; an HTTP response body, or each server-sent event of a streamed one, here.
 """
@@ -20,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bridge.config.file import ServerConfig
 from bridge.servers import stdio
+from bridge.servers.complete_by_default import complete_by_default
 from bridge.servers.message_bound import EventSizes, MessageBound
 from bridge.servers.prestart import Prestarts
 
@@ -37,14 +40,15 @@ async def open_transport(cfg: ServerConfig, stack: AsyncExitStack, auth: httpx2.
             httpx2.AsyncClient(headers={"Accept-Encoding": "identity", **cfg.headers}, auth=auth,
                                timeout=httpx2.Timeout(30.0, read=None), event_hooks={"response": [bounded(bound)]}))
         # The SDK's own bound on an event is kept at the same size; ours counts first and says what happened.
-        return streamable_http_client(cfg.url, http_client=http, max_sse_event_size=bound.limit), None
+        return complete_by_default(streamable_http_client(cfg.url, http_client=http, max_sse_event_size=bound.limit)), \
+            None
     assert cfg.command is not None
     if prestarts is not None and (started := prestarts.take(cfg)) is not None:
-        return stdio.adopted(started.process, bound), started.stderr
+        return complete_by_default(stdio.adopted(started.process, bound)), started.stderr
     stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
     # The bridge's own stdio transport, not the SDK's: its reader is linear in a message's length
     # (bridge.servers.stdio).
-    return stdio.spawned(cfg, stderr, bound), stderr
+    return complete_by_default(stdio.spawned(cfg, stderr, bound)), stderr
 
 
 class Refused(httpx2.SSEError, httpx2.StreamError):

@@ -9,7 +9,14 @@ those, so they are vouched for only by a keyed row after them (its hash covers t
 Signed checkpoints (`Checkpoint`, Ed25519) name the head at a row and the number of rows up to it; kept away from the
 store, they catch what a keyed chain cannot: rows removed from the end, a store rolled back to a copy, and any rewrite
 by someone who holds the HMAC key but not the signing key. Pure functions; the store calls `link` when it appends a
-row, and `mcp-chat-bridge audit --verify` calls `verify`.
+row, and `mcp-chat-bridge audit --verify` calls `verify_chains`.
+
+The log is several chains side by side (`chain`, a small number): a row joins the chain its interaction's id picks,
+so appends to different chains never wait for each other (on Postgres each chain's appends are ordered by a lock of
+its own, held to the commit; one lock for the whole log made every decision of every worker wait for the one before
+it to be synced). Chain 0 is the single chain of the stores written before, continued as it was: its rows and
+checkpoints hash and sign exactly as they did. Every other chain's rows and checkpoints name their chain, so a row or
+a checkpoint moved to another chain does not fit there either. A store with one writer (SQLite) keeps one chain, 0.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 GENESIS = "0" * 64
@@ -38,13 +47,16 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"mcp-chat-bridge audit key id\x00" + key).hexdigest()[:16]
 
 
-def link(previous: str | None, values: Sequence[Any], key: bytes | None = None) -> str:
-    """The hash of a row with these `values` (in `FIELDS` order) that follows a row hashed `previous`: HMAC-SHA256
-    with `key`, or plain SHA-256 without one."""
+def link(previous: str | None, values: Sequence[Any], key: bytes | None = None, chain: int = 0) -> str:
+    """The hash of a row with these `values` (in `FIELDS` order) that follows a row hashed `previous` in `chain`:
+    HMAC-SHA256 with `key`, or plain SHA-256 without one."""
     if len(values) != len(FIELDS):
         raise ValueError(f"an audit row has {len(FIELDS)} fields, not {len(values)}")
     # JSON keeps types apart (1 vs "1", None vs "") and floats exact (repr round-trips), so equal text means equal rows.
-    body = json.dumps([previous or GENESIS, *values], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # Chain 0 hashes as the single chain always did; another chain's number is hashed too (one more element, so no
+    # body of one chain is ever that of another).
+    head = [previous or GENESIS] if chain == 0 else [previous or GENESIS, chain]
+    body = json.dumps([*head, *values], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if key is None:
         return hashlib.sha256(body).hexdigest()
     return hmac.new(key, body, hashlib.sha256).hexdigest()
@@ -52,7 +64,8 @@ def link(previous: str | None, values: Sequence[Any], key: bytes | None = None) 
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """The chain's head as it stood: `rows` rows up to the row `row_id`, the newest hashed `head`; signed at `at`."""
+    """A chain's head as it stood: `rows` rows of `chain` up to the row `row_id`, the newest hashed `head`; signed at
+    `at`."""
 
     rows: int
     row_id: int
@@ -60,24 +73,28 @@ class Checkpoint:
     at: int
     signature: str = ""
     """Ed25519 over `message()`, base64."""
+    chain: int = 0
 
     def message(self) -> bytes:
-        return f"mcp-chat-bridge audit checkpoint v1\n{self.rows}\n{self.row_id}\n{self.head}\n{self.at}".encode()
+        if self.chain == 0:  # as checkpoints were signed before the log had several chains
+            return f"mcp-chat-bridge audit checkpoint v1\n{self.rows}\n{self.row_id}\n{self.head}\n{self.at}".encode()
+        return (f"mcp-chat-bridge audit checkpoint v2\n{self.chain}\n{self.rows}\n{self.row_id}\n{self.head}\n"
+                f"{self.at}").encode()
 
     def record(self) -> dict[str, Any]:
         """One line of a checkpoint file, and what the log line says."""
-        return {"rows": self.rows, "row_id": self.row_id, "head": self.head, "at": self.at,
+        return {"chain": self.chain, "rows": self.rows, "row_id": self.row_id, "head": self.head, "at": self.at,
                 "signature": self.signature}
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> Checkpoint:
-        """Raises ValueError for a record that is not one."""
+        """Raises ValueError for a record that is not one (one without `chain` is chain 0's, as all were before)."""
         try:
             rows, row_id, at = (int(data[k]) for k in ("rows", "row_id", "at"))
-            head, signature = str(data["head"]), str(data["signature"])
-        except (KeyError, TypeError, ValueError):
+            head, signature, chain = str(data["head"]), str(data["signature"]), int(data.get("chain", 0))
+        except (KeyError, TypeError, ValueError, AttributeError):
             raise ValueError("not a checkpoint record (rows, row_id, head, at, signature)") from None
-        return cls(rows, row_id, head, at, signature)
+        return cls(rows, row_id, head, at, signature, chain)
 
     @property
     def when(self) -> str:
@@ -111,11 +128,12 @@ Row = tuple[int, Sequence[Any], str | None, str | None]
 
 
 def verify(rows: Iterable[Row], ring: Mapping[str, bytes] | None = None,
-           checkpoints: Sequence[Checkpoint] = ()) -> Verdict:
-    """Check rows in id order against the key `ring` (key id -> key) and checkpoints whose signatures were already
-    checked. The first row whose stored hash is not what its fields and its predecessor's stored hash give, whose key
-    the ring lacks, or whose head or place a checkpoint contradicts is the broken link; a checkpoint naming a row the
-    store no longer has means rows were removed from the end (or the store was rolled back)."""
+           checkpoints: Sequence[Checkpoint] = (), chain: int = 0) -> Verdict:
+    """Check one chain's rows in id order against the key `ring` (key id -> key) and the chain's checkpoints whose
+    signatures were already checked. The first row whose stored hash is not what its fields and its predecessor's
+    stored hash give, whose key the ring lacks, or whose head or place a checkpoint contradicts is the broken link; a
+    checkpoint naming a row the store no longer has means rows were removed from the end (or the store was rolled
+    back)."""
     ring = ring or {}
     at_row: dict[int, list[Checkpoint]] = {}
     for checkpoint in checkpoints:
@@ -146,7 +164,7 @@ def verify(rows: Iterable[Row], ring: Mapping[str, bytes] | None = None,
                                                  "without the key"))
         else:
             key = None
-        if link(previous, values, key) != stored:
+        if link(previous, values, key, chain) != stored:
             reason = ("its fields or its hash were changed, or the row before it was changed, removed or added"
                       if count > 1 else "its fields or its hash were changed, or rows before it were removed")
             return verdict(Broken(row_id, count, reason))
@@ -173,3 +191,17 @@ def verify(rows: Iterable[Row], ring: Mapping[str, bytes] | None = None,
                                                                   f"names row id {checkpoint.row_id}, which the "
                                                                   "store no longer has"))
     return verdict(None)
+
+
+def verify_chains(rows: Iterable[tuple[int, Row]], ring: Mapping[str, bytes] | None = None,
+                  checkpoints: Sequence[Checkpoint] = ()) -> dict[int, Verdict]:
+    """`verify` each chain: `rows` as `(chain, row)`, ordered by chain and then id. A chain that only checkpoints
+    name (every row of it gone) is checked too, and found missing."""
+    ring = ring or {}
+    by_chain: dict[int, list[Checkpoint]] = {}
+    for checkpoint in checkpoints:
+        by_chain.setdefault(checkpoint.chain, []).append(checkpoint)
+    verdicts = {number: verify((row for _, row in group), ring, by_chain.pop(number, ()), number)
+                for number, group in groupby(rows, key=itemgetter(0))}
+    verdicts.update({number: verify((), ring, left, number) for number, left in by_chain.items()})
+    return dict(sorted(verdicts.items()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -104,7 +105,7 @@ def public_text(key: Ed25519PublicKey) -> str:
 
 def sign(key: Ed25519PrivateKey, checkpoint: Checkpoint) -> Checkpoint:
     signature = base64.b64encode(key.sign(checkpoint.message())).decode()
-    return Checkpoint(checkpoint.rows, checkpoint.row_id, checkpoint.head, checkpoint.at, signature)
+    return dataclasses.replace(checkpoint, signature=signature)
 
 
 def signed_by(key: Ed25519PublicKey, checkpoint: Checkpoint) -> bool:
@@ -122,7 +123,7 @@ class AuditSettings:
     ring: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     signer: Ed25519PrivateKey | None = field(default=None, repr=False)
     every: int = DEFAULT_EVERY
-    """A checkpoint at least every this many rows this process appends (and at every clean stop)."""
+    """A checkpoint of a chain at least every this many rows this process appends to it (and at every clean stop)."""
     file: Path | None = None
     """An append-only file of checkpoints (one JSON object a line), for an operator to ship away."""
     warn: bool = False

@@ -1,9 +1,9 @@
-"""Signed checkpoints of the audit chain (`bridge.storage.audit.Checkpoint`), made by the worker that appends rows.
+"""Signed checkpoints of the audit chains (`bridge.storage.audit.Checkpoint`), made by the worker that appends rows.
 
-At least every `AuditSettings.every` rows this process appends, and at a clean stop, the chain's head is signed and
-kept three ways: a row of `audit_checkpoints` (for `audit --verify` on the store alone), one log line (logger
-`LOGGER`, shown at every log level) and, when configured, one line appended to a file an operator ships away. The
-two outside the store are what catch a store rolled back or cut short by someone who can write it.
+At least every `AuditSettings.every` rows this process appends to a chain, and at a clean stop, the head of each chain
+it appended to is signed and kept three ways: a row of `audit_checkpoints` (for `audit --verify` on the store alone),
+one log line (logger `LOGGER`, shown at every log level) and, when configured, one line appended to a file an operator
+ships away. The two outside the store are what catch a store rolled back or cut short by someone who can write it.
 
 A checkpoint that cannot be written is logged and tried again at the next row: the decision it follows is already
 stored, and losing it would be worse than a late checkpoint.
@@ -36,48 +36,57 @@ class Checkpoints:
         self._db = driver
         self._settings = settings
         self._lock = anyio.Lock()
-        self.appended = 0
-        """Rows this process appended since its last checkpoint (counted as their inserts run)."""
+        self._appended: dict[int, int] = {}
+        """Rows this process appended to each chain since its last checkpoint (counted once committed)."""
         self._warned = False
 
+    def appended(self, chain: int) -> None:
+        """A row appended to `chain` was committed (not called for a claim that lost)."""
+        self._appended[chain] = self._appended.get(chain, 0) + 1
+
     async def due(self) -> None:
-        """After rows were appended: a checkpoint if enough came since the last."""
-        if self._settings.warn and not self._warned and self.appended:
+        """After rows were appended: a checkpoint of each chain that had enough since its last."""
+        if self._settings.warn and not self._warned and self._appended:
             self._warned = True
             for warning in self._settings.warnings():
                 logging.getLogger("bridge.audit").warning("%s", warning)
-        if self._settings.signer is not None and self.appended >= self._settings.every:
+        if self._settings.signer is not None and max(self._appended.values(), default=0) >= self._settings.every:
             await self.make(minimum=self._settings.every)
 
-    async def make(self, minimum: int = 1) -> Checkpoint | None:
-        """Sign the head now (if at least `minimum` rows came since the last checkpoint); the checkpoint, or None."""
+    async def make(self, minimum: int = 1) -> list[Checkpoint]:
+        """Sign now the head of each chain that had at least `minimum` rows appended since its last checkpoint; the
+        checkpoints made."""
         signer = self._settings.signer
         if signer is None:
-            return None
+            return []
+        made = []
         async with self._lock:
-            if self.appended < minimum:
-                return None  # another task made it while this one waited
-            appended, self.appended = self.appended, 0
-            try:
-                checkpoint = await self._make(signer)
-            except (StoreError, OSError) as exc:
-                self.appended += appended
-                logger.warning("audit checkpoint not written: %s", exc)
-                return None
-        return checkpoint
+            # Those another task checkpointed while this one waited have a count below `minimum` again.
+            for chain in sorted(c for c, n in self._appended.items() if n >= minimum):
+                appended = self._appended.pop(chain)
+                try:
+                    checkpoint = await self._make(signer, chain)
+                except (StoreError, OSError) as exc:
+                    self._appended[chain] = self._appended.get(chain, 0) + appended
+                    logger.warning("audit checkpoint not written: %s", exc)
+                    continue
+                if checkpoint is not None:
+                    made.append(checkpoint)
+        return made
 
-    async def _make(self, signer: Ed25519PrivateKey) -> Checkpoint | None:
-        head = await self._db.fetch("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1")
+    async def _make(self, signer: Ed25519PrivateKey, chain: int) -> Checkpoint | None:
+        head = await self._db.fetch("SELECT id, hash FROM audit WHERE chain = ? ORDER BY id DESC LIMIT 1", (chain,))
         if not head or not head[0][1]:
             return None
         row_id, digest = int(head[0][0]), str(head[0][1])
-        # Ids follow the chain's order (appends are serialised to their commit), so every row up to the head is
-        # committed once the head is visible.
-        rows = int((await self._db.fetch("SELECT count(*) FROM audit WHERE id <= ?", (row_id,)))[0][0])
-        checkpoint = sign(signer, Checkpoint(rows, row_id, digest, int(time.time())))
+        # Ids follow the chain's order (a chain's appends are serialised to their commit), so every row of the chain
+        # up to the head is committed once the head is visible.
+        rows = int((await self._db.fetch("SELECT count(*) FROM audit WHERE chain = ? AND id <= ?",
+                                         (chain, row_id)))[0][0])
+        checkpoint = sign(signer, Checkpoint(rows, row_id, digest, int(time.time()), chain=chain))
         await self._db.transaction([Step(
-            "INSERT INTO audit_checkpoints (at, rows, row_id, head, signature) VALUES (?,?,?,?,?)",
-            (checkpoint.at, checkpoint.rows, checkpoint.row_id, checkpoint.head, checkpoint.signature))])
+            "INSERT INTO audit_checkpoints (chain, at, rows, row_id, head, signature) VALUES (?,?,?,?,?,?)",
+            (chain, checkpoint.at, checkpoint.rows, checkpoint.row_id, checkpoint.head, checkpoint.signature))])
         line = json.dumps(checkpoint.record(), separators=(",", ":"))
         if self._settings.file is not None:
             await anyio.to_thread.run_sync(_append, self._settings.file, line)
@@ -100,7 +109,8 @@ class Reads(Protocol):
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 
-async def stored(db: Reads) -> list[Checkpoint]:
-    """The checkpoints kept in the store, oldest first."""
-    rows = await db.fetch("SELECT rows, row_id, head, at, signature FROM audit_checkpoints ORDER BY id")
-    return [Checkpoint(int(r[0]), int(r[1]), str(r[2]), int(r[3]), str(r[4])) for r in rows]
+async def stored(db: Reads, *, chained: bool = True) -> list[Checkpoint]:
+    """The checkpoints kept in the store, oldest first (`chained`: the store has chains, schema step 12)."""
+    rows = await db.fetch(f"SELECT rows, row_id, head, at, signature, {'chain' if chained else '0'}"
+                          " FROM audit_checkpoints ORDER BY id")
+    return [Checkpoint(int(r[0]), int(r[1]), str(r[2]), int(r[3]), str(r[4]), int(r[5])) for r in rows]

@@ -105,7 +105,7 @@ def pending_call(row: Sequence[Any]) -> PendingCall:
 
 
 def audit_row(row: Sequence[Any]) -> AuditRow:
-    """A row of `AUDIT_COLUMNS, id, hash, key_id`."""
+    """A row of `AUDIT_COLUMNS, id, hash, key_id, chain`."""
     return AuditRow(*row)
 
 

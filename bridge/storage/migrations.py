@@ -221,6 +221,22 @@ def _v11(real: str) -> tuple[str, ...]:
     )
 
 
+def _v12(shared: bool) -> tuple[str, ...]:
+    return (
+        # Several audit chains side by side (`bridge.storage.audit`), so appends to different chains never wait for
+        # each other. The rows and checkpoints there are are chain 0's, which goes on as it was.
+        "ALTER TABLE audit ADD COLUMN chain INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE audit_checkpoints ADD COLUMN chain INTEGER NOT NULL DEFAULT 0",
+        # Each append reads its chain's newest row.
+        "CREATE INDEX audit_chain ON audit (chain, id)",
+        # A worker of an earlier version still running beside migrated ones (Postgres) would append to chain 0 after
+        # the newest row of any chain, and sign that as chain 0's head: without a default its writes fail instead of
+        # breaking the chain. (SQLite has one process, and no DROP DEFAULT.)
+        *(("ALTER TABLE audit ALTER COLUMN chain DROP DEFAULT",
+           "ALTER TABLE audit_checkpoints ALTER COLUMN chain DROP DEFAULT") if shared else ()),
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the first schema (bridge.store)",
               _v1("REAL", "INTEGER PRIMARY KEY AUTOINCREMENT", ""),
@@ -243,6 +259,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "sent rounds, cards shown final", _v9("REAL"), _v9("DOUBLE PRECISION")),
     Migration(10, "the approval of a stored call", _v10(), _v10()),
     Migration(11, "tasks served to servers", _v11("REAL"), _v11("DOUBLE PRECISION")),
+    Migration(12, "several audit chains", _v12(shared=False), _v12(shared=True)),
 )
 LATEST = MIGRATIONS[-1].version
 

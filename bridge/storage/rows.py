@@ -41,6 +41,8 @@ class AuditRow:
     """This row's link in the hash chain (`bridge.storage.audit`)."""
     key_id: str | None = None
     """The audit key that hashed it (None: plain SHA-256)."""
+    chain: int = 0
+    """The hash chain it is a link of: the one its interaction's id picks (`bridge.storage.audit`)."""
 
 
 @dataclass(frozen=True, slots=True)

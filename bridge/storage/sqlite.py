@@ -259,7 +259,7 @@ class SqliteDriver:
     # -- in a worker thread, one batch at a time ---------------------------------------------------------------
 
     def _commit(self, db: sqlite3.Connection, batch: list[_Job]) -> None:
-        durable = batch[0].durable if len(batch) == 1 else any(job.durable for job in batch)
+        durable = batch[0].durable if len(batch) == 1 else any(job.durable for job in batch)  # mostly one job
         sync = durable and self.path != MEMORY  # `:memory:` has no disk to sync
         # A batch of one needs no savepoint: its job failing rolls back the whole batch, which is the job. A single
         # statement alone needs no explicit transaction either: SQLite runs it in one of its own (autocommit).

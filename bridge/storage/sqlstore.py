@@ -10,6 +10,7 @@ import json
 import logging
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -39,19 +40,24 @@ DECIDED_CHANNEL = "mcp_bridge_decided"
 FORWARD_CHANNEL = "mcp_bridge_forward"
 REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
 
-AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key: "mcpbrid" + 3
+AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key of audit chain 0: "mcpbrid" + 3; chain n's is this + n
+AUDIT_CHAINS = 16
+"""Audit chains a shared store (Postgres) spreads rows over. Each chain's appends wait for one another (to their
+synced commit), those of different chains do not: with one chain every decision of every worker waited for the one
+before it to be synced. 16 is above the connections a worker's pool holds (10), so the decisions of one worker rarely
+meet on a chain, and few enough that `audit --verify` stays short. SQLite has one writer: one chain."""
 
 T = TypeVar("T")
 
-_SAVE_PENDING = (f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-                 " ON CONFLICT (id) DO UPDATE SET "
-                 + ", ".join(f"{c} = excluded.{c}" for c in PENDING_COLUMNS.split(", ")[1:])
-                 + ", worker = excluded.worker, sent_by = NULL, sent_at = NULL")
-_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash, key_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}, hash, key_id, chain) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _SELECT_INTERACTIONS = f"SELECT {INTERACTION_COLUMNS} FROM interactions"
 _DECIDE = ("UPDATE interactions SET status = ?, outcome = ?, decided_by = ?, shown = 0"
            " WHERE id = ? AND status = 'open'")
 """A claim: the card is to be shown final (`mark_shown`) by the worker that decided it, or whoever outlives it."""
+_SAVE_PENDING = (f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker)"
+                 f" VALUES ({','.join('?' * (len(PENDING_COLUMNS.split(', ')) + 1))}) ON CONFLICT (id)"
+                 f" DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in PENDING_COLUMNS.split(', ')[1:])},"
+                 " worker = excluded.worker, sent_by = NULL, sent_at = NULL")
 _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
                        " expires_at, worker, parked)")
 
@@ -64,6 +70,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
         self.worker_id = worker_id
         self._audit = audit or AuditSettings()
         self._checkpoints = Checkpoints(driver, self._audit)
+        self._chains = 1 if driver.exclusive else AUDIT_CHAINS
         self.process_id = f"{worker_id}/{uuid.uuid4().hex[:12]}"
         """This process among all that ever ran as `worker_id` (a restart under the same id is another one)."""
 
@@ -125,12 +132,14 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
     # -- audit -------------------------------------------------------------------------------------------------------
 
     async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None:
-        await self._db.transaction(self._append_audit(codec.audit_values(interaction, outcome, detail, time.time())))
-        await self._checkpoints.due()
+        number, steps = self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()))
+        await self._db.transaction(steps)
+        await self._appended(number)
 
     async def record(self, row: AuditRow) -> None:
-        await self._db.transaction(self._append_audit(codec.row_values(row)))
-        await self._checkpoints.due()
+        number, steps = self._append_audit(codec.row_values(row))
+        await self._db.transaction(steps)
+        await self._appended(number)
 
     async def _check_audit_key(self) -> None:
         """Refuse to append unkeyed rows to a keyed chain: `audit --verify` would call every one of them forged."""
@@ -143,31 +152,45 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
                            "keys after the current one, or `audit --verify` cannot check the rows before",
                            last[0][0], chain.KEY_ENV)
 
-    def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False) -> list[Step]:
-        """An audit row linked to the newest one (`bridge.storage.audit`). Reading the last hash and appending after it
-        must not interleave with another append: SQLite has one writer; on Postgres a lock held to the commit orders
-        them across workers (and ids follow that order)."""
-        steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK,), guarded)] if self._db.dialect == "postgres" \
-            else []
+    def _chain_of(self, interaction_id: str) -> int:
+        return zlib.crc32(interaction_id.encode()) % self._chains
+
+    def _append_audit(self, values: tuple[Any, ...], *, guarded: bool = False,
+                      locked: bool = False) -> tuple[int, list[Step]]:
+        """An audit row linked to the newest one of the chain its interaction picks (`bridge.storage.audit`): the
+        chain, and the steps. Reading that hash and appending after it must not interleave with another append to the
+        chain: SQLite has one writer; on Postgres the chain's lock, held to the commit, orders them across workers (and
+        ids follow that order). `locked`: an earlier step of the transaction took it."""
+        chain_no = self._chain_of(str(values[1]))  # values[1]: the interaction's id
+        steps = [Step("SELECT pg_advisory_xact_lock(?)", (AUDIT_LOCK + chain_no,), guarded)] \
+            if self._db.dialect == "postgres" and not locked else []
 
         current = self._audit.current
 
         def linked(before: list[Done]) -> tuple[Any, ...]:
             last = before[-1].rows
-            self._checkpoints.appended += 1  # called only when the insert runs (not for a claim that lost)
+            previous = last[0][0] if last else None
             if current is None:
-                return (*values, chain.link(last[0][0] if last else None, values), None)
-            return (*values, chain.link(last[0][0] if last else None, values, current[1]), current[0])
+                return (*values, chain.link(previous, values, None, chain_no), None, chain_no)
+            return (*values, chain.link(previous, values, current[1], chain_no), current[0], chain_no)
 
-        return [*steps, Step("SELECT hash FROM audit ORDER BY id DESC LIMIT 1", (), guarded),
-                Step(_INSERT_AUDIT, linked, guarded)]
+        return chain_no, [*steps, Step("SELECT hash FROM audit WHERE chain = ? ORDER BY id DESC LIMIT 1", (chain_no,),
+                                       guarded), Step(_INSERT_AUDIT, linked, guarded)]
+
+    async def _appended(self, number: int, ran: bool = True) -> None:
+        """After the commit of a transaction that appended to chain `number` (`ran`: a guarded append did run): counted
+        only now, so a checkpoint made meanwhile by another task, which cannot see the row yet, is not taken for one
+        that covers it."""
+        if ran:
+            self._checkpoints.appended(number)
+        await self._checkpoints.due()
 
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]:
         if interaction_id is None:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id FROM audit ORDER BY id")
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id, chain FROM audit ORDER BY id")
         else:
-            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id FROM audit WHERE interaction_id = ?"
-                                        " ORDER BY id", (interaction_id,))
+            rows = await self._db.fetch(f"SELECT {AUDIT_COLUMNS}, id, hash, key_id, chain FROM audit"
+                                        " WHERE interaction_id = ? ORDER BY id", (interaction_id,))
         return [codec.audit_row(r) for r in rows]
 
     # -- interactions ------------------------------------------------------------------------------------------------
@@ -193,29 +216,39 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
         await self._db.write_behind([Step("UPDATE interactions SET card = ? WHERE id = ?",
                                           (json.dumps(dict(card.data)), interaction_id))])
 
+    def _claiming(self, interaction: Interaction, outcome: Outcome, detail: str) -> tuple[int, Step, list[Step]]:
+        """A claim's update, and its audit row's steps (guarded: only for the claim that won). On Postgres the winner
+        takes its chain's lock in the update itself (`RETURNING` runs only for the row updated): a round trip less."""
+        number, append = self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()),
+                                            guarded=True, locked=self._db.dialect == "postgres")
+        params = (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)
+        if self._db.dialect == "postgres":
+            return number, Step(f"{_DECIDE} RETURNING pg_advisory_xact_lock(?)", (*params, AUDIT_LOCK + number)), append
+        return number, Step(_DECIDE, params), append
+
     async def claim(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> bool:
-        steps = [
-            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
-            *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
-        ]
+        number, decide, append = self._claiming(interaction, outcome, detail)
+        steps = [decide, *append]
         if self._db.dialect == "postgres":
             # Delivered at commit, to every worker listening (the owner of a legacy call answers its server).
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
         done = await self._db.transaction(steps, durable=True)
-        await self._checkpoints.due()
+        await self._appended(number, done[0].count == 1)
         return done[0].count == 1
 
     async def claim_parked(self, interaction: Interaction, outcome: Outcome, detail: str,
                            pending_call: str) -> tuple[bool, bool]:
         # The call's row is locked after the claim (on Postgres a second claim on the same call waits for this one's
         # commit, and its check below then sees this answer): of two claims racing on a round's last two cards,
-        # exactly one finds no open card left.
+        # exactly one finds no open card left. (The audit chain's lock comes first, with the claim; whoever holds a
+        # call's row has passed its own chain's lock and waits for nothing more, so the two never deadlock.)
         rest_open = ("EXISTS (SELECT 1 FROM interactions i WHERE i.pending_call = pending_calls.id AND"
                      " i.status = 'open' AND i.input_key IS NOT NULL AND i.created_at >= pending_calls.created_at)")
+        number, decide, append = self._claiming(interaction, outcome, detail)
         steps = [
-            Step(_DECIDE, (outcome.status.value, codec.dump_outcome(outcome), self.worker_id, interaction.id)),
+            decide,
             Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
-            *self._append_audit(codec.audit_values(interaction, outcome, detail, time.time()), guarded=True),
+            *append,
             # Only a card of the stored round answers it (one of an earlier round is merely retired).
             Step(f"UPDATE pending_calls SET worker = ? WHERE id = ? AND NOT {rest_open} AND"
                  " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at RETURNING id",
@@ -224,10 +257,10 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
         if self._db.dialect == "postgres":
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
             done = await self._db.transaction(steps, durable=True)
-            await self._checkpoints.due()
+            await self._appended(number, done[0].count == 1)
             return done[0].count == 1, bool(done[-2].rows)
         done = await self._db.transaction(steps, durable=True)
-        await self._checkpoints.due()
+        await self._appended(number, done[0].count == 1)
         return done[0].count == 1, bool(done[-1].rows)
 
     async def mark_shown(self, interaction_id: str) -> None:
@@ -271,11 +304,12 @@ class SqlStore(TeamRows, TokenRows, RunningRows, SigninRows, ServedTaskRows):
                   None, reason)
 
         # Like a claim: the audit row only if this closed it, in one transaction.
-        await self._db.transaction([
+        number, append = self._append_audit(values, guarded=True)
+        done = await self._db.transaction([
             Step("UPDATE interactions SET status = ?, outcome = ? WHERE id = ? AND status = 'open'",
                  (outcome.status.value, codec.dump_outcome(outcome), row.id)),
-            *self._append_audit(values, guarded=True)])
-        await self._checkpoints.due()
+            *append])
+        await self._appended(number, done[0].count > 0)
 
     async def decided(self, interaction_ids: Collection[str]) -> set[str]:
         if not interaction_ids:

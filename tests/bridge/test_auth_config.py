@@ -14,6 +14,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 
 from bridge.auth.oauth import NoConsent, OAuthClients, identity_for
 from bridge.auth.tokens import MemoryVault, SqliteVault
+from bridge.auth.workload import WorkloadOAuthProvider
 from bridge.cli import preflight
 from bridge.config.file import Config, from_mapping
 from bridge.errors import AuthError, ConfigError
@@ -50,11 +51,19 @@ def test_auth_problems_are_named_and_never_quote_a_secret() -> None:
         "c": {"command": "srv", "auth": {}},
         "d": {"url": "https://d/mcp", "auth": {"client_id": "c", "client_secret": "x", "private_key": "k"}},
         "e": {"url": "https://e/mcp", "auth": {"identity": "everyone", "client_metadata_url": "http://x/cimd"}},
+        "f": {"url": "https://f/mcp", "auth": {"identity": "service", "client_id": "w", "assertion_file": "/t",
+                                                "assertion_env": "T"}},
+        "g": {"url": "https://g/mcp", "auth": {"identity": "shared", "assertion_env": "T"}},
+        "h": {"url": "https://h/mcp", "auth": {"identity": "service", "client_id": "w", "assertion_env": "T"}},
     }})
     assert "servers.a.auth: identity service needs client_id" in found
-    assert "servers.b.auth: identity service needs client_secret or private_key" in found
+    assert "servers.b.auth: identity service needs client_secret, private_key, assertion_file or assertion_env" \
+        in found
     assert "servers.c.auth: OAuth is for url servers; a stdio server gets its credentials from env" in found
     assert "servers.d.auth: give client_secret or private_key, not both" in found
+    assert "servers.f.auth: give assertion_file or assertion_env, not both" in found
+    assert "servers.g.auth: a workload token (assertion_file, assertion_env) is for identity service" in found
+    assert not any(p.startswith("servers.h.") for p in found)
     assert "servers.e.auth.identity: must be one of shared, per_user, enterprise, service, none" in found
     assert "servers.e.auth.client_metadata_url: does not match the pattern ^https://[^/]+/." in found
     assert not any("s3cr3t" in p for p in found)
@@ -104,6 +113,9 @@ def test_one_provider_per_account_and_the_right_kind(tmp_path: Path) -> None:
     signed = config({"identity": "service", "client_id": "svc", "private_key": "-----BEGIN PRIVATE KEY-----"})
     assert isinstance(OAuthClients(signed, NoConsent(), {}).for_server(signed.servers["s"]),
                       PrivateKeyJWTOAuthProvider)
+    workload = config({"identity": "service", "client_id": "w", "assertion_env": "WORKLOAD_TOKEN"})
+    assert isinstance(OAuthClients(workload, NoConsent(), {}).for_server(workload.servers["s"]),
+                      WorkloadOAuthProvider)
     none = config({"identity": "none"})
     assert OAuthClients(none, NoConsent(), {}).for_server(none.servers["s"]) is None
 

@@ -1,13 +1,18 @@
 """`identity: service` in chat, end to end: the bridge gets its own token with `client_credentials` (a client secret,
-sent as HTTP Basic or in the form, or a private-key JWT) from a local authorization server, uses it for everyone's
+sent as HTTP Basic or in the form, or a private-key JWT), or with a workload's JWT (the JWT-bearer grant, no secret),
+from a local authorization server, uses it for everyone's
 calls without asking anybody, and a refused credential is told in plain words."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Literal
 
 import anyio
+import jwt
 import pytest
 
 from bridge.config.auth import AuthConfig
@@ -80,3 +85,64 @@ async def test_refused_credentials_are_told_in_plain_words(site: tuple[str, Acco
     assert "the authorization server refused the sign-in to s: it did not accept this bridge's client credentials " \
         "(Unknown client or wrong credentials)" in said
     assert "a-wrong-one" not in said and "failed to start" not in said
+
+
+def workload_jwt(private: str, audience: str, jti: str) -> str:
+    """What a platform projects into a workload (a Kubernetes service-account token): a JWT for the audience."""
+    now = int(time.time())
+    return jwt.encode({"iss": "https://platform.example", "sub": "system:serviceaccount:bots:reporter",
+                       "aud": audience, "iat": now, "exp": now + 600, "jti": jti}, private, algorithm="ES256")
+
+
+async def test_a_workload_token_file_is_read_again_at_each_token_request(
+        site: tuple[str, Accounts], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """No secret: the token the platform projects is the credential (JWT-bearer grant); the platform rotates the
+    file, so a later token request sends the new one."""
+    caplog.set_level(logging.DEBUG)
+    base, accounts = site
+    private, public = key_pair()
+    accounts.workload_issuer_key = public
+    projected = tmp_path / "token"
+    first, second = workload_jwt(private, base, "one"), workload_jwt(private, base, "two")
+    projected.write_text(first + "\n")
+    auth = AuthConfig(identity="service", client_id="reporter", assertion_file=str(projected), issuer=base)
+    host, chat = await host_for(config(base, auth))
+    with anyio.fail_after(patient(30)):
+        async with host:
+            before = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})
+            projected.write_text(second)  # rotated by the platform
+            accounts.access.clear()  # and the access token has run out: the next call needs a new one
+            after = await host.calls.run(CHANNEL, BOB, "s", "whoami", {})
+    assert text(before) == text(after) == "client system:serviceaccount:bots:reporter for " \
+        "system:serviceaccount:bots:reporter"
+    assert accounts.methods == ["jwt-bearer", "jwt-bearer"] and accounts.workload_jtis == ["one", "two"]
+    assert chat.cards == {}
+    logged = caplog.text + "\n".join(m.text for m in chat.messages)
+    assert first not in logged and second not in logged and first.split(".")[1] not in logged
+
+
+async def test_a_workload_token_from_the_environment(site: tuple[str, Accounts],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    base, accounts = site
+    private, public = key_pair()
+    accounts.workload_issuer_key = public
+    monkeypatch.setenv("WORKLOAD_TOKEN", workload_jwt(private, base, "env"))
+    auth = AuthConfig(identity="service", client_id="reporter", assertion_env="WORKLOAD_TOKEN", issuer=base)
+    host, _ = await host_for(config(base, auth))
+    with anyio.fail_after(patient(30)):
+        async with host:
+            result = await host.calls.run(CHANNEL, ADA, "s", "whoami", {})
+    assert text(result).startswith("client system:serviceaccount:bots:reporter")
+    assert accounts.workload_jtis == ["env"]
+
+
+async def test_a_missing_workload_token_is_told_in_plain_words(site: tuple[str, Accounts], tmp_path: Path) -> None:
+    base, _ = site
+    auth = AuthConfig(identity="service", client_id="reporter", assertion_file=str(tmp_path / "absent"), issuer=base)
+    host, chat = await host_for(config(base, auth))
+    with anyio.fail_after(patient(30)):
+        async with host:
+            assert await host.calls.run(CHANNEL, ADA, "s", "whoami", {}) is None
+    said = "\n".join(m.text for m in chat.messages)
+    assert f"the workload token file {tmp_path / 'absent'} cannot be read" in said
+    assert "Traceback" not in said

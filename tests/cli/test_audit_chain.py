@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -221,11 +222,18 @@ def test_audit_reads_and_verifies_a_postgres_store_and_never_prints_its_password
         "accepted", "declined", "accepted", "declined"]
     verified = audit("-c", config, "--verify")
     assert verified.returncode == 0, verified.stderr
-    assert "OK: 4 rows" in verified.stdout and "checkpoints: 1 signed, the newest covering rows 1-4" in verified.stdout
+    # The rows are spread over the chains their interactions pick, each chain signed at the clean stop.
+    chains = re.findall(r"^chain (\d+): (\d+) rows, head \w+, (\d+) keyed, signed checkpoints cover rows 1-(\d+)$",
+                        verified.stdout, re.M)
+    assert verified.stdout.startswith(f"OK: 4 rows in {len(chains)} chains, each unbroken\n"), verified.stdout
+    assert sum(int(c[1]) for c in chains) == 4 and all(c[1] == c[2] == c[3] for c in chains), verified.stdout
+    assert f"checkpoints: {len(chains)} signed" in verified.stdout
     with psycopg.connect(pg_url, autocommit=True) as raw:
         raw.execute("UPDATE audit SET outcome = 'accepted' WHERE id = 2")
+        number, position = raw.execute("SELECT chain, (SELECT count(*) FROM audit b WHERE b.chain = a.chain AND"
+                                       " b.id <= a.id) FROM audit a WHERE id = 2").fetchone() or (None, None)
     broken = audit("-c", config, "--verify")
-    assert broken.returncode == 1 and "BROKEN at row 2 (id 2)" in broken.stderr
+    assert broken.returncode == 1 and f"chain {number}: BROKEN at row {position} (id 2)" in broken.stderr
     monkeypatch.setenv("BRIDGE_STORE", "postgresql://bridge:supersecret123@127.0.0.1:1/bridge")
     unreachable = audit("-c", config)
     assert unreachable.returncode != 0 and "127.0.0.1" in unreachable.stderr

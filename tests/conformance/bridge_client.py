@@ -5,7 +5,8 @@ Invoked as `python -m tests.conformance.bridge_client URL`. It follows the same 
 
 - the scenario's context becomes a config file (an `auth:` block, the secret through `${VAR}`), with a token store
   and its key, so a sign-in made by `tools` is reused by each `call`;
-- `tools -c FILE s --json` lists the tools; `call -c FILE s TOOL ARGS` calls each one;
+- `tools -c FILE s --json` lists the tools; `call -c FILE s TOOL ARGS` makes each call of the plan (`plan.calls`);
+- every command logs at debug level, and nothing it prints may hold a secret the scenario handed out;
 - this script plays the person: when a command prints a sign-in link it follows it like a browser (the test
   authorization servers consent at once) and so delivers the redirect to the command's loopback listener; when a
   form field is asked it presses Enter (the default), answering a required field without one plainly; it accepts
@@ -31,7 +32,7 @@ import httpx2
 import yaml
 from anyio.abc import Process
 
-from tests.conformance import plan
+from tests.conformance import enterprise, plan
 
 LINK = re.compile(r"^\s{4}(https?://\S+)\s*$")
 QUESTION = re.compile(r"^│ \(\d+/\d+\) .*\[(?P<hint>[^\]]*)\]\s*$")
@@ -41,7 +42,11 @@ REQUIRED = "This one is required."
 
 def write_config(url: str, folder: Path, env: dict[str, str]) -> Path:
     auth = plan.auth_settings(plan.context())
-    for secret in ("client_secret", "private_key"):
+    if "assertion" in auth:  # where the platform projects a workload's token: a file, read at each use
+        token = folder / "workload-token"
+        token.write_text(auth.pop("assertion"), "utf-8")
+        auth["assertion_file"] = str(token)
+    for secret in plan.SECRET_KEYS:
         if secret in auth:
             env[f"CONFORMANCE_{secret.upper()}"] = auth[secret]
             auth[secret] = f"${{CONFORMANCE_{secret.upper()}}}"
@@ -53,9 +58,22 @@ def write_config(url: str, folder: Path, env: dict[str, str]) -> Path:
     }
     if os.environ.get("BRIDGE_PROTOCOL"):
         config["servers"]["s"]["protocol"] = os.environ["BRIDGE_PROTOCOL"]
+    enterprise.apply(config, env, plan.context())  # the company sign-in, for the scenarios that play a company
     path = folder / "bridge.yaml"
     path.write_text(yaml.safe_dump(config), "utf-8")
     return path
+
+
+def secrets_of(auth: dict[str, Any]) -> list[str]:
+    """The secrets a scenario handed out: its `auth:` block's and the identity provider's (a person's ID token)."""
+    ctx = plan.context()
+    return [str(v) for v in (*(auth.get(k) for k in plan.SECRET_KEYS), *(ctx.get(k) for k in plan.SECRET_KEYS)) if v]
+
+
+def leaked(secret_values: list[str], printed: str) -> bool:
+    """A secret, or the middle of a JWT one (its claims), in what was printed."""
+    pieces = [p for s in secret_values for p in (s, *(s.split(".")[1:2] if s.count(".") == 2 else []))]
+    return any(p and p in printed for p in pieces)
 
 
 def plain_answer(hint: str) -> str:
@@ -79,13 +97,15 @@ async def browse(url: str) -> None:
 
 async def drive(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     """Run one command as a person would; returns its exit code and stdout."""
-    command = [sys.executable, "-m", "bridge.cli", *args]
+    command = [sys.executable, "-m", "bridge.cli", *args, "--log-level", "debug"]
     async with await anyio.open_process(command, env=env) as proc, anyio.create_task_group() as tg:
         out: list[bytes] = []
         tg.start_soon(_collect, proc, out)
         await _person(proc, tg)
         code = await proc.wait()
-    return code, b"".join(out).decode()
+    printed = b"".join(out).decode()
+    PRINTED.append(printed)
+    return code, printed
 
 
 async def _collect(proc: Process, out: list[bytes]) -> None:
@@ -96,6 +116,8 @@ async def _collect(proc: Process, out: list[bytes]) -> None:
 
 TRACEBACKS: list[str] = []
 """Commands that printed a traceback: never acceptable, whatever the scenario checks."""
+PRINTED: list[str] = []
+"""Everything the commands printed (stdout and stderr, debug logs included), checked for the scenario's secrets."""
 
 
 async def _person(proc: Process, tg: Any) -> None:
@@ -107,6 +129,7 @@ async def _person(proc: Process, tg: Any) -> None:
         *lines, pending = pending.split(b"\n")
         for raw in lines:
             line = raw.decode(errors="replace")
+            PRINTED.append(line)
             print(line, file=sys.stderr)
             if line.startswith("Traceback (most recent call last)"):
                 TRACEBACKS.append(line)
@@ -134,12 +157,15 @@ async def main(url: str) -> int:
         if code != 0:
             return 3 if TRACEBACKS else code
         failures = 0
-        for tool in json.loads(listing):
-            arguments = json.dumps(plan.example_arguments(tool.get("inputSchema")))
-            code, _ = await drive(["call", "-c", config, "s", tool["name"], arguments], env)
+        for name, arguments in plan.calls(json.loads(listing)):
+            code, _ = await drive(["call", "-c", config, "s", name, json.dumps(arguments)], env)
             failures += code not in (0, 1)  # 1: the tool reported an error, which the protocol allows
         if TRACEBACKS:
             print("the bridge printed a traceback", file=sys.stderr)
+            return 3
+        if leaked(secrets_of(plan.auth_settings(plan.context())), "\n".join(PRINTED)):
+            print("the bridge printed a secret of the scenario (a client secret, key or workload token)",
+                  file=sys.stderr)
             return 3
         return 1 if failures else 0
 

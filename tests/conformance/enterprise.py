@@ -31,24 +31,3 @@ def apply(config: dict[str, Any], env: dict[str, str], ctx: dict[str, Any]) -> N
         server["auth"] = {"identity": "enterprise", "client_id": ctx["client_id"],
                           "client_secret": "${CONFORMANCE_CLIENT_SECRET}"}
 
-
-if __name__ == "__main__":  # python -m tests.conformance.enterprise URL: bridge_client with `apply` plugged in
-    import sys
-    from pathlib import Path
-
-    import anyio
-    import yaml
-
-    from tests.conformance import bridge_client, plan
-
-    written = bridge_client.write_config
-
-    def write_config(url: str, folder: Path, env: dict[str, str]) -> Path:
-        path = written(url, folder, env)
-        config = yaml.safe_load(path.read_text("utf-8"))
-        apply(config, env, plan.context())
-        path.write_text(yaml.safe_dump(config), "utf-8")
-        return path
-
-    bridge_client.write_config = write_config
-    sys.exit(anyio.run(bridge_client.main, sys.argv[-1]))

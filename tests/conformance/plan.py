@@ -27,7 +27,8 @@ def auth_settings(ctx: dict[str, Any]) -> dict[str, Any]:
     """The `auth:` block an admin would write from the credentials the scenario hands out.
 
     The context is a tagged union (its `name` says which set-up page it is): client credentials mean a service
-    account, a pre-registered client id means the authorization-code flow with that client. Without credentials the
+    account, a workload's JWT (`assertion`) a service account without a secret, a pre-registered client id means the
+    authorization-code flow with that client. Without credentials the
     client registers itself (a Client ID Metadata Document first, dynamic registration as the fallback).
     """
     kind = str(ctx.get("name", ""))
@@ -39,9 +40,46 @@ def auth_settings(ctx: dict[str, Any]) -> dict[str, Any]:
             auth["signing_algorithm"] = ctx.get("signing_algorithm") or "RS256"
         else:
             auth["client_secret"] = ctx["client_secret"]
+    elif "valid_jwt" in ctx:
+        # Workload identity: the platform hands the workload a JWT (a Kubernetes projected token); the client has
+        # an id and no secret. The other JWTs of the context are for clients that test failures on purpose.
+        auth = {"identity": "service", "client_id": ctx["client_id"], "assertion": ctx["valid_jwt"]}
     elif "client_id" in ctx and "client_secret" in ctx:
         auth = {"identity": "shared", "client_id": ctx["client_id"], "client_secret": ctx["client_secret"]}
     return auth
+
+
+ECHO_SCHEMA = "json-schema-2020-12-preservation"
+LIST_ONLY = "json-schema-ref-no-deref"
+
+
+def calls(tools: list[dict[str, Any]], ctx: dict[str, Any] | None = None,
+          scenario: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls to make after listing `tools` (each as the server listed it: name, inputSchema).
+
+    Generic: every tool once, with example arguments. A scenario that says which calls it wants is followed, as a
+    person would follow the scenario's instructions: its context's `toolCalls` (http-custom-headers hands out
+    exact values, non-ASCII ones included), or what its description asks for: json-schema-2020-12-preservation
+    wants the first tool's input schema passed back verbatim to `json_schema_echo`; json-schema-ref-no-deref only
+    wants the tools listed (its server answers no call).
+    """
+    ctx = context() if ctx is None else ctx
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "") if scenario is None else scenario
+    given = ctx.get("toolCalls")
+    if isinstance(given, list):
+        return [(str(c["name"]), dict(c.get("arguments") or {})) for c in given if isinstance(c, dict)]
+    if scenario == LIST_ONLY:
+        return []
+    if scenario == ECHO_SCHEMA:
+        focal = next((t for t in tools if t.get("name") != "json_schema_echo"), None)
+        if focal is not None:
+            return [("json_schema_echo", {"schema": focal.get("inputSchema")})]
+    return [(str(t["name"]), example_arguments(t.get("inputSchema"))) for t in tools]
+
+
+SECRET_KEYS = ("client_secret", "private_key", "assertion", "idp_client_secret", "idp_id_token")
+"""Values of an `auth:` block that are secrets: the bridge's driver passes them through the environment (`${VAR}`),
+as the README tells an admin to."""
 
 
 def example_arguments(schema: Any) -> dict[str, Any]:

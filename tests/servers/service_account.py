@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from tests.servers.serving import base_url
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 def key_pair() -> tuple[str, str]:
@@ -53,7 +54,11 @@ class Accounts:
     issuer: str = ""
     access: dict[str, AccessToken] = field(default_factory=dict)
     methods: list[str] = field(default_factory=list)
-    """How each token request authenticated (client_secret_basic, client_secret_post, private_key_jwt)."""
+    """How each token request authenticated (client_secret_basic, client_secret_post, private_key_jwt, jwt-bearer)."""
+    workload_issuer_key: str | None = None
+    """The public key (PEM) of the platform that signs workloads' JWTs (the JWT-bearer grant, RFC 7523 §2.1)."""
+    workload_jtis: list[str] = field(default_factory=list)
+    """The jti of each workload JWT presented, in order."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
@@ -89,6 +94,19 @@ class Accounts:
             return None
         return str(checked["sub"])
 
+    def workload(self, assertion: str) -> str | None:
+        """The workload a JWT-bearer grant's assertion proves (its subject), or None."""
+        if self.workload_issuer_key is None:
+            return None
+        try:
+            checked = jwt.decode(assertion, self.workload_issuer_key, algorithms=["ES256"], audience=self.issuer,
+                                 options={"require": ["exp", "sub", "jti"]})
+        except jwt.PyJWTError:
+            return None
+        self.methods.append("jwt-bearer")
+        self.workload_jtis.append(str(checked["jti"]))
+        return str(checked["sub"])
+
     def issue(self, client_id: str, resource: str | None) -> dict[str, Any]:
         token = secrets.token_urlsafe(32)
         self.access[token] = AccessToken(token=token, client_id=client_id, scopes=["mcp"],
@@ -108,13 +126,22 @@ def service_server(accounts: Accounts, sock: socket.socket) -> Any:
     async def metadata(request: Request) -> Response:
         return JSONResponse({
             "issuer": base, "token_endpoint": f"{base}/token", "authorization_endpoint": f"{base}/authorize",
-            "response_types_supported": ["code"], "grant_types_supported": ["client_credentials"],
+            "response_types_supported": ["code"], "grant_types_supported": ["client_credentials", JWT_BEARER],
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "private_key_jwt"],
             "token_endpoint_auth_signing_alg_values_supported": ["ES256"]})
 
     @server.custom_route("/token", methods=["POST"])  # type: ignore[untyped-decorator]
     async def token(request: Request) -> Response:
         form = await request.form()
+        if form.get("grant_type") == JWT_BEARER:
+            if form.get("client_secret") or request.headers.get("authorization"):
+                return JSONResponse({"error": "invalid_request", "error_description": "a workload sends no secret"},
+                                    status_code=400)
+            subject = accounts.workload(str(form.get("assertion", "")))
+            if subject is None:
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            resource = form.get("resource")
+            return JSONResponse(accounts.issue(subject, str(resource) if resource else None))
         if form.get("grant_type") != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         client_id = accounts.authenticate(request, form)

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.anyio
 
 
 def verified(rows: list[AuditRow]) -> chain.Verdict:
-    return chain.verify((r.id, [getattr(r, f) for f in chain.FIELDS], r.hash, r.key_id) for r in rows)
+    """The rows of one chain, checked."""
+    [number] = {r.chain for r in rows}
+    return chain.verify(((r.id, [getattr(r, f) for f in chain.FIELDS], r.hash, r.key_id) for r in rows), chain=number)
 
 
 async def test_grants_are_listed_until_they_expire_or_are_revoked(store: SqlStore) -> None:
@@ -50,7 +52,7 @@ async def test_audit_rows_given_whole_and_claims_form_one_chain(store: SqlStore)
     rows = await store.audit_rows()
     assert [(r.outcome, r.detail) for r in rows] == [("approved", "approval 1 of 2"),
                                                     ("accepted", "approvals 2 of 2")]
-    assert dataclasses.replace(rows[0], id=0, hash="") == row
+    assert dataclasses.replace(rows[0], id=0, hash="", chain=0) == row
     assert verified(rows).broken is None and verified(rows).rows == 2
 
 
@@ -67,7 +69,7 @@ async def test_cards_of_one_platform_are_forgotten_and_no_other(store: SqlStore)
     assert cards["c1"] is None and cards["c2"] is not None and cards[slack.id] is not None
 
 
-async def test_workers_appending_at_once_keep_one_unbroken_chain(pg_target: str) -> None:
+async def test_workers_appending_at_once_keep_every_chain_unbroken(pg_target: str) -> None:
     workers = [await open_store(pg_target, worker_id=f"w{n}") for n in range(3)]
     try:
         items = [dataclasses.replace(interaction(), id=f"i{n}") for n in range(60)]
@@ -83,8 +85,12 @@ async def test_workers_appending_at_once_keep_one_unbroken_chain(pg_target: str)
             async with anyio.create_task_group() as tg:
                 for n in range(len(items)):
                     tg.start_soon(decide, n)
-        rows = await workers[1].audit_rows()
-        assert len(rows) == 120 and verified(rows).broken is None
+        rows = sorted(await workers[1].audit_rows(), key=lambda r: (r.chain, r.id))
+        assert len(rows) == 120
+        verdicts = chain.verify_chains((r.chain, (r.id, [getattr(r, f) for f in chain.FIELDS], r.hash, r.key_id))
+                                       for r in rows)
+        assert len(verdicts) > 1 and all(v.broken is None for v in verdicts.values())
+        assert sum(v.rows for v in verdicts.values()) == 120
     finally:
         for store in workers:
             await store.aclose()
