@@ -55,7 +55,8 @@ class Continuations:
                 await self._resumer.take_call(item.pending_call)
                 return
             self._bounds.release_parked(item.pending_call, item.input_key)
-            then = await self._calls.rounds.answered(item.pending_call, item.input_key, item.outcome, item.last)
+            then = await self._calls.rounds.answered(item.pending_call, item.input_key, item.outcome, item.last,
+                                                      item.interaction)
             if isinstance(then, str):
                 await self._resumer.take_call(then)
             elif then is not None:

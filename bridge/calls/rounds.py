@@ -56,7 +56,7 @@ from bridge.errors import (
     MessageTooLarge,
     ServerGoneError,
 )
-from bridge.model import Actor, ConversationKey, Kind, MessageRef, Outcome, Status
+from bridge.model import Actor, ConversationKey, Interaction, Kind, MessageRef, Outcome, Status
 from bridge.requests.audience import Audience
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
@@ -333,15 +333,17 @@ class Rounds:
 
     # -- parked calls --------------------------------------------------------------------------------------------
 
-    async def answered(self, call_id: str, key: str, outcome: Outcome, last: bool) -> ParkedCall | str | None:
+    async def answered(self, call_id: str, key: str, outcome: Outcome, last: bool,
+                       interaction: Interaction | None = None) -> ParkedCall | str | None:
         """A parked card ended (its claim durable, its card final): record the answer. What to continue now, if the
         store says this was the last open card of its round (then the call is this worker's, whoever held it): the
-        parked call, or the id of a call held by no one here (taken over meanwhile), to continue from the store."""
+        parked call, or the id of a call held by no one here (taken over meanwhile), to continue from the store.
+        `interaction`: the card's, as stored (else it is read back for the receipt)."""
         record = self.parked.get(call_id)
         if record is None:
             return call_id if last else None
         if (interaction_id := record.waiting.pop(key, None)) is not None:
-            record.responses[key] = await self._result(interaction_id, outcome)
+            record.responses[key] = await self._result(interaction_id, outcome, interaction)
         if record.driving:
             return None  # the task answering the rest of this round continues the call itself
         if not last:
@@ -363,10 +365,12 @@ class Rounds:
                 del record.waiting[key]
                 record.responses[key] = await receipted(self._receipts, stored.interaction, stored.outcome)
 
-    async def _result(self, interaction_id: str, outcome: Outcome) -> ElicitResult:
+    async def _result(self, interaction_id: str, outcome: Outcome, interaction: Interaction | None) -> ElicitResult:
         """A parked card's answer, with its receipt (the card's request digest is in the store)."""
         if self._receipts is None or outcome.status is not Status.ACCEPTED:
             return to_result(outcome)
+        if interaction is not None and interaction.id == interaction_id:
+            return await receipted(self._receipts, interaction, outcome)
         stored = await self._store.interaction(interaction_id)
         return await receipted(self._receipts, stored.interaction if stored else None, outcome)
 

@@ -93,7 +93,7 @@ class Broker:
             if watch is not None else None
         self._waiters: dict[str, Waiter] = {}
         self._closing = False
-        self._registered = anyio.Event()
+        self._registered: anyio.Event | None = None  # made by `wait_open`, set by `_opened`
         self._deadlines = Deadlines(self._expire_parked)
         self._tg: TaskGroup | None = None
         self._handoff: MemoryObjectSendStream[Handoff] | None = None
@@ -208,8 +208,10 @@ class Broker:
         self._opened()
 
     def _opened(self) -> None:
-        self._registered.set()
-        self._registered = anyio.Event()
+        # Made by whoever waits (`wait_open`, tests and the door's callers): most cards open with nobody waiting.
+        if self._registered is not None:
+            self._registered.set()
+            self._registered = None
 
     def _expire_parked(self, interaction_id: str) -> None:
         waiter = self._waiters.get(interaction_id)
@@ -280,7 +282,7 @@ class Broker:
                                          f"That request was already {describe_status(final)}.")
             if not waiter.lost:
                 await self._finish_card(waiter, final)
-            self._hand_on(ParkedEnded(*waiter.parked, final, waiter.last))
+            self._hand_on(ParkedEnded(*waiter.parked, final, waiter.last, interaction))
         except Exception:
             # The top of a broker task: one call failing after its decision must not stop every card.
             logger.exception("continuing after interaction %s failed", interaction.id)
@@ -360,9 +362,9 @@ class Broker:
         if post_copies:
             await self._post_copies(waiter)
         while True:
-            wake = waiter.wake = anyio.Event()  # made before looking: a change from here on sets it
             if waiter.outcome is not None:
                 return
+            wake = waiter.wake = anyio.Event()  # made before looking at approvals: a change from here on sets it
             if waiter.approvals:
                 try:
                     await self._record_approvals(waiter)
@@ -635,6 +637,8 @@ class Broker:
     async def wait_open(self, interaction_id: str) -> Interaction:
         """Wait until an interaction is open here (posted, or resumed after a restart)."""
         while (waiter := self._waiters.get(base_id(interaction_id))) is None or waiter.outcome is not None:
+            if self._registered is None:
+                self._registered = anyio.Event()
             await self._registered.wait()
         return waiter.interaction
 

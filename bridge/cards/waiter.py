@@ -25,6 +25,8 @@ class ParkedEnded:
     input_key: str
     outcome: Outcome
     last: bool
+    interaction: Interaction | None = None
+    """The interaction as stored (what its receipt names), so the answer needs no read back from the store."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,8 +204,10 @@ class SessionPool:
         size = cfg.pool_size or self._config.pool_size
         ready = self._pooled(cfg.name)
         best = min(ready, key=lambda s: (s.load, s.slot), default=None)
-        taken = {s.slot for s in self._sessions.values() if s.slot is not None and s.server.name == cfg.name}
-        free = next((n for n in range(size) if n not in taken), None)
+        free: int | None = None
+        if best is None or best.load != 0:  # an idle one is taken whatever slots are free: the usual case
+            taken = {s.slot for s in self._sessions.values() if s.slot is not None and s.server.name == cfg.name}
+            free = next((n for n in range(size) if n not in taken), None)
         if best is not None and (best.load == 0 or free is None):
             best.last_used = time.monotonic()
             best.last_conversation = conversation
