@@ -1,4 +1,4 @@
-"""The host: the composition root of the bridge and the one door adapters come in by (`bridge.ports.Inbound`).
+"""The host: the composition root of the bridge and the one door adapters come in by (`bridge.door.ports.Inbound`).
 
 It builds the parts and wires each to what it needs (small protocols or the part itself, never the host): the
 outbound chat ports, the broker, the session pool with the handler table (elicitation, sampling, roots, tool
@@ -35,11 +35,11 @@ from bridge.commands.completion import next_words
 from bridge.commands.handlers import CommandHandlers
 from bridge.config.file import Config
 from bridge.config.policy import server_allowed
+from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
+from bridge.door.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.errors import ConfigError
 from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
-from bridge.model import Actor, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
-from bridge.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.requests.audience import Audience
 from bridge.requests.bounds import Bounds
 from bridge.requests.budgets import Budgets
@@ -345,13 +345,13 @@ class Host:
 
 
 class LinkIssuer(Protocol):
-    """Hands out one-time web-form links (bridge.webform.WebForms)."""
+    """Hands out one-time web-form links (bridge.web.forms.WebForms)."""
 
     def link_for(self, interaction: Interaction, actor: Actor) -> str | None: ...
 
 
 class _AdapterState:
-    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
+    """One adapter's namespace of the store's adapter table (`bridge.door.ports.AdapterState`)."""
 
     def __init__(self, store: AsyncStore, namespace: str) -> None:
         self._store = store

@@ -15,9 +15,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
-    "bridge.ports", "bridge.model", "bridge.errors", "bridge.config.file", "bridge.forms", "bridge.text.plain",
+    "bridge.door.ports", "bridge.door.model", "bridge.errors", "bridge.config.file", "bridge.forms",
+    "bridge.text.plain",
     "bridge.text.presentation", "bridge.text.durations", "bridge.text.dialog", "bridge.safety.sanitize",
-    "bridge.safety.browser_url", "bridge.safety.ratelimit", "bridge.http.guard", "bridge.observe.hooks",
+    "bridge.safety.browser_url", "bridge.safety.ratelimit", "bridge.web.guard", "bridge.observe.hooks",
 }
 """What adapters may import of the core (the list pyproject.toml's contract states in words)."""
 ADAPTERS_CONTRACT = "Adapters import from an allow-list"

@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from adapters.console import render, terminal
 from bridge.config.file import Config
-from bridge.model import (
+from bridge.door.model import (
     Action,
     Actor,
     CardRef,
@@ -40,7 +40,7 @@ from bridge.model import (
     StatusView,
     Verdict,
 )
-from bridge.ports import Completions, Inbound
+from bridge.door.ports import Completions, Inbound
 from bridge.text.dialog import Dialog, Step, StepKind
 
 logger = logging.getLogger(__name__)

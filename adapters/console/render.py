@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bridge.model import Interaction, Kind, Outcome, StatusView
+from bridge.door.model import Interaction, Kind, Outcome, StatusView
 from bridge.safety.sanitize import clean, visible
 from bridge.text.dialog import Dialog, Question, option_lines
 from bridge.text.durations import time_left

@@ -31,9 +31,9 @@ from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from adapters.matrix.weblinks import WebLinks
 from bridge.config.file import Config
+from bridge.door.model import Actor, ConversationKey
+from bridge.door.ports import Inbound
 from bridge.errors import AdapterError
-from bridge.model import Actor, ConversationKey
-from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ NOT_ENCRYPTED = ("I only work in encrypted rooms here (e2ee: required). Turn on 
 
 
 class MatrixAdapter(MatrixPort):
-    """A `bridge.ports.Adapter` for Matrix. Make it with `adapters.matrix.create`."""
+    """A `bridge.door.ports.Adapter` for Matrix. Make it with `adapters.matrix.create`."""
 
     def __init__(self, inbound: Inbound, settings: MatrixSettings, config: Config, *,
                  client_config: Any = None) -> None:

@@ -29,9 +29,9 @@ from adapters.matrix.index import CardIndex
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn, command_text
 from adapters.matrix.weblinks import WEB_WORDS, WebLinks
+from bridge.door.model import Action, Actor, ConversationKey, DecisionIn, Verdict
+from bridge.door.ports import Inbound, look_up
 from bridge.errors import AdapterError
-from bridge.model import Action, Actor, ConversationKey, DecisionIn, Verdict
-from bridge.ports import Inbound, look_up
 from bridge.text.dialog import Step, StepKind
 
 STRANGER = "Only people allowed to use this bridge can answer this request; your answer was not counted."

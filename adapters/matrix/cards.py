@@ -21,7 +21,7 @@ from typing import Any
 
 from adapters.matrix.formstate import SKIP_WORDS, FormState
 from adapters.matrix.layout import Layout, Slot, plan
-from bridge.model import CardRef, Interaction, Kind
+from bridge.door.model import CardRef, Interaction, Kind
 from bridge.text.dialog import Dialog, Step
 
 

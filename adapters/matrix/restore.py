@@ -24,9 +24,9 @@ from adapters.matrix.markup import plain
 from adapters.matrix.outbox import Connection
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import reaction_in, vote_in
+from bridge.door.model import Actor
+from bridge.door.ports import CardView, Inbound, look_up
 from bridge.errors import AdapterError, BridgeError
-from bridge.model import Actor
-from bridge.ports import CardView, Inbound, look_up
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 from adapters.slack import ids, render
 from adapters.slack.elements import input_block, text
 from adapters.slack.escape import cap, mrkdwn, plain
-from bridge.model import Interaction, Kind
+from bridge.door.model import Interaction, Kind
 from bridge.text.plain import secret_warning
 
 JSON = dict[str, Any]

@@ -33,9 +33,9 @@ from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.elements import matching_options
 from adapters.slack.escape import mrkdwn
 from adapters.slack.people import People
+from bridge.door.model import DecisionIn, Interaction, JSONValue, Verdict
+from bridge.door.ports import Inbound, look_up
 from bridge.errors import AdapterError
-from bridge.model import DecisionIn, Interaction, JSONValue, Verdict
-from bridge.ports import Inbound, look_up
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")

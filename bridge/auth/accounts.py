@@ -27,8 +27,8 @@ from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
 from bridge.config.auth import PERSONAL
 from bridge.config.file import Config
+from bridge.door.model import Actor
 from bridge.errors import CommandError, ConfigError, TokenStoreError
-from bridge.model import Actor
 from bridge.servers.mcp_session import Session
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 class Routes(Protocol):
-    """The bridge's HTTP server as this needs it (`bridge.http.server.HttpServer`)."""
+    """The bridge's HTTP server as this needs it (`bridge.web.server.HttpServer`)."""
 
     def route(self, path: str, endpoint: Callable[[Request], Awaitable[Response]],
               methods: tuple[str, ...] = ("GET",)) -> None: ...

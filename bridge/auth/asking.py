@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import httpx2
 
-from bridge.model import Actor, ConversationKey
+from bridge.door.model import Actor, ConversationKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mcp.types import CallToolResult
 
-from bridge.model import ConversationKey
+from bridge.door.model import ConversationKey
 from bridge.requests.request_context import new_id
 from bridge.safety.limits import Limits
 from bridge.safety.lru import ByteLRU

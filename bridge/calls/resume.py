@@ -40,8 +40,8 @@ from bridge.cards.broker import Broker
 from bridge.cards.outbound import Say
 from bridge.cards.secret_answers import withheld
 from bridge.config.file import Config
+from bridge.door.model import ConversationKey, Interaction, Kind, Status
 from bridge.errors import BridgeError
-from bridge.model import ConversationKey, Interaction, Kind, Status
 from bridge.receipts.canonical import tool_digest
 from bridge.requests.elicitation import to_result
 from bridge.requests.grants import Grants

@@ -48,6 +48,7 @@ from mcp.types import (
 
 from bridge.cards.broker import Broker
 from bridge.cards.waiter import Parked
+from bridge.door.model import Actor, ConversationKey, Kind, MessageRef, Outcome, Status
 from bridge.errors import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -56,7 +57,6 @@ from bridge.errors import (
     MessageTooLarge,
     ServerGoneError,
 )
-from bridge.model import Actor, ConversationKey, Kind, MessageRef, Outcome, Status
 from bridge.requests.audience import Audience
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting

@@ -28,10 +28,10 @@ from bridge.calls.results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
 from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
+from bridge.door.model import Actor, ConversationKey, MessageRef, StatusView
+from bridge.door.ports import CLEANUP_TIMEOUT
 from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
-from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.observe import hooks as observe
-from bridge.ports import CLEANUP_TIMEOUT
 from bridge.requests.audience import Audience
 from bridge.requests.elicitation import Elicitation
 from bridge.requests.receipting import Receipting

@@ -48,8 +48,7 @@ from bridge.cards.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
 from bridge.cards.routing import Routing, base_id
 from bridge.cards.secret_answers import for_the_record
 from bridge.cards.waiter import Handoff, Parked, ParkedEnded, RoundClaimed, Waiter
-from bridge.errors import AdapterError, StoreError
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     CardRef,
     ConversationKey,
@@ -60,8 +59,9 @@ from bridge.model import (
     Status,
     Verdict,
 )
+from bridge.door.ports import ChatPort
+from bridge.errors import AdapterError, StoreError
 from bridge.observe import hooks as observe
-from bridge.ports import ChatPort
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
 from bridge.text.presentation import describe_status

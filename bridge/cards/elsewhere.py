@@ -31,8 +31,8 @@ import anyio
 from bridge.cards.decision_rules import Counted, judge
 from bridge.cards.routing import base_id
 from bridge.cards.secret_answers import for_the_record
+from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Outcome, Verdict
 from bridge.errors import StoreError
-from bridge.model import Actor, ConversationKey, DecisionIn, DecisionResult, Outcome, Verdict
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
 from bridge.text.presentation import describe_status

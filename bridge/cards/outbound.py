@@ -9,9 +9,9 @@ import logging
 from typing import Protocol
 
 from bridge.cards.redacting_port import RedactingPort
+from bridge.door.model import ConversationKey
+from bridge.door.ports import ChatPort
 from bridge.errors import AdapterError, BridgeError
-from bridge.model import ConversationKey
-from bridge.ports import ChatPort
 from bridge.safety.redaction import Redactor
 
 logger = logging.getLogger(__name__)

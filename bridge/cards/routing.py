@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bridge.config.team import Group
+from bridge.door.model import CardRef, Interaction
+from bridge.door.ports import ChatPort
 from bridge.errors import AdapterError
-from bridge.model import CardRef, Interaction
-from bridge.ports import ChatPort
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from bridge.cards.routing import Copy
-from bridge.model import Actor, CardRef, Interaction, Outcome
+from bridge.door.model import Actor, CardRef, Interaction, Outcome
 from bridge.storage import AuditRow
 
 

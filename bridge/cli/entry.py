@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from bridge.cli import audit_report
     from bridge.config.file import Config
+    from bridge.door.ports import Adapter
     from bridge.host import Host
-    from bridge.ports import Adapter
     from bridge.servers.prestart import Prestarts
     from bridge.storage import AsyncStore
 
@@ -329,7 +329,7 @@ def _import_servers(path: str, into: str | None = None) -> int:
 
 
 def demo_config(protocol: str = "auto") -> Config:
-    from bridge.demo import setup as demo
+    from bridge.cli.demo import setup as demo
 
     config = demo.config(protocol)
     print(f"The demo keeps its store in {config.store} (delete the folder to start afresh).", file=sys.stderr)
@@ -407,7 +407,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
         http = None
         if config.http.listen:
             # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
-            from bridge.http.server import HttpServer
+            from bridge.web.server import HttpServer
 
             http = HttpServer(config.http.listen, config.http.public_url, config.http.connections)
             host.accounts.serve_redirects(http)
@@ -420,7 +420,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             tg.start_soon(_stop_on_signal, tg, host, stopped_by)
             if http is not None:
                 from bridge.cli import monitoring
-                from bridge.webform import web_forms
+                from bridge.web.forms import web_forms
 
                 watching.enter_context(monitoring.install(http, host, adapters, store.worker_id))
                 forms = web_forms(config.http, http, host)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from bridge.errors import ConfigError
 
 if TYPE_CHECKING:
-    from bridge.http.server import HttpServer
     from bridge.receipts.keys import ReceiptSettings
+    from bridge.web.server import HttpServer
 
 JWKS_PATH = "/.well-known/jwks.json"
 EXIT_OK, EXIT_INVALID = 0, 1

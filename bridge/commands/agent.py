@@ -18,9 +18,9 @@ from mcp.types import CallToolResult
 from bridge.cards.outbound import Say
 from bridge.config.file import Config
 from bridge.config.policy import channel_policy, server_allowed
+from bridge.door.model import Actor, ConversationKey, MessageIn
 from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
-from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.requests.budgets import Budgets
 from bridge.servers.catalog import needs_task
 from bridge.storage import AsyncStore

@@ -30,15 +30,15 @@ from bridge.config.auth import (
 )
 from bridge.config.problems import error_message, error_path, substitute
 from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
+from bridge.door.model import ConversationScope
 from bridge.errors import ConfigError
-from bridge.http.guard import ConnectionLimits
-from bridge.model import ConversationScope
 from bridge.observe.tracing import TelemetryConfig, telemetry_config
 from bridge.receipts.keys import DEFAULT_ISSUER, ReceiptKeys, ReceiptSettings
 from bridge.safety import limits
 from bridge.safety.limits import Limits
 from bridge.safety.redaction import Redactor
 from bridge.safety.secret_names import looks_secret
+from bridge.web.guard import ConnectionLimits
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bridge.model import Notify
+from bridge.door.model import Notify
 
 GrantScopeName = Literal["conversation", "channel"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from mcp.client import ClientRequestContext
 
 from bridge.config.file import Config
-from bridge.model import Actor, ConversationKey, ServerLabel
+from bridge.door.model import Actor, ConversationKey, ServerLabel
 from bridge.requests.request_context import RequestContext
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool

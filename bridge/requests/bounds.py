@@ -23,8 +23,8 @@ from mcp.types import ErrorData
 
 from bridge.cards.outbound import Say
 from bridge.cards.waiter import Parked
+from bridge.door.model import ConversationKey, Interaction, Outcome
 from bridge.errors import INVALID_REQUEST, LimitExceeded
-from bridge.model import ConversationKey, Interaction, Outcome
 from bridge.requests.request_context import CURRENT, Asker, ContextSource
 from bridge.safety.limits import CardKeys, Limits, OpenCards
 from bridge.safety.ratelimit import RateLimiter

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from mcp.types import Result
 
 from bridge.config.file import Config
-from bridge.model import Actor, Interaction, Kind, Outcome, Status
+from bridge.door.model import Actor, Interaction, Kind, Outcome, Status
 from bridge.receipts.canonical import digest, request_digest, tool_digest
 from bridge.receipts.tokens import META_KEY, Decision, Receipt, mint
 from bridge.storage import AsyncStore, StoredInteraction

@@ -17,7 +17,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextCont
 
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule, configured_verdict, mask_arguments, needs_approval
-from bridge.model import ConversationKey, Detail, Kind, Status
+from bridge.door.model import ConversationKey, Detail, Kind, Status
 from bridge.receipts.canonical import tool_digest
 from bridge.requests.grants import Grants, offers
 from bridge.requests.receipting import Receipting

@@ -12,8 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bridge.forms import Form, form_from_schema
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     CardRef,
     ConversationKey,
@@ -25,6 +24,7 @@ from bridge.model import (
     ServerLabel,
     Status,
 )
+from bridge.forms import Form, form_from_schema
 from bridge.storage import audit as chain
 from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 

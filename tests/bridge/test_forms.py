@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bridge.demo.server import EVERY_FIELD
+from bridge.cli.demo.server import EVERY_FIELD
 from bridge.errors import UnsupportedSchema
 from bridge.forms import FieldKind, form_from_schema
 

@@ -11,9 +11,7 @@ from bridge.commands import parsing as commands
 from bridge.config.file import RootsPolicy, SamplingPolicy, ServerConfig
 from bridge.config.policy import MASK, approver_rule, mask_arguments, needs_approval
 from bridge.config.team import ApproverRule, duration_text
-from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.forms.schema import form_from_schema
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     ConversationKey,
     GrantOption,
@@ -24,11 +22,13 @@ from bridge.model import (
     Status,
     conversation_key,
 )
+from bridge.forms import Field, FieldKind, Option, approval_form
+from bridge.forms.schema import form_from_schema
 from bridge.safety.ratelimit import RateLimiter
 from bridge.safety.secret_names import looks_secret
-from bridge.testing import ALICE, ROOM
 from bridge.text.dialog import Dialog, StepKind, option_lines
 from bridge.text.presentation import describe_outcome, describe_progress
+from tests.harness.hosts import ALICE, ROOM
 
 # -- commands ------------------------------------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ import pytest
 from bridge.cards.outbound import Outbound
 from bridge.cards.routing import Routing
 from bridge.config.team import Group
+from bridge.door.model import Interaction, Kind, ServerLabel
 from bridge.forms import form_from_schema
-from bridge.model import Interaction, Kind, ServerLabel
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

@@ -26,10 +26,10 @@ import pytest
 from bench.common import answer_for, bench_server, tag_of
 from bridge.cards.elsewhere import STORE_FAILED
 from bridge.config.file import Protocol, ServerConfig
+from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import FakeChatPort, config_for, host_for, patient
 from tests.harness.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

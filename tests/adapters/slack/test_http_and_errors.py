@@ -8,13 +8,13 @@ import aiohttp
 import anyio
 import pytest
 
-from bridge.model import Status
-from bridge.testing import patient
+from bridge.door.model import Status
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, tool_approval
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack, encode_http_body, sign_request, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -11,7 +11,7 @@ import pytest
 from adapters.slack import ids, modal, render
 from adapters.slack.elements import element, matching_options
 from adapters.slack.escape import mrkdwn, plain
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     ConversationKey,
     Detail,

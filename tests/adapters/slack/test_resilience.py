@@ -13,15 +13,15 @@ import pytest
 from adapters.slack import client as slack_client
 from adapters.slack import ids, modal
 from adapters.slack import port as slack_port
+from bridge.door.model import Status
 from bridge.forms import Field, FieldKind, approval_form
-from bridge.model import Status
 from bridge.storage import open_store
-from bridge.testing import patient
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, form, interaction, sampling, tool_approval
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, event_app_mention, event_callback, event_message_im, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

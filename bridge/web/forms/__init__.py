@@ -5,8 +5,8 @@ whose `link_for(interaction, actor)` the core calls to offer "Fill in on the web
 person may not answer). See `links` (the tokens), `fields` (inputs and submissions), `page` (the HTML) and `routes`.
 """
 
-from bridge.webform.links import FormLinks, LinkClaims, MemorySpentLinks, Refusal, SpentLinks
-from bridge.webform.routes import DecisionDoor, WebForms, web_forms
+from bridge.web.forms.links import FormLinks, LinkClaims, MemorySpentLinks, Refusal, SpentLinks
+from bridge.web.forms.routes import DecisionDoor, WebForms, web_forms
 
 __all__ = ["DecisionDoor", "FormLinks", "LinkClaims", "MemorySpentLinks", "Refusal", "SpentLinks", "WebForms",
            "web_forms"]

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from itsdangerous import BadData, URLSafeSerializer
 from itsdangerous.encoding import base64_decode, base64_encode
 
-from bridge.model import Actor, Interaction
+from bridge.door.model import Actor, Interaction
 
 SALT = "mcp-chat-bridge web form link v1"
 """Keeps these signatures apart from anything else signed with the same key."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from bridge.cli.demo.server import build
+from bridge.cli.demo.state import request_state_key, state_dir
 from bridge.config.file import Config, RootsPolicy, ServerConfig
 from bridge.config.team import ApproverRule
-from bridge.demo.server import build
-from bridge.demo.state import request_state_key, state_dir
 from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
 
 STORE_FILE = "demo.db"

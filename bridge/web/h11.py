@@ -15,7 +15,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from bridge.http.guard import ConnectionGuard
+from bridge.web.guard import ConnectionGuard
 
 
 class GuardedH11Protocol(H11Protocol):

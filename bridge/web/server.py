@@ -5,7 +5,7 @@ It runs Starlette on uvicorn's h11 protocol (both already installed with the `mc
 owns. The socket is bound here rather than by uvicorn, so a port in use is a clean `HttpServerError`, and uvicorn's own
 signal handling is not used: the bridge's `run` owns SIGINT and SIGTERM.
 
-Slow and idle clients are shed by a `ConnectionGuard` (bridge.http.guard), which also runs the accept loop. Why not a
+Slow and idle clients are shed by a `ConnectionGuard` (bridge.web.guard), which also runs the accept loop. Why not a
 server that does it all: uvicorn's options cover part of it (`timeout_keep_alive` starts only after a first response,
 `limit_concurrency` answers 503 but keeps every connection open, and its accept loop is asyncio's, which logs once per
 attempt when file descriptors run out). Hypercorn has a read timeout but the same asyncio accept loop and no cap per
@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bridge.errors import BridgeError
-from bridge.http.guard import ConnectionGuard, ConnectionLimits, bind
+from bridge.web.guard import ConnectionGuard, ConnectionLimits, bind
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class HttpServer:
             raise HttpServerError(f"http.listen: cannot listen on {self.listen.host}:{self.listen.port}: "
                                   f"{exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
-        from bridge.http.h11 import GuardedH11Protocol
+        from bridge.web.h11 import GuardedH11Protocol
 
         app = Starlette(routes=self._routes)
         config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,

@@ -11,7 +11,7 @@ from the retried call.
 
 A 2026 request carries a `requestState` sealed with the server's key. The SDK's default key lives only as long as
 the process, so a request asked before a restart could not be answered after it; `build(state_keys)` takes a key
-that outlives the process (`bridge.demo` keeps one in a file, or reads it from the environment).
+that outlives the process (`bridge.cli.demo` keeps one in a file, or reads it from the environment).
 """
 
 from __future__ import annotations
@@ -259,9 +259,9 @@ server = build()
 
 
 def main() -> None:
-    """Run the demo server on stdio (`python -m bridge.demo.server`), for other MCP clients. Its requestState key
+    """Run the demo server on stdio (`python -m bridge.cli.demo.server`), for other MCP clients. Its requestState key
     comes from MCP_CHAT_BRIDGE_DEMO_KEY or the demo's key file, so a restarted server still accepts its requests."""
-    from bridge.demo.state import request_state_key, state_dir
+    from bridge.cli.demo.state import request_state_key, state_dir
 
     build([request_state_key(state_dir())]).run()
 

@@ -14,7 +14,7 @@ from typing import Protocol, overload, runtime_checkable
 
 import anyio
 
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     CardRef,
     ConversationKey,

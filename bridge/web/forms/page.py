@@ -17,14 +17,14 @@ from importlib.resources import files
 import jinja2
 from markupsafe import Markup
 
-from bridge.model import Actor, Interaction
+from bridge.door.model import Actor, Interaction
 from bridge.text.plain import card_title, secret_warning, shorten
-from bridge.webform.fields import FieldView
+from bridge.web.forms.fields import FieldView
 
 MAX_MESSAGE = 4000
 MAX_DETAIL = 4000
 
-CSS = (files("bridge.webform") / "form.css").read_text("utf-8").strip()
+CSS = (files("bridge.web.forms") / "form.css").read_text("utf-8").strip()
 _STYLE_HASH = base64.b64encode(hashlib.sha256(CSS.encode("utf-8")).digest()).decode("ascii")
 
 CSP = ("default-src 'none'; "
@@ -41,7 +41,7 @@ HEADERS = {
 }
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("bridge.webform", "templates"),
+    loader=jinja2.PackageLoader("bridge.web.forms", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,

@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 import anyio
 
 from bridge.config.file import Config, ServerConfig
-from bridge.host import Host
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     CardRef,
     ConversationKey,
@@ -26,6 +25,7 @@ from bridge.model import (
     Outcome,
     StatusView,
 )
+from bridge.host import Host
 from bridge.storage import AsyncStore, open_store
 
 T = TypeVar("T")

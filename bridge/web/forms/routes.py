@@ -18,12 +18,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 
 from bridge.config.file import HttpConfig
-from bridge.http.server import HttpServer
-from bridge.model import Action, Actor, DecisionIn, DecisionResult, Interaction, Verdict
+from bridge.door.model import Action, Actor, DecisionIn, DecisionResult, Interaction, Verdict
 from bridge.safety import browser_url
-from bridge.webform.fields import content_from_raw, field_views, raw_from_content, raw_from_items
-from bridge.webform.links import FormLinks, LinkClaims, Refusal
-from bridge.webform.page import HEADERS, form_page, notice_page
+from bridge.web.forms.fields import content_from_raw, field_views, raw_from_content, raw_from_items
+from bridge.web.forms.links import FormLinks, LinkClaims, Refusal
+from bridge.web.forms.page import HEADERS, form_page, notice_page
+from bridge.web.server import HttpServer
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ _REFUSALS: dict[Refusal, tuple[int, str, str]] = {
 
 
 class DecisionDoor(Protocol):
-    """What the web form needs of the core: the `bridge.ports.Inbound` methods it uses (the host has them)."""
+    """What the web form needs of the core: the `bridge.door.ports.Inbound` methods it uses (the host has them)."""
 
     async def open_anywhere(self, interaction_id: str) -> Interaction | None:
         """Open here, or on another worker of a shared store (the decision door reaches it there)."""
