@@ -54,9 +54,9 @@ from adapters.slack import adapter as slack_adapter
 from adapters.slack import create, ids, render, translate
 from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.home import HomeTab
+from bridge.door.forms import Form, form_from_schema
 from bridge.door.model import Actor, CardRef, ConversationKey, DecisionIn, Detail, Interaction, Kind, ServerLabel
 from bridge.errors import AdapterError
-from bridge.forms import Form, form_from_schema
 from bridge.host import Host
 from bridge.storage import open_store
 from tests.harness.hosts import config_for

@@ -33,8 +33,8 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from bench.common import quiet_logs
+from bridge.door.forms import form_from_schema
 from bridge.door.model import Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.forms import form_from_schema
 from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.storage.codec import dump_interaction, dump_outcome, pending_values
 from tests.harness.hosts import ALICE, ROOM, config_for, host_for

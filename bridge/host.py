@@ -35,10 +35,10 @@ from bridge.commands.completion import next_words
 from bridge.commands.handlers import CommandHandlers
 from bridge.config.file import Config
 from bridge.config.policy import server_allowed
+from bridge.door.forms import schema as form_schema
 from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
 from bridge.door.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.errors import ConfigError
-from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
 from bridge.requests.audience import Audience
 from bridge.requests.bounds import Bounds

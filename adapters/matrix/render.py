@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.matrix.markup import GAP, Mention, Text, bold, code, concat, fit, fit_items, join_lines, plain
+from bridge.door.forms import FieldKind
 from bridge.door.model import Interaction, Kind, Outcome, Status, StatusView
-from bridge.forms import FieldKind
 from bridge.safety.browser_url import check_host
 from bridge.text.dialog import Question
 from bridge.text.plain import card_title, link_warning, secret_warning

@@ -28,9 +28,9 @@ from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule, server_allowed
+from bridge.door.forms import approval_form
 from bridge.door.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
 from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
-from bridge.forms import approval_form
 from bridge.llm import LLMMessage
 from bridge.requests.audience import Audience
 from bridge.requests.budgets import Budgets

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bridge.forms import Form
+from bridge.door.forms import Form
 
 JSONValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 

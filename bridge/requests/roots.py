@@ -13,9 +13,9 @@ from mcp.client import ClientRequestContext
 from mcp.types import ErrorData, ListRootsResult, Root
 
 from bridge.config.file import Config
+from bridge.door.forms import Field, FieldKind, Option, approval_form
 from bridge.door.model import ConversationKey, Detail, Kind, Status
 from bridge.errors import CommandError
-from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.receipts.canonical import request_digest
 from bridge.requests.receipting import Receipting, result_json, with_receipt
 from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction

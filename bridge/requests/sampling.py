@@ -28,9 +28,9 @@ from mcp.types import (
 from bridge.cards.outbound import Say
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule
+from bridge.door.forms import Field, FieldKind, Form, approval_form
 from bridge.door.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, USER_REJECTED
-from bridge.forms import Field, FieldKind, Form, approval_form
 from bridge.llm import (
     HumanAnswerRequired,
     InvalidSamplingRequest,

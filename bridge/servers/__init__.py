@@ -2,6 +2,6 @@
 (`transports`, `stdio`, `prestart`, `message_bound`), which session a use gets (`session_keys`), prompts and
 resources (`catalog`), and the client side of requests a server sends as tasks (`task_client`).
 
-May use: `bridge.config`, `bridge.observe`, `bridge.text`, `bridge.forms`, `bridge.safety`, `bridge.door.model`,
+May use: `bridge.config`, `bridge.observe`, `bridge.text`, `bridge.door.forms`, `bridge.safety`, `bridge.door.model`,
 `bridge.errors`. Never cards, server requests (the handlers are handed in) or calls.
 """

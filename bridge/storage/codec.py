@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from bridge.door.forms import Form, form_from_schema
 from bridge.door.model import (
     Actor,
     CardRef,
@@ -24,7 +25,6 @@ from bridge.door.model import (
     ServerLabel,
     Status,
 )
-from bridge.forms import Form, form_from_schema
 from bridge.storage import audit as chain
 from bridge.storage.rows import AuditRow, PendingCall, StoredInteraction
 

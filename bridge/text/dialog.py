@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bridge.door.forms import Field, FieldKind, Option
 from bridge.door.model import Action, Interaction, Kind
-from bridge.forms import Field, FieldKind, Option
 
 ACCEPT_WORDS = {"accept", "a", "yes", "y", "ok", "submit", "approve", "done", "send", "✅"}
 DECLINE_WORDS = {"decline", "d", "no", "n", "deny", "reject", "❌"}

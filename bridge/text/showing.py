@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
+from bridge.door.forms import Field
 from bridge.door.model import Interaction, Kind
-from bridge.forms import Field
 from bridge.safety.browser_url import check_host
 from bridge.safety.sanitize import visible
 from bridge.text.dialog import option_lines

@@ -18,8 +18,8 @@ from bridge.cards.broker import Broker
 from bridge.cards.outbound import Outbound
 from bridge.cards.routing import Routing
 from bridge.cards.waiter import Parked, ParkedEnded, handoff_stream
+from bridge.door.forms import form_from_schema
 from bridge.door.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
-from bridge.forms import form_from_schema
 from bridge.storage import SqlStore, open_store
 from bridge.text.presentation import describe_outcome
 from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort

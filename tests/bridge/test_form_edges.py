@@ -13,8 +13,8 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
+from bridge.door.forms import Field, FieldKind, Option, approval_form
 from bridge.door.model import ConversationKey, DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Status, Verdict
-from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
 from bridge.storage import AsyncStore, open_store
 from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from bridge.cli.demo.server import EVERY_FIELD
+from bridge.door.forms import FieldKind, form_from_schema
 from bridge.errors import UnsupportedSchema
-from bridge.forms import FieldKind, form_from_schema
 
 FORM = form_from_schema(EVERY_FIELD)
 

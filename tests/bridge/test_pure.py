@@ -11,6 +11,8 @@ from bridge.commands import parsing as commands
 from bridge.config.file import RootsPolicy, SamplingPolicy, ServerConfig
 from bridge.config.policy import MASK, approver_rule, mask_arguments, needs_approval
 from bridge.config.team import ApproverRule, duration_text
+from bridge.door.forms import Field, FieldKind, Option, approval_form
+from bridge.door.forms.schema import form_from_schema
 from bridge.door.model import (
     Actor,
     ConversationKey,
@@ -22,8 +24,6 @@ from bridge.door.model import (
     Status,
     conversation_key,
 )
-from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.forms.schema import form_from_schema
 from bridge.safety.ratelimit import RateLimiter
 from bridge.safety.secret_names import looks_secret
 from bridge.text.dialog import Dialog, StepKind, option_lines

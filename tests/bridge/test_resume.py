@@ -19,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import Completion
 
 from bridge.config.file import ServerConfig
+from bridge.door.forms import Field, FieldKind, Option, approval_form
 from bridge.door.model import (
     ConversationKey,
     DecisionIn,
@@ -30,7 +31,6 @@ from bridge.door.model import (
     StatusView,
     Verdict,
 )
-from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.host import Host
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import open_store

@@ -10,8 +10,8 @@ import pytest
 from bridge.cards.outbound import Outbound
 from bridge.cards.routing import Routing
 from bridge.config.team import Group
+from bridge.door.forms import form_from_schema
 from bridge.door.model import Interaction, Kind, ServerLabel
-from bridge.forms import form_from_schema
 from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -16,8 +16,8 @@ import httpx2
 import pytest
 import yaml
 
+from bridge.door.forms import Field, FieldKind, Option, approval_form
 from bridge.door.model import Actor, ConversationKey, Kind, ServerLabel
-from bridge.forms import Field, FieldKind, Option, approval_form
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Row

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from bridge.door.forms import form_from_schema
 from bridge.door.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.forms import form_from_schema
 from bridge.storage import PendingCall, SqlStore, open_store
 from tests.harness.hosts import ALICE, ROOM
 

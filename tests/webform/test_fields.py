@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bridge.cli.demo.server import EVERY_FIELD
-from bridge.forms import form_from_schema
+from bridge.door.forms import form_from_schema
 from bridge.web.forms.fields import (
     Widget,
     content_from_raw,

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from itsdangerous import URLSafeSerializer
 
+from bridge.door.forms import form_from_schema
 from bridge.door.model import Interaction, Kind, ServerLabel
-from bridge.forms import form_from_schema
 from bridge.web.forms.links import SALT, FormLinks, LinkClaims, MemorySpentLinks, Refusal
 from tests.harness.hosts import ALICE, BOB, ROOM
 

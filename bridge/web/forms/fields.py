@@ -17,8 +17,8 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from bridge.door.forms import Field, FieldKind, Form
 from bridge.door.model import JSONValue
-from bridge.forms import Field, FieldKind, Form
 
 Raw = Mapping[str, list[str]]
 """Submitted values by input name, as strings (several for checkboxes)."""

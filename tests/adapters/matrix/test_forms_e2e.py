@@ -22,8 +22,8 @@ from nio import ReactionEvent
 from adapters.matrix.layout import NO, YES
 from adapters.matrix.render import ACCEPT, POLL_END
 from bridge.config.file import Config, ServerConfig
+from bridge.door.forms import Field, FieldKind, Form, Option, form_from_schema
 from bridge.door.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,

@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from adapters.slack import ids
+from bridge.door.forms import Form
 from bridge.door.model import Interaction, Outcome, Status
-from bridge.forms import Form
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.inline_server import make_server

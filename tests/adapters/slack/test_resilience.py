@@ -13,8 +13,8 @@ import pytest
 from adapters.slack import client as slack_client
 from adapters.slack import ids, modal
 from adapters.slack import port as slack_port
+from bridge.door.forms import Field, FieldKind, approval_form
 from bridge.door.model import Status
-from bridge.forms import Field, FieldKind, approval_form
 from bridge.storage import open_store
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import running_bridge

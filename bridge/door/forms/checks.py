@@ -1,6 +1,6 @@
 """Checking single answers of a form: format checkers, chat-friendly reasons, and value normalising.
 
-Pure helpers used by `bridge.forms.model` so that the form model stays about what a form holds. Formats are checked
+Pure helpers used by `bridge.door.forms.model` so that the form model stays about what a form holds. Formats are checked
 with jsonschema's `FormatChecker` (plus a stricter email check), the same one the schema check uses.
 """
 

@@ -18,8 +18,8 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
+from bridge.door.forms.model import STRING_FORMATS, Field, FieldKind, Form, Option
 from bridge.errors import UnsupportedSchema
-from bridge.forms.model import STRING_FORMATS, Field, FieldKind, Form, Option
 from bridge.safety.limits import Limits, SchemaShape, schema_shape, shape_problem
 from bridge.safety.lru import ByteLRU
 from bridge.safety.secret_names import looks_secret

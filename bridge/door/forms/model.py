@@ -5,7 +5,7 @@ questions, the console as one prompt per field. Answers are parsed per field (`F
 `Field.coerce` for values from native widgets) and every value is checked against its field's part of the schema
 (`Field.problem`, jsonschema's format checkers for formats) before it goes back to the server, so what a server
 receives has the types its schema asked for. Forms come from an elicitation schema
-(`bridge.forms.schema.form_from_schema`) or are built by the bridge itself (`approval_form`).
+(`bridge.door.forms.schema.form_from_schema`) or are built by the bridge itself (`approval_form`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.forms.checks import (
+from bridge.door.forms.checks import (
     FALSE_WORDS,
     FORMAT_CHECKER,
     TRUE_WORDS,
