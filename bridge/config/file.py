@@ -33,9 +33,9 @@ from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantS
 from bridge.door.model import ConversationScope
 from bridge.errors import ConfigError
 from bridge.observe.tracing import TelemetryConfig, telemetry_config
-from bridge.receipts.keys import DEFAULT_ISSUER, ReceiptKeys, ReceiptSettings
 from bridge.safety import limits
 from bridge.safety.limits import Limits
+from bridge.safety.receipts.keys import DEFAULT_ISSUER, ReceiptKeys, ReceiptSettings
 from bridge.safety.redaction import Redactor
 from bridge.safety.secret_names import looks_secret
 from bridge.web.guard import ConnectionLimits
@@ -194,7 +194,7 @@ class Config:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     audit: AuditConfig = AuditConfig()
     receipts: ReceiptSettings = field(default_factory=ReceiptSettings, repr=False)
-    """Signed receipts of decisions (`bridge.receipts`): the key ring comes from the environment."""
+    """Signed receipts of decisions (`bridge.safety.receipts`): the key ring comes from the environment."""
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:

@@ -221,7 +221,7 @@ class Interaction:
     a conversation does so (`ChatPort.private_cards`, Slack's ephemeral messages); otherwise the core posts it in a
     direct message with them, and the console, which has one person, prints it on stderr."""
     request: str = ""
-    """The digest of the request this card decides (`bridge.receipts.canonical`), which its receipt names."""
+    """The digest of the request this card decides (`bridge.safety.receipts.canonical`), which its receipt names."""
 
     def may_decide(self, actor: Actor) -> bool:
         return not self.approvers or actor.key in self.approvers

@@ -23,8 +23,8 @@ from bridge.config.team import ApproverRule, GrantScope
 from bridge.door.model import Actor, DecisionIn, Interaction, MessageIn, Verdict
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
-from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
-from bridge.receipts.tokens import META_KEY, Decision, mint
+from bridge.safety.receipts.keys import ReceiptKeys, ReceiptSettings
+from bridge.safety.receipts.tokens import META_KEY, Decision, mint
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Step
 from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient

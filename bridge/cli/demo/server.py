@@ -171,8 +171,8 @@ class ReceiptGate:
 
     def wire_refund(self, ctx: Context, booking: str = "Lisbon, 3 nights", amount: int = 120) -> str:
         """Refund a booking. Acts only with the bridge's signed receipt of a person's approval of this very call."""
-        from bridge.receipts.canonical import tool_digest
-        from bridge.receipts.tokens import META_KEY, ReceiptInvalid, verify
+        from bridge.safety.receipts.canonical import tool_digest
+        from bridge.safety.receipts.tokens import META_KEY, ReceiptInvalid, verify
 
         token = (ctx.request_context.meta or {}).get(META_KEY)
         if not isinstance(token, str) or not self._keys:

@@ -14,7 +14,7 @@ from bridge.cli.demo.server import build
 from bridge.cli.demo.state import request_state_key, state_dir
 from bridge.config.file import Config, RootsPolicy, ServerConfig
 from bridge.config.team import ApproverRule
-from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
+from bridge.safety.receipts.keys import ReceiptKeys, ReceiptSettings
 
 STORE_FILE = "demo.db"
 

@@ -2,7 +2,7 @@
 
 The claims: `iss` (the bridge), `aud` (the server's configured name), `jti` (single-use id), `iat`/`exp`, `kind` (what
 was decided: `tool`, `form`, `url`, `sampling`, `roots`), `outcome`, `req` (the digest of the request,
-`bridge.receipts.canonical`), `cnt` (the digest of the content given, where some was), `by` (every approver's
+`bridge.safety.receipts.canonical`), `cnt` (the digest of the content given, where some was), `by` (every approver's
 `platform:user`), `rule` (what made their decision enough), `conv` (the conversation), `iid` (the card), and `tool`
 for a tool call. The header names the key (`kid`, its JWK thumbprint) and `typ: mcp-receipt+jwt`.
 
@@ -27,7 +27,7 @@ from joserfc.errors import JoseError, SecurityWarning
 from joserfc.jwk import KeySet, OKPKey
 
 from bridge.errors import BridgeError
-from bridge.receipts.keys import ReceiptSettings, kid
+from bridge.safety.receipts.keys import ReceiptSettings, kid
 
 META_KEY = "io.github.mcp-chat-bridge/receipt"
 """The `_meta` key a receipt travels under."""
@@ -50,7 +50,7 @@ class Decision:
     conversation: str
     interaction: str
     request: str
-    """The request's digest (`bridge.receipts.canonical`)."""
+    """The request's digest (`bridge.safety.receipts.canonical`)."""
     by: tuple[str, ...]
     rule: Mapping[str, Any]
     outcome: str = "accept"

@@ -7,5 +7,5 @@ and its JWKS, `tokens` making and checking receipts. Pure: the audit row and del
 
 Nothing is re-exported here: the config reads `keys` without loading the JOSE library.
 
-May use: `bridge.door.model`, `bridge.errors` and below; never a package above.
+May use: `bridge.errors` and libraries, like the rest of `bridge.safety`.
 """
