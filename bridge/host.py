@@ -22,13 +22,13 @@ from bridge.auth.accounts import Accounts
 from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.calls.continuing import Continuations
 from bridge.calls.fleet import Fleet
-from bridge.calls.results import KeptResults
+from bridge.calls.kept_results import KeptResults
 from bridge.calls.resume import Resumer
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
-from bridge.cards.routing import Routing, base_id
-from bridge.cards.waiter import handoff_stream
+from bridge.cards.chat import Outbound
+from bridge.cards.held import handoff_stream
+from bridge.cards.recipients import Routing, base_id
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.commands.completion import next_words
@@ -40,11 +40,11 @@ from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult
 from bridge.door.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.errors import ConfigError
 from bridge.llm import LLMError, LLMProvider, make_provider
-from bridge.requests.audience import Audience
-from bridge.requests.bounds import Bounds
 from bridge.requests.budgets import Budgets
+from bridge.requests.context_lookup import Audience
 from bridge.requests.elicitation import Elicitation
 from bridge.requests.grants import Grants
+from bridge.requests.limiting import Bounds
 from bridge.requests.receipting import Receipting
 from bridge.requests.roots import RootsKeeper
 from bridge.requests.sampling import Sampler
@@ -309,7 +309,7 @@ class Host:
 
     async def open_anywhere(self, interaction_id: str) -> Interaction | None:
         """The interaction if it is open: waited on here, or (several workers on one store) held by another worker,
-        whose decisions reach it through the store (`bridge.cards.elsewhere`)."""
+        whose decisions reach it through the store (`bridge.cards.forwarding`)."""
         live = self.broker.interaction(interaction_id)
         if live is not None or not self.store.shared:
             return live

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED = {
     "bridge.door.ports", "bridge.door.model", "bridge.errors", "bridge.config.file", "bridge.door.forms",
     "bridge.text.plain",
-    "bridge.text.presentation", "bridge.text.durations", "bridge.text.dialog", "bridge.safety.sanitize",
+    "bridge.text.presentation", "bridge.text.durations", "bridge.text.questions", "bridge.safety.sanitize",
     "bridge.safety.browser_url", "bridge.safety.ratelimit", "bridge.web.guard", "bridge.observe.hooks",
 }
 """What adapters may import of the core (the list pyproject.toml's contract states in words)."""

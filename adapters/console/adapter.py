@@ -1,6 +1,6 @@
 """The console adapter: a terminal chat with one conversation, scriptable through a pipe.
 
-Cards are shown one at a time and answered field by field (`bridge.text.dialog`). Input comes from an injected line
+Cards are shown one at a time and answered field by field (`bridge.text.questions`). Input comes from an injected line
 source, never from `sys.stdin` directly, so tests and shell scripts drive it the same way. Lines are used only when
 something waits for them: while a command is still working and no card is shown, the next line waits (read, not yet
 used), so a script can pipe a command and its answers in one go; only a `cancel` coming next is used at once, to stop
@@ -41,7 +41,7 @@ from bridge.door.model import (
     Verdict,
 )
 from bridge.door.ports import Completions, Inbound
-from bridge.text.dialog import Dialog, Step, StepKind
+from bridge.text.questions import Dialog, Step, StepKind
 
 logger = logging.getLogger(__name__)
 

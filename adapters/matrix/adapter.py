@@ -18,7 +18,7 @@ import anyio
 
 from adapters.matrix import render
 from adapters.matrix.answers import Answers
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.client import PLATFORM, MatrixClient, RoomEvent
 from adapters.matrix.index import CardIndex
 from adapters.matrix.login import log_in

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anyio
 
 from adapters.matrix import render
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.cards import Card, is_form
 from adapters.matrix.client import PLATFORM
 from adapters.matrix.ended import Ended

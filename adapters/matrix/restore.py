@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from adapters.matrix import render
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.cards import Card, FormParts, is_form, stored_events
 from adapters.matrix.client import PLATFORM, MatrixClient
 from adapters.matrix.formflow import FormFlow

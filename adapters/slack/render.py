@@ -2,7 +2,7 @@
 
 Every card starts with who asks whom for what (the core's `card_title`, with the person it waits for mentioned),
 then the server's message and details, escaped, then buttons. Inline answers are used only where one click says
-it all (a single yes/no or a single choice of up to five); anything else opens a modal (`modal.py`). Final states
+it all (a single yes/no or a single choice of up to five); anything else opens a modal (`modal_pages.py`). Final states
 keep the text and replace the buttons with the outcome and who decided.
 
 Limits honoured here, counted on the escaped text Slack receives: 50 blocks a message, 3000 characters a text, about

@@ -37,7 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 from bridge.calls.rounds import ParkedCall
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.cards.secret_answers import withheld
 from bridge.config.file import Config
 from bridge.door.model import ConversationKey, Interaction, Kind, Status

@@ -24,15 +24,15 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, InputRequest
 
-from bridge.calls.results import KeptResults
+from bridge.calls.kept_results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
+from bridge.cards.chat import Outbound
 from bridge.door.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.door.ports import CLEANUP_TIMEOUT
 from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
 from bridge.observe import hooks as observe
-from bridge.requests.audience import Audience
+from bridge.requests.context_lookup import Audience
 from bridge.requests.elicitation import Elicitation
 from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import new_id

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import anyio
 
-from bridge.cards.routing import Copy
+from bridge.cards.recipients import Copy
 from bridge.door.model import Actor, CardRef, ConversationKey, Interaction, Outcome
 from bridge.door.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.errors import AdapterError

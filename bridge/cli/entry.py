@@ -239,9 +239,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command in ("call", "tools"):
-        from bridge.cli import oneshot
+        from bridge.cli import call_tools
 
-        return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
+        return anyio.run(call_tools.call if args.command == "call" else call_tools.tools, args)
     return EXIT_USAGE
 
 

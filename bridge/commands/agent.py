@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import anyio
 from mcp.types import CallToolResult
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.file import Config
 from bridge.config.policy import channel_policy, server_allowed
 from bridge.door.model import Actor, ConversationKey, MessageIn

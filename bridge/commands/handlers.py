@@ -22,7 +22,7 @@ from mcp.types import GetPromptResult
 from bridge.auth.accounts import Accounts
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.commands import listings
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
@@ -32,8 +32,8 @@ from bridge.door.forms import approval_form
 from bridge.door.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
 from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
 from bridge.llm import LLMMessage
-from bridge.requests.audience import Audience
 from bridge.requests.budgets import Budgets
+from bridge.requests.context_lookup import Audience
 from bridge.requests.grants import Grants
 from bridge.requests.request_context import new_interaction
 from bridge.requests.roots import RootsKeeper, check_uri
@@ -41,9 +41,9 @@ from bridge.servers import catalog
 from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
 from bridge.text.content import block_text
+from bridge.text.details import interaction_text
 from bridge.text.grammar import count
 from bridge.text.plain import session_error_text, shorten
-from bridge.text.showing import interaction_text
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -43,7 +43,7 @@ from bridge.web.guard import ConnectionLimits
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
-Protocol = Literal["auto", "legacy", "2026-07-28"]
+ProtocolEra = Literal["auto", "legacy", "2026-07-28"]
 
 
 
@@ -93,7 +93,7 @@ class ServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     auth: AuthConfig = field(default_factory=AuthConfig)
-    protocol: Protocol = "auto"
+    protocol: ProtocolEra = "auto"
     scope: Literal["auto", "conversation", "shared"] = "auto"
     pool_size: int = 0
     """Pooled sessions at most (a 2026-07-28 server under `scope: auto`); 0: the `sessions.pool_size`."""

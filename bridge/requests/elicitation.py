@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp.types import ElicitRequestFormParams, ElicitRequestParams, ElicitRequestURLParams, ElicitResult, ErrorData
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.file import Config
 from bridge.door.forms.schema import form_from_schema
 from bridge.door.model import Detail, Interaction, Kind, Outcome, Status

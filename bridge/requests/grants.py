@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.team import GrantScope, duration_text
 from bridge.door.model import Actor, ConversationKey, GrantOption, Outcome
 from bridge.requests.request_context import RequestContext, new_id

@@ -25,7 +25,7 @@ from mcp.types import (
     SamplingMessage,
 )
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule
 from bridge.door.forms import Field, FieldKind, Form, approval_form

@@ -13,7 +13,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
-from bridge.config.file import Protocol as Era
+from bridge.config.file import ProtocolEra as Era
 from bridge.config.file import RootsPolicy, ServerConfig
 from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn
 from bridge.host import Host

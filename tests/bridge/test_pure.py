@@ -26,8 +26,8 @@ from bridge.door.model import (
 )
 from bridge.safety.ratelimit import RateLimiter
 from bridge.safety.secret_names import looks_secret
-from bridge.text.dialog import Dialog, StepKind, option_lines
 from bridge.text.presentation import describe_outcome, describe_progress
+from bridge.text.questions import Dialog, StepKind, option_lines
 from tests.harness.hosts import ALICE, ROOM
 
 # -- commands ------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Who a card reaches (`bridge.cards.routing`): groups expanded into approvers, private copies for approvers
+"""Who a card reaches (`bridge.cards.recipients`): groups expanded into approvers, private copies for approvers
 elsewhere."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from bridge.cards.outbound import Outbound
-from bridge.cards.routing import Routing
+from bridge.cards.chat import Outbound
+from bridge.cards.recipients import Routing
 from bridge.config.team import Group
 from bridge.door.forms import form_from_schema
 from bridge.door.model import Interaction, Kind, ServerLabel

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from bridge.cards.routing import Copy
+from bridge.cards.recipients import Copy
 from bridge.door.model import Actor, CardRef, Interaction, Outcome
 from bridge.storage import AuditRow
 

@@ -21,8 +21,8 @@ from typing import Any
 from mcp.client import ClientRequestContext
 from mcp.types import ErrorData
 
-from bridge.cards.outbound import Say
-from bridge.cards.waiter import Parked
+from bridge.cards.chat import Say
+from bridge.cards.held import Parked
 from bridge.door.model import ConversationKey, Interaction, Outcome
 from bridge.errors import INVALID_REQUEST, LimitExceeded
 from bridge.requests.request_context import CURRENT, Asker, ContextSource

@@ -12,9 +12,9 @@ from bridge.door.forms import Field
 from bridge.door.model import Interaction, Kind
 from bridge.safety.browser_url import check_host
 from bridge.safety.sanitize import visible
-from bridge.text.dialog import option_lines
 from bridge.text.durations import time_left
 from bridge.text.plain import card_title, secret_warning
+from bridge.text.questions import option_lines
 
 
 def interaction_text(interaction: Interaction, now: float | None = None) -> str:

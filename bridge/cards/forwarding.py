@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 from bridge.cards.decision_rules import Counted, judge
-from bridge.cards.routing import base_id
+from bridge.cards.recipients import base_id
 from bridge.cards.secret_answers import for_the_record
 from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Outcome, Verdict
 from bridge.errors import StoreError

@@ -1,9 +1,9 @@
 """What the bot says in an approval card's thread: the fields one at a time when a person replies `edit`, the summary,
 and the reactions that answer. (Form cards are asked all at once: `formflow`.)
 
-The card's dialog (`bridge.text.dialog.Dialog`, the same state machine as the console) decides what to ask; this posts
-it, as a reply to the last thing the bot said there (for clients without threads), and records the events it posted
-in the card index so that answers to them find the card.
+The card's dialog (`bridge.text.questions.Dialog`, the same state machine as the console) decides what to ask; this
+posts it, as a reply to the last thing the bot said there (for clients without threads), and records the events it
+posted in the card index so that answers to them find the card.
 """
 
 from __future__ import annotations
