@@ -1,1 +1,1 @@
-"""Chat adapters: each translates one platform's events into `bridge.model` values and renders cards back."""
+"""Chat adapters: each translates one platform's events into `bridge.door.model` values and renders cards back."""

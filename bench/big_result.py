@@ -98,9 +98,9 @@ async def bridge(size: int, prestart: bool = False, refused: bool = False) -> in
     import anyio
 
     from bridge.config.file import ServerConfig
-    from bridge.model import MessageIn
+    from bridge.door.model import MessageIn
     from bridge.safety.limits import Limits
-    from bridge.testing import ALICE, ROOM, config_for, host_for
+    from tests.harness.hosts import ALICE, ROOM, config_for, host_for
 
     command, args = server_command()
     from bridge.servers.prestart import Prestarts

@@ -2,7 +2,7 @@
 
 Counts `call` events (Python functions and coroutine steps entered; C functions are not counted) on this thread,
 which runs the event loop and so every task of the round; the store's writer thread is not counted. `own` are the
-calls whose code is under `bridge/` (the bridge's own, the fake chat platform in `bridge/testing.py` left out: it
+calls whose code is under `bridge/` (the bridge's own, the fake chat platform in `tests/harness/hosts.py` left out: it
 stands in for Slack), `all` every Python call, SDK and asyncio included.
 """
 

@@ -125,7 +125,7 @@ def measure(tree: Tree) -> None:
 def setup(label: str, path: Path, work: Path) -> Tree:
     work.mkdir(parents=True, exist_ok=True)
     config = work / "bridge.yaml"
-    demo: dict[str, object] = {"command": sys.executable, "args": ["-m", "bridge.demo.server"],
+    demo: dict[str, object] = {"command": sys.executable, "args": ["-m", "bridge.cli.demo.server"],
                                # The server runs this tree's code too; its requestState key goes in the work folder.
                                "env": {"PYTHONPATH": str(path), "XDG_STATE_HOME": str(work / "state")}}
     if '"prestart"' in (path / "bridge/config/schema.json").read_text("utf-8"):

@@ -16,11 +16,11 @@ from anyio.abc import TaskGroup
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ElicitRequestFormParams, InputRequiredResult, TextContent
 
-from bridge.demo.server import ask
+from bridge.cli.demo.server import ask
+from bridge.door.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, MessageRef
 from bridge.host import Host
-from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, MessageRef
 from bridge.safety.limits import Limits
-from bridge.testing import FakeChatPort
+from tests.harness.hosts import FakeChatPort
 
 SERVER = "bench"
 TOOL = "book"

@@ -51,7 +51,7 @@ from bench.common import (
 )
 from bridge.host import Host
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for
 
 MODES = {"legacy": ("legacy", False), "2026 parked": ("auto", True), "2026 waiting": ("auto", False)}
 TARGETS = {"memory": 1.3, "file": 1.5}

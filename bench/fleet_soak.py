@@ -31,7 +31,7 @@ import httpx2
 from anyio.streams.memory import MemoryObjectSendStream
 
 from adapters.slack import ids
-from bridge.model import Status
+from bridge.door.model import Status
 from bridge.storage import SqlStore, open_store
 from tests.harness.fleet import Balancer, Worker, finished, logged_mcp_server, post_cards, start_worker
 from tests.harness.postgres import PostgresCluster

@@ -30,10 +30,10 @@ from bench.common import (
     rss,
     tag_of,
 )
+from bridge.door.model import Actor, ConversationKey, DecisionIn, Interaction
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, Interaction
 from bridge.storage import open_store
-from bridge.testing import config_for, host_for
+from tests.harness.hosts import config_for, host_for
 
 TARGETS = {10_000: 250 * 2**20, 100_000: 2**30}
 

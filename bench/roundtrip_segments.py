@@ -40,7 +40,7 @@ import anyio
 from bench.common import AnsweringPort, answered, quiet_logs
 from bench.elicitation_roundtrip import TARGETS, parse_args, sides, wanted
 from bridge.calls import rounds, toolcalls
-from bridge.requests import bounds
+from bridge.requests import limiting
 
 CATEGORIES = ("sdk", "store", "chat", "bridge")
 PORT_METHODS = ("post_card", "finish_card", "update_card", "send", "notify", "post_status", "update_status")
@@ -106,7 +106,7 @@ def instrumented(timeline: Timeline, store: object, port: AnsweringPort) -> Iter
 
     patch(rounds, "guarded", "sdk")  # the 2026 rounds look it up in their module at each call
     patch(toolcalls, "guarded", "sdk")  # legacy calls, imported by name
-    patch(bounds.Guarded, "__call__", "bridge")  # the server's request, answered inside the SDK's call
+    patch(limiting.Guarded, "__call__", "bridge")  # the server's request, answered inside the SDK's call
     for name, _ in inspect.getmembers(type(store), inspect.iscoroutinefunction):
         if not name.startswith("_"):
             patch(store, name, "store")

@@ -1,8 +1,8 @@
 """N conversations each calling one tool of a stdio server once: how many server processes, and how much memory.
 
-The server is the bundled demo server over stdio (`python -m bridge.demo.server`); each conversation calls its `echo`
-tool once, all at the same time, through a real `Host` (session pool, stdio transport, store in memory) with a fake
-chat port. Once every call has answered (sessions still open: nothing has gone idle yet), it counts the bridge's
+The server is the bundled demo server over stdio (`python -m bridge.cli.demo.server`); each conversation calls its
+`echo` tool once, all at the same time, through a real `Host` (session pool, stdio transport, store in memory) with a
+fake chat port. Once every call has answered (sessions still open: nothing has gone idle yet), it counts the bridge's
 child processes running the server and sums their USS (memory only they hold, psutil `memory_full_info`).
 
 The unit is the bare server: the same command started by a bare `mcp.Client` over the SDK's stdio transport, called
@@ -29,11 +29,11 @@ import psutil
 
 from bench.common import quiet_logs
 from bridge.config.file import Config, ServerConfig
-from bridge.model import ConversationKey
-from bridge.testing import ALICE, config_for, host_for
+from bridge.door.model import ConversationKey
+from tests.harness.hosts import ALICE, config_for, host_for
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = "bridge.demo.server"
+MODULE = "bridge.cli.demo.server"
 ERAS = {"legacy": "legacy", "2026": "auto"}
 MIB = 1024 * 1024
 

@@ -54,12 +54,12 @@ from adapters.slack import adapter as slack_adapter
 from adapters.slack import create, ids, render, translate
 from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.home import HomeTab
+from bridge.door.forms import Form, form_from_schema
+from bridge.door.model import Actor, CardRef, ConversationKey, DecisionIn, Detail, Interaction, Kind, ServerLabel
 from bridge.errors import AdapterError
-from bridge.forms import Form, form_from_schema
 from bridge.host import Host
-from bridge.model import Actor, CardRef, ConversationKey, DecisionIn, Detail, Interaction, Kind, ServerLabel
 from bridge.storage import open_store
-from bridge.testing import config_for
+from tests.harness.hosts import config_for
 from tests.harness.slack import FakeSlack, block_actions, view_submission
 
 JSON = dict[str, Any]

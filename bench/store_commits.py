@@ -43,9 +43,9 @@ import anyio.lowlevel
 
 from bench.common import ANSWER, SERVER, TOOL, AnsweringPort, answered, bench_limits, bench_server, quiet_logs
 from bench.store_restart import item
-from bridge.model import CardRef, Interaction, Outcome, Status
+from bridge.door.model import CardRef, Interaction, Outcome, Status
 from bridge.storage import PendingCall, SqlStore, open_store
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for
 from tests.harness.legacy_store import Store
 
 ENGINES = ("old", "new")

@@ -33,11 +33,11 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from bench.common import quiet_logs
-from bridge.forms import form_from_schema
-from bridge.model import Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.door.forms import form_from_schema
+from bridge.door.model import Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import PendingCall, SqlStore, open_store
 from bridge.storage.codec import dump_interaction, dump_outcome, pending_values
-from bridge.testing import ALICE, ROOM, config_for, host_for
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for
 from tests.harness.legacy_store import Store
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}, "required": ["n"]}

@@ -1,4 +1,4 @@
-"""The host: the composition root of the bridge and the one door adapters come in by (`bridge.ports.Inbound`).
+"""The host: the composition root of the bridge and the one door adapters come in by (`bridge.door.ports.Inbound`).
 
 It builds the parts and wires each to what it needs (small protocols or the part itself, never the host): the
 outbound chat ports, the broker, the session pool with the handler table (elicitation, sampling, roots, tool
@@ -19,35 +19,33 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp.types import CallToolResult
 
-from bridge.apps import meta as app_meta
-from bridge.apps.views import AppView, AppViews
 from bridge.auth.accounts import Accounts
 from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.calls.continuing import Continuations
 from bridge.calls.fleet import Fleet
-from bridge.calls.results import KeptResults
+from bridge.calls.kept_results import KeptResults
 from bridge.calls.resume import Resumer
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
-from bridge.cards.routing import Routing, base_id
-from bridge.cards.waiter import handoff_stream
+from bridge.cards.chat import Outbound
+from bridge.cards.held import handoff_stream
+from bridge.cards.recipients import Routing, base_id
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.commands.completion import next_words
 from bridge.commands.handlers import CommandHandlers
 from bridge.config.file import Config
 from bridge.config.policy import server_allowed
+from bridge.door.forms import schema as form_schema
+from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
+from bridge.door.ports import AdapterState, CardView, ChatPort, Leadership
 from bridge.errors import ConfigError
-from bridge.forms import schema as form_schema
 from bridge.llm import LLMError, LLMProvider, make_provider
-from bridge.model import Actor, ConversationKey, DecisionIn, DecisionResult, Interaction, MessageIn, Verdict
-from bridge.ports import AdapterState, CardView, ChatPort, Leadership
-from bridge.requests.audience import Audience
-from bridge.requests.bounds import Bounds
 from bridge.requests.budgets import Budgets
+from bridge.requests.context_lookup import Audience
 from bridge.requests.elicitation import Elicitation
 from bridge.requests.grants import Grants
+from bridge.requests.limiting import Bounds
 from bridge.requests.receipting import Receipting
 from bridge.requests.roots import RootsKeeper
 from bridge.requests.sampling import Sampler
@@ -59,6 +57,8 @@ from bridge.servers.prestart import Prestarts
 from bridge.servers.sessions import AuthFactory, SessionPool
 from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch
+from bridge.web.apps import meta as app_meta
+from bridge.web.apps.views import AppView, AppViews
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Host:
             tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants, receipts)),
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds, tasks=self.served_tasks)
         self.pool.callbacks = self.handlers.callbacks
-        self.apps = AppViews(config, self.outbound)  # MCP Apps offered in chat (served by `bridge.apps.routes`)
+        self.apps = AppViews(config, self.outbound)  # MCP Apps offered in chat (served by `bridge.web.apps.routes`)
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
                                KeptResults(config.limits), receipts=receipts, apps=self.apps,
                                restart_hint=restart_hint, limits=config.limits,
@@ -321,7 +321,7 @@ class Host:
 
     async def open_anywhere(self, interaction_id: str) -> Interaction | None:
         """The interaction if it is open: waited on here, or (several workers on one store) held by another worker,
-        whose decisions reach it through the store (`bridge.cards.elsewhere`)."""
+        whose decisions reach it through the store (`bridge.cards.forwarding`)."""
         live = self.broker.interaction(interaction_id)
         if live is not None or not self.store.shared:
             return live
@@ -361,25 +361,25 @@ class Host:
 
     async def app_tool_call(self, view: AppView, actor: Actor, name: str,
                             arguments: dict[str, Any]) -> CallToolResult | None:
-        """A tool call an app makes (`bridge.apps.routes.AppDoor`): the person's call in the view's conversation,
+        """A tool call an app makes (`bridge.web.apps.routes.AppDoor`): the person's call in the view's conversation,
         under the same approval rules, grants and quorum as a call typed there."""
         return await self.calls.run(view.conversation, actor, view.server, name, arguments, from_app=True)
 
 
 class AppLinkIssuer(Protocol):
-    """Hands out links to apps (bridge.apps.routes.AppPages)."""
+    """Hands out links to apps (bridge.web.apps.routes.AppPages)."""
 
     def link_for(self, view_id: str, actor: Actor) -> str | None: ...
 
 
 class LinkIssuer(Protocol):
-    """Hands out one-time web-form links (bridge.webform.WebForms)."""
+    """Hands out one-time web-form links (bridge.web.forms.WebForms)."""
 
     def link_for(self, interaction: Interaction, actor: Actor) -> str | None: ...
 
 
 class _AdapterState:
-    """One adapter's namespace of the store's adapter table (`bridge.ports.AdapterState`)."""
+    """One adapter's namespace of the store's adapter table (`bridge.door.ports.AdapterState`)."""
 
     def __init__(self, store: AsyncStore, namespace: str) -> None:
         self._store = store

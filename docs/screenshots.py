@@ -118,7 +118,7 @@ servers:
   demo:
     title: Demo server
     command: {sys.executable}
-    args: ["-m", "bridge.demo.server"]
+    args: ["-m", "bridge.cli.demo.server"]
 chat:
   console: {{}}
 """, "utf-8")

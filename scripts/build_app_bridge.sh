@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build bridge/apps/web/app-bridge.js: the host end of MCP Apps (`AppBridge`, `PostMessageTransport`) from the
+# Build bridge/web/apps/web/app-bridge.js: the host end of MCP Apps (`AppBridge`, `PostMessageTransport`) from the
 # @modelcontextprotocol/ext-apps package pinned in tests/npm, bundled with its dependencies by the esbuild pinned
 # there, and LICENSES.txt beside it with the licence of every package in the bundle.
 #
@@ -8,11 +8,11 @@
 # must work with no network beyond the bridge. Same inputs (tests/npm/package-lock.json), same bytes:
 # tests/apps/test_bundle.py rebuilds it and compares.
 #
-# Usage: bash scripts/build_app_bridge.sh [OUTPUT_DIR]   (default: bridge/apps/web; needs `npm ci` in tests/npm)
+# Usage: bash scripts/build_app_bridge.sh [OUTPUT_DIR]   (default: bridge/web/apps/web; needs `npm ci` in tests/npm)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 npm_dir="$root/tests/npm"
-out_dir="${1:-$root/bridge/apps/web}"
+out_dir="${1:-$root/bridge/web/apps/web}"
 mkdir -p "$out_dir"
 version="$(node -p "require('$npm_dir/node_modules/@modelcontextprotocol/ext-apps/package.json').version")"
 meta="$(mktemp)"

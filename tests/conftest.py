@@ -16,7 +16,7 @@ import pytest
 
 from bridge.cli.entry import setup_logging
 from bridge.safety import redaction
-from bridge.testing import HOST_STORES, time_scale
+from tests.harness.hosts import HOST_STORES, time_scale
 from tests.harness.postgres import PostgresCluster, PostgresUnavailable, store_location
 from tests.harness.synapse import Synapse
 from tests.llm.fake_llm_server import FakeLLMServer
@@ -28,7 +28,7 @@ EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everyth
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-timeout's limit (pyproject's `timeout`, unless given on the command line) scales like every deadline a
-    # test sets itself (bridge.testing.patient), so a loaded machine never meets one before the other.
+    # test sets itself (tests.harness.hosts.patient), so a loaded machine never meets one before the other.
     if config.getoption("timeout", None) is None:
         config.option.timeout = float(config.getini("timeout")) * time_scale()
 
@@ -156,7 +156,7 @@ def pg_url(postgres: PostgresCluster) -> Iterator[str]:
 
 @pytest.fixture
 async def host_stores(anyio_backend: object, store_engine: str, request: pytest.FixtureRequest) -> AsyncIterator[None]:
-    """The stores of test hosts (`bridge.testing.host_store`): on Postgres in the Postgres pass (one fresh database
+    """The stores of test hosts (`tests.harness.hosts.host_store`): on Postgres in the Postgres pass (one fresh database
     per test); closed once the test has read them."""
     if store_engine == "postgres":
         HOST_STORES.target = request.getfixturevalue("store_target")

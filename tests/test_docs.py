@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from bridge.config.file import load
-from bridge.testing import patient
+from tests.harness.hosts import patient
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

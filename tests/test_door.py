@@ -10,7 +10,7 @@ import inspect
 import re
 from pathlib import Path
 
-from bridge.ports import Inbound
+from bridge.door.ports import Inbound
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_METHODS = 8

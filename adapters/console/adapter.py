@@ -1,6 +1,6 @@
 """The console adapter: a terminal chat with one conversation, scriptable through a pipe.
 
-Cards are shown one at a time and answered field by field (`bridge.text.dialog`). Input comes from an injected line
+Cards are shown one at a time and answered field by field (`bridge.text.questions`). Input comes from an injected line
 source, never from `sys.stdin` directly, so tests and shell scripts drive it the same way. Lines are used only when
 something waits for them: while a command is still working and no card is shown, the next line waits (read, not yet
 used), so a script can pipe a command and its answers in one go; only a `cancel` coming next is used at once, to stop
@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from adapters.console import render, terminal
 from bridge.config.file import Config
-from bridge.model import (
+from bridge.door.model import (
     Action,
     Actor,
     AppOffer,
@@ -41,8 +41,8 @@ from bridge.model import (
     StatusView,
     Verdict,
 )
-from bridge.ports import Completions, Inbound, app_link
-from bridge.text.dialog import Dialog, Step, StepKind
+from bridge.door.ports import Completions, Inbound, app_link
+from bridge.text.questions import Dialog, Step, StepKind
 
 logger = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 
-from bridge.model import AppOffer, Interaction, Kind, Outcome, StatusView
+from bridge.door.model import AppOffer, Interaction, Kind, Outcome, StatusView
 from bridge.safety.sanitize import clean, visible
-from bridge.text.dialog import Dialog, Question, option_lines
 from bridge.text.durations import time_left
 from bridge.text.plain import card_title, link_warning, secret_warning
 from bridge.text.presentation import describe_outcome, describe_progress
+from bridge.text.questions import Dialog, Question, option_lines
 
 BAR = 20
 

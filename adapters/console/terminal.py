@@ -25,7 +25,7 @@ from prompt_toolkit.history import InMemoryHistory
 PROMPT = "mcp> "
 
 NextWords = Callable[[list[str]], Awaitable[Sequence[str]]]
-"""What may follow the complete words typed so far (the core's answer: `bridge.ports.Completions.next_words`)."""
+"""What may follow the complete words typed so far (the core's answer: `bridge.door.ports.Completions.next_words`)."""
 
 
 def words_before(text: str) -> tuple[list[str], str]:

@@ -8,7 +8,7 @@ from typing import Any
 from adapters.matrix.adapter import MatrixAdapter
 from adapters.matrix.settings import MatrixSettings
 from bridge.config.file import Config
-from bridge.ports import Inbound
+from bridge.door.ports import Inbound
 
 
 def create(host: Inbound, settings: Mapping[str, Any], config: Config) -> MatrixAdapter:

@@ -19,7 +19,7 @@ import anyio
 
 from adapters.matrix import render, weblinks
 from adapters.matrix.answers import Answers
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.client import PLATFORM, MatrixClient, RoomEvent
 from adapters.matrix.index import CardIndex
 from adapters.matrix.login import log_in
@@ -32,9 +32,9 @@ from adapters.matrix.sync import Intake
 from adapters.matrix.translate import TextIn, message_in, reaction_in, redaction_in, text_in, vote_in
 from adapters.matrix.weblinks import WebLinks
 from bridge.config.file import Config
+from bridge.door.model import Actor, AppOffer, ConversationKey
+from bridge.door.ports import Inbound, app_link
 from bridge.errors import AdapterError, PlatformAPIError
-from bridge.model import Actor, AppOffer, ConversationKey
-from bridge.ports import Inbound, app_link
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ NOT_ENCRYPTED = ("I only work in encrypted rooms here (e2ee: required). Turn on 
 
 
 class MatrixAdapter(MatrixPort):
-    """A `bridge.ports.Adapter` for Matrix. Make it with `adapters.matrix.create`."""
+    """A `bridge.door.ports.Adapter` for Matrix. Make it with `adapters.matrix.create`."""
 
     def __init__(self, inbound: Inbound, settings: MatrixSettings, config: Config, *,
                  client_config: Any = None) -> None:

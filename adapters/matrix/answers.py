@@ -2,7 +2,7 @@
 answers on cards that have ended told so.
 
 Form cards take their answers in `formflow`; approvals and links are answered here, with ✅ / ❌ / 🚫 on the card
-and, after `edit`, the fields one at a time (`bridge.text.dialog.Dialog`).
+and, after `edit`, the fields one at a time (`bridge.text.questions.Dialog`).
 
 Who may answer is the core's call: before an answer changes a card, `Inbound.check` asks it (and the core tells a
 refused person why); the final `Inbound.decide` applies the same rule again. The one rule kept here is the
@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from adapters.matrix import formtext, render
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.cards import Card
 from adapters.matrix.client import RoomEvent
 from adapters.matrix.ended import Ended, EndedCard, looks_like_answer
@@ -29,10 +29,10 @@ from adapters.matrix.index import CardIndex
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn, command_text
 from adapters.matrix.weblinks import WEB_WORDS, WebLinks
+from bridge.door.model import Action, Actor, ConversationKey, DecisionIn, Verdict
+from bridge.door.ports import Inbound, look_up
 from bridge.errors import AdapterError
-from bridge.model import Action, Actor, ConversationKey, DecisionIn, Verdict
-from bridge.ports import Inbound, look_up
-from bridge.text.dialog import Step, StepKind
+from bridge.text.questions import Step, StepKind
 
 STRANGER = "Only people allowed to use this bridge can answer this request; your answer was not counted."
 """Told to someone outside `allowed_users` who answers a card (the core does not know the allow-list)."""

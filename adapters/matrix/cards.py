@@ -5,8 +5,8 @@ Two kinds of card:
 - **forms** (`Card.form`): the fields laid out by `layout.plan` (typed lines, reactions, polls, lists) and the
   answers in a `formstate.FormState`;
 - **approvals and links** (`Card.dialog`): answered on the card itself with ✅ / ❌ / 🚫, with
-  `bridge.text.dialog.Dialog` (the same state machine as the console) asking fields one at a time in the thread when a
-  person replies `edit`.
+  `bridge.text.questions.Dialog` (the same state machine as the console) asking fields one at a time in the thread when
+  a person replies `edit`.
 
 Everything needed to find the card again after a restart is in `ref_data()` (stored by the core with the card): the
 room, the card's first event, the thread its replies go to, and which poll or list asks which field.
@@ -21,8 +21,8 @@ from typing import Any
 
 from adapters.matrix.formstate import SKIP_WORDS, FormState
 from adapters.matrix.layout import Layout, Slot, plan
-from bridge.model import CardRef, Interaction, Kind
-from bridge.text.dialog import Dialog, Step
+from bridge.door.model import CardRef, Interaction, Kind
+from bridge.text.questions import Dialog, Step
 
 
 def is_form(interaction: Interaction) -> bool:

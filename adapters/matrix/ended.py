@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from adapters.matrix.cards import Card
 from adapters.matrix.formstate import SEND_WHEN_ANSWERED, SEND_WORDS, SKIP_WORDS
-from bridge.model import ConversationKey, Outcome
+from bridge.door.model import ConversationKey, Outcome
 from bridge.text.presentation import describe_status
 
 MAX_ENDED_EVENTS = 20_000

@@ -27,9 +27,9 @@ from adapters.matrix.layout import KEYCAPS, NO, YES, Slot, plan
 from adapters.matrix.markup import Mention
 from adapters.matrix.outbox import Outbox
 from adapters.matrix.translate import ReactionIn, RedactionIn, TextIn, VoteIn
+from bridge.door.model import Action, Actor, CardRef, ConversationKey, DecisionIn, Interaction, Outcome, Status, Verdict
+from bridge.door.ports import Inbound
 from bridge.errors import AdapterError
-from bridge.model import Action, Actor, CardRef, ConversationKey, DecisionIn, Interaction, Outcome, Status, Verdict
-from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 

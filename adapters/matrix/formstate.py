@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.matrix.layout import KEYCAPS, NO, YES, Layout, Route, Slot
-from bridge.forms import Field, FieldKind, Form
-from bridge.model import Action
+from bridge.door.forms import Field, FieldKind, Form
+from bridge.door.model import Action
 
 SKIP_WORDS = frozenset({"-", "skip", "default", "(empty)", "–", "—"})
 """Matrix has no empty message: these stand for one (keep the default, leave an optional field empty)."""

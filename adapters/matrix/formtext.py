@@ -18,8 +18,8 @@ from adapters.matrix import render
 from adapters.matrix.formstate import FormState
 from adapters.matrix.layout import KEYCAPS, NO, YES, Layout, Route, Slot
 from adapters.matrix.markup import GAP, Mention, Text, bold, fit, fit_items, join_lines, plain, short
-from bridge.forms import Field, FieldKind
-from bridge.model import Interaction, Outcome, Status
+from bridge.door.forms import Field, FieldKind
+from bridge.door.model import Interaction, Outcome, Status
 from bridge.text.presentation import describe_status
 
 QUESTIONS_BUDGET = 8_000

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.forms import Field, FieldKind, Form
+from bridge.door.forms import Field, FieldKind, Form
 
 MAX_POLL_ANSWERS = 20
 """MSC3381 truncates answers to 20."""

@@ -1,4 +1,4 @@
-"""The chat port for Matrix (`bridge.ports.ChatPort`): cards, plain messages, notices and status lines.
+"""The chat port for Matrix (`bridge.door.ports.ChatPort`): cards, plain messages, notices and status lines.
 
 A form card is posted by `formflow`; an approval or link card is one message answered with reactions on itself.
 Either way its state (`cards.Card`) goes into the card index, so that answers find it, and everything needed to find
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anyio
 
 from adapters.matrix import render
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.cards import Card, is_form
 from adapters.matrix.client import PLATFORM
 from adapters.matrix.ended import Ended
@@ -23,9 +23,9 @@ from adapters.matrix.formflow import FormFlow, waits_for
 from adapters.matrix.index import CardIndex
 from adapters.matrix.markup import Mention, fit
 from adapters.matrix.outbox import Outbox, notice_limiter
+from bridge.door.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, Status, StatusView
+from bridge.door.ports import CLEANUP_TIMEOUT, Inbound
 from bridge.errors import AdapterError
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, Status, StatusView
-from bridge.ports import CLEANUP_TIMEOUT, Inbound
 
 logger = logging.getLogger(__name__)
 

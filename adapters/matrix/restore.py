@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from adapters.matrix import render
-from adapters.matrix.asking import Asker
+from adapters.matrix.approval_thread import Asker
 from adapters.matrix.cards import Card, FormParts, is_form, stored_events
 from adapters.matrix.client import PLATFORM, MatrixClient
 from adapters.matrix.formflow import FormFlow
@@ -24,9 +24,9 @@ from adapters.matrix.markup import plain
 from adapters.matrix.outbox import Connection
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.translate import reaction_in, vote_in
+from bridge.door.model import Actor
+from bridge.door.ports import CardView, Inbound, look_up
 from bridge.errors import AdapterError, BridgeError
-from bridge.model import Actor
-from bridge.ports import CardView, Inbound, look_up
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from adapters.matrix.client import LoginLost, MatrixClient, RoomEvent, RoomKey, 
 from adapters.matrix.login import load_sync_token, log_in_again, save_sync_token
 from adapters.matrix.outbox import Connection
 from adapters.matrix.settings import MatrixSettings
+from bridge.door.ports import AdapterState, Leadership
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
-from bridge.ports import AdapterState, Leadership
 
 Lead = Callable[[], AbstractAsyncContextManager[Leadership]]
 """Leadership of this bot account's sync loop across the bridge's workers (`Inbound.leadership`)."""

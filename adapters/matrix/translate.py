@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.matrix.render import POLL_RESPONSE, POLL_RESPONSE_STABLE
-from bridge.model import Actor, ConversationKey, ConversationScope, MessageIn, conversation_key
+from bridge.door.model import Actor, ConversationKey, ConversationScope, MessageIn, conversation_key
 
 PLATFORM = "matrix"
 PREFIX = "!mcp"

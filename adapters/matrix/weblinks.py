@@ -19,9 +19,9 @@ from adapters.matrix.client import PLATFORM
 from adapters.matrix.formtext import WEB
 from adapters.matrix.markup import Mention, Text, join_lines, plain
 from adapters.matrix.outbox import Outbox
+from bridge.door.model import Actor, AppOffer, ConversationKey
+from bridge.door.ports import Inbound
 from bridge.errors import AdapterError, PlatformAPIError
-from bridge.model import Actor, AppOffer, ConversationKey
-from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.settings import SlackSettings, from_mapping
 from bridge.config.file import Config
-from bridge.ports import Inbound
+from bridge.door.ports import Inbound
 
 
 def create(host: Inbound, settings: Mapping[str, Any] | SlackSettings, config: Config) -> SlackAdapter:

@@ -35,10 +35,10 @@ from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
 from bridge.config.file import Config
+from bridge.door.model import Actor, AppOffer, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
+from bridge.door.ports import Inbound
 from bridge.errors import AdapterError
-from bridge.http.guard import ConnectionGuard, GuardedProtocol, bind
-from bridge.model import Actor, AppOffer, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
-from bridge.ports import Inbound
+from bridge.web.guard import ConnectionGuard, GuardedProtocol, bind
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from adapters.slack.modals import Modals
 from adapters.slack.people import People
 from adapters.slack.port import SlackPort
 from adapters.slack.responses import channel_of
+from bridge.door.model import Action, DecisionIn, Verdict
+from bridge.door.ports import Inbound, app_link, look_up
 from bridge.errors import AdapterError
-from bridge.model import Action, DecisionIn, Verdict
-from bridge.ports import Inbound, app_link, look_up
 
 logger = logging.getLogger(__name__)
 

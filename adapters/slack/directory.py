@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import translate
 from adapters.slack.client import api_errors
-from bridge.model import ConversationKey
+from bridge.door.model import ConversationKey
 
 CACHE_SECONDS = 300.0
 MAX_MEMBERS = 5000

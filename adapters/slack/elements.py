@@ -34,7 +34,7 @@ from typing import Any
 
 from adapters.slack import ids
 from adapters.slack.escape import one_line, plain
-from bridge.forms import Field, FieldKind
+from bridge.door.forms import Field, FieldKind
 
 JSON = dict[str, Any]
 

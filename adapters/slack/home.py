@@ -21,9 +21,9 @@ import anyio
 from adapters.slack import permalinks, render, translate
 from adapters.slack.background import Background
 from adapters.slack.client import SlackClients, api_errors
+from bridge.door.model import CardRef, Interaction
+from bridge.door.ports import Inbound
 from bridge.errors import AdapterError
-from bridge.model import CardRef, Interaction
-from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from aiohttp.typedefs import Middleware
 from slack_bolt.request.internals import parse_body
 from slack_sdk.signature import SignatureVerifier
 
-from bridge.http.guard import ConnectionGuard
+from bridge.web.guard import ConnectionGuard
 
 logger = logging.getLogger(__name__)
 

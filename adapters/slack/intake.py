@@ -25,9 +25,9 @@ from adapters.slack.escape import mrkdwn
 from adapters.slack.people import People
 from adapters.slack.port import SlackPort
 from adapters.slack.threads import BotThreads
+from bridge.door.model import ConversationKey, MessageIn
+from bridge.door.ports import Inbound
 from bridge.errors import AdapterError, PlatformAPIError
-from bridge.model import ConversationKey, MessageIn
-from bridge.ports import Inbound
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ closing the modals of a request that ended.
 A submission must be answered within 3 seconds and its answer is the ack itself (errors, the next page, or close),
 so nothing comes before that ack but reading the page, the decision (`Inbound.decide` within `ACK_BUDGET`), and the
 person from the cache (`People.cached`); a submission for a request that has ended is answered from this module's
-own memory of ended requests. What a modal looks like is `modal.py`'s; what a submitted page means is
+own memory of ended requests. What a modal looks like is `modal_pages.py`'s; what a submitted page means is
 `translate.py`'s.
 
 Several workers on one store: Slack spreads events over workers, and the core finds a request (`Inbound.cards`) and
@@ -27,15 +27,15 @@ from typing import Any, TypeVar
 import anyio
 from slack_bolt.async_app import AsyncAck
 
-from adapters.slack import ids, modal, translate
+from adapters.slack import ids, modal_pages, translate
 from adapters.slack.background import Background
 from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.elements import matching_options
 from adapters.slack.escape import mrkdwn
 from adapters.slack.people import People
+from bridge.door.model import DecisionIn, Interaction, JSONValue, Verdict
+from bridge.door.ports import Inbound, look_up
 from bridge.errors import AdapterError
-from bridge.model import DecisionIn, Interaction, JSONValue, Verdict
-from bridge.ports import Inbound, look_up
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -97,7 +97,7 @@ class Modals:
         click: call this before anything slower."""
         async with api_errors("views.open"):
             response = await self._clients.bot.views_open(trigger_id=trigger_id,
-                                                          view=modal.form_view(interaction, meta))
+                                                          view=modal_pages.form_view(interaction, meta))
         view_id = str(response["view"]["id"])
         if view_id in self._settled:
             return  # submitted or closed before views.open answered: the person is done with it
@@ -135,15 +135,15 @@ class Modals:
             if ended is None:
                 await ack()
             else:
-                await ack(response_action="update", view=modal.closed_view(ended, what))
+                await ack(response_action="update", view=modal_pages.closed_view(ended, what))
             return
-        pages = modal.pages(interaction)
+        pages = modal_pages.pages(interaction)
         # The earlier pages' answers: carried by the view when they fit (any worker may take this page), else kept
         # by the worker that took them.
         earlier = meta.draft if meta.draft is not None else self._drafts.get(view_id)
         if meta.page > 0 and earlier is None:
             # Kept in memory only, and lost (a restart, or another worker took the earlier page): start again.
-            await ack(response_action="update", view=modal.form_view(
+            await ack(response_action="update", view=modal_pages.form_view(
                 interaction, replace(meta, page=0, draft=None), LOST_PAGES))
             return
         page = pages[min(meta.page, len(pages) - 1)]
@@ -157,7 +157,8 @@ class Modals:
             draft.pop(form.fields[index].name, None)
         draft.update(answers)
         if meta.page < len(pages) - 1:
-            next_page = modal.form_view(interaction, _carrying(interaction, replace(meta, page=meta.page + 1), draft))
+            following = replace(meta, page=meta.page + 1)
+            next_page = modal_pages.form_view(interaction, _carrying(interaction, following, draft))
             await ack(response_action="update", view=next_page)
             return
         decision = DecisionIn(interaction.id, who, "accept", dict(draft))
@@ -173,7 +174,7 @@ class Modals:
         else:
             self._forget(interaction.id, view_id)
             self._settled.keep(view_id, None)
-            await ack(response_action="update", view=modal.closed_view(interaction, mrkdwn(result.message)))
+            await ack(response_action="update", view=modal_pages.closed_view(interaction, mrkdwn(result.message)))
 
     async def on_closed(self, ack: AsyncAck, body: JSON, view: JSON) -> None:
         await ack()
@@ -215,7 +216,7 @@ class Modals:
         self._drafts.pop(view_id, None)
         try:
             async with api_errors("views.update"):
-                await self._clients.final.views_update(view_id=view_id, view=modal.closed_view(interaction, what))
+                await self._clients.final.views_update(view_id=view_id, view=modal_pages.closed_view(interaction, what))
         except AdapterError as exc:
             # Usually the person closed the modal already; nothing is left to replace.
             logger.info("could not replace modal %s: %s", view_id, exc)

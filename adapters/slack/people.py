@@ -18,8 +18,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack import translate
 from adapters.slack.client import api_errors
 from adapters.slack.inflight import SharedLookups
+from bridge.door.model import Actor
 from bridge.errors import AdapterError
-from bridge.model import Actor
 
 logger = logging.getLogger(__name__)
 

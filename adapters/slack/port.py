@@ -24,8 +24,8 @@ from adapters.slack.background import Background
 from adapters.slack.client import SlackClients, api_errors
 from adapters.slack.responses import ResponseUrls
 from adapters.slack.threads import BotThreads
+from bridge.door.model import Actor, AppOffer, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 from bridge.errors import AdapterError, PlatformAPIError, RateLimited
-from bridge.model import Actor, AppOffer, CardRef, ConversationKey, Interaction, MessageRef, Outcome, StatusView
 
 logger = logging.getLogger(__name__)
 

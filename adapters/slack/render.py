@@ -28,8 +28,8 @@ from typing import Any
 
 from adapters.slack import ids
 from adapters.slack.escape import cap, mrkdwn, one_line, safe_mrkdwn, visible_url
-from bridge.forms import FieldKind
-from bridge.model import Actor, AppOffer, Interaction, Kind, Outcome, Status, StatusView
+from bridge.door.forms import FieldKind
+from bridge.door.model import Actor, AppOffer, Interaction, Kind, Outcome, Status, StatusView
 from bridge.safety.browser_url import check_host
 from bridge.text.durations import time_left
 from bridge.text.plain import card_title, secret_warning

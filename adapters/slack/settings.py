@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bridge.config.file import connection_limits
-from bridge.http.guard import ConnectionLimits
+from bridge.web.guard import ConnectionLimits
 
 DEFAULT_API_URL = "https://slack.com/api/"
 

@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from bridge.ports import AdapterState
+from bridge.door.ports import AdapterState
 
 BOT_THREAD = "bot_thread"
 """Key prefix of a thread the bot takes part in, in the adapter's state."""

@@ -13,8 +13,8 @@ from typing import Any
 
 from adapters.slack import ids
 from adapters.slack.elements import NO, YES, kept_default, unix_to_rfc3339
-from bridge.forms import Field, FieldKind, Form
-from bridge.model import Actor, ConversationKey, ConversationScope, JSONValue, MessageIn, conversation_key
+from bridge.door.forms import Field, FieldKind, Form
+from bridge.door.model import Actor, ConversationKey, ConversationScope, JSONValue, MessageIn, conversation_key
 
 PLATFORM = "slack"
 Scope = ConversationScope

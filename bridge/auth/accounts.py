@@ -15,20 +15,20 @@ from typing import TYPE_CHECKING, Protocol
 import httpx2
 from anyio.abc import TaskGroup
 
-from bridge.auth.asking import Asking, SessionAuth
 from bridge.auth.chat import CALLBACK_PATH, ChatConsent
 from bridge.auth.fleet_signins import SigninsOnStore
 from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.prompt import ConnectPrompts
 from bridge.auth.revoke import revoke
+from bridge.auth.session_auth import Asking, SessionAuth
 from bridge.auth.signins import Authorizations, endpoint
 from bridge.auth.tokens import VaultStorage
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
+from bridge.cards.chat import Outbound
 from bridge.config.auth import PERSONAL
 from bridge.config.file import Config
+from bridge.door.model import Actor
 from bridge.errors import CommandError, ConfigError, TokenStoreError
-from bridge.model import Actor
 from bridge.servers.mcp_session import Session
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 class Routes(Protocol):
-    """The bridge's HTTP server as this needs it (`bridge.http.server.HttpServer`)."""
+    """The bridge's HTTP server as this needs it (`bridge.web.server.HttpServer`)."""
 
     def route(self, path: str, endpoint: Callable[[Request], Awaitable[Response]],
               methods: tuple[str, ...] = ("GET",)) -> None: ...

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 
 from mcp.shared.auth import AuthorizationCodeResult
 
-from bridge.auth.asking import ASKING
 from bridge.auth.oauth import PLACEHOLDER_REDIRECT, NoConsent
 from bridge.auth.prompt import ConnectPrompts
+from bridge.auth.session_auth import ASKING
 from bridge.config.file import ServerConfig
 from bridge.errors import AuthError
 

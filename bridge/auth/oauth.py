@@ -13,7 +13,7 @@ Three gaps of the SDK are filled here, each in one small override:
   server's challenge);
 - how a sign-in ended is told to the `Consent` that asked for it (`Consent.settle`): the SDK exchanges the code only
   after the sign-in callback returned it, so the redirect's page and the Connect prompt learn from the provider
-  whether tokens were stored (its storage says so) or the flow failed (in plain words, `bridge.auth.failures`).
+  whether tokens were stored (its storage says so) or the flow failed (in plain words, `bridge.auth.sdk_errors`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from pydantic import AnyUrl, PrivateAttr
 
 from bridge.auth.company import CompanySignIn
 from bridge.auth.dpop import Dpop, InstallationKey
-from bridge.auth.failures import plain_auth_error
+from bridge.auth.sdk_errors import plain_auth_error
 from bridge.auth.tokens import Cipher, MemoryVault, SqliteVault, StoreVault, TokenVault, VaultStorage
 from bridge.auth.workload import WorkloadOAuthProvider, assertion_source
 from bridge.config.auth import PERSONAL, AuthConfig
@@ -136,7 +136,7 @@ class _ScopedMetadata(OAuthClientMetadata):
 
 class _Bridged(httpx2.Auth):
     """Mixed into every provider: a token loaded from storage keeps the expiry `VaultStorage` recomputed, the SDK's
-    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.failures`), a sign-in whose
+    OAuth failures become an `AuthError` in plain words naming the server (`bridge.auth.sdk_errors`), a sign-in whose
     code the flow holds is told how it ended (`settled`), and with `dpop` every request of the flow goes with its
     DPoP proof (`bridge.auth.dpop`)."""
 

@@ -20,14 +20,14 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.shared.auth import AuthorizationCodeResult
 
-from bridge.auth.asking import Asking
+from bridge.auth.session_auth import Asking
 from bridge.auth.signins import Authorization, Authorizations
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
+from bridge.cards.chat import Outbound
 from bridge.config.file import ServerConfig
 from bridge.config.team import duration_text
+from bridge.door.model import ConversationKey, Detail, Interaction, Kind, ServerLabel, Status
 from bridge.errors import AdapterError, AuthError
-from bridge.model import ConversationKey, Detail, Interaction, Kind, ServerLabel, Status
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.safety.browser_url import check_host
 from bridge.text.presentation import describe_status

@@ -1,5 +1,5 @@
 """Continuing calls after their parked cards end: the broker hands each ended card on over a memory stream
-(`bridge.cards.waiter.Handoff`), read here in tasks of this layer's own task group, so a continued call (a session
+(`bridge.cards.held.Handoff`), read here in tasks of this layer's own task group, so a continued call (a session
 from the pool, the next round's cards, the result) never runs inside the broker.
 
 An ended card's answer is recorded on its parked call (`Rounds.answered`); when it was the last of its round, the call
@@ -18,13 +18,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from bridge.calls.resume import Resumer
 from bridge.calls.toolcalls import ToolCalls
-from bridge.cards.waiter import Handoff, ParkedEnded
+from bridge.cards.held import Handoff, ParkedEnded
 
 logger = logging.getLogger(__name__)
 
 
 class ParkedBounds(Protocol):
-    """The open-card bounds, told when a parked card stops counting (`bridge.requests.bounds.Bounds`)."""
+    """The open-card bounds, told when a parked card stops counting (`bridge.requests.limiting.Bounds`)."""
 
     def release_parked(self, pending_call: str, input_key: str) -> None: ...
 

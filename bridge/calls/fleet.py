@@ -9,7 +9,7 @@
 - **Expiry**: deadlines are stored; due cards are leased to one worker at a time (`take_expired`) and expired with a
   claim, so a card nobody here waits on (its worker died, or is slow) still expires, and never twice.
 - **Hearing**: the `DecisionWatch` the broker waits on, for decisions other workers claim; and decisions on legacy
-  cards held here that other workers received and forwarded (`bridge.cards.elsewhere`), claimed here.
+  cards held here that other workers received and forwarded (`bridge.cards.forwarding`), claimed here.
 - **Retention** (every store): finished cards older than the retention are pruned now and then; the audit log
   keeps the record. **Upkeep** (every store): the store's own background work (`AsyncStore.upkeep`).
 """
@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from bridge.calls.resume import Resumer
 from bridge.cards.broker import Broker
-from bridge.cards.elsewhere import forwarded_decision
+from bridge.cards.forwarding import forwarded_decision
 from bridge.errors import StoreError
 from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch, keep_alive

@@ -37,15 +37,15 @@ from pydantic import TypeAdapter, ValidationError
 from bridge.calls.rounds import ParkedCall
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.cards.secret_answers import withheld
 from bridge.config.file import Config
+from bridge.door.model import ConversationKey, Interaction, Kind, Status
 from bridge.errors import BridgeError
-from bridge.model import ConversationKey, Interaction, Kind, Status
-from bridge.receipts.canonical import tool_digest
 from bridge.requests.elicitation import to_result
 from bridge.requests.grants import Grants
 from bridge.requests.receipting import Receipting, approval_mismatch
+from bridge.safety.receipts.canonical import tool_digest
 from bridge.storage import AsyncStore, PendingCall, Reaped, StoredInteraction, Unreadable
 from bridge.text.plain import shorten
 

@@ -47,7 +47,8 @@ from mcp.types import (
 )
 
 from bridge.cards.broker import Broker
-from bridge.cards.waiter import Parked
+from bridge.cards.held import Parked
+from bridge.door.model import Actor, ConversationKey, Interaction, Kind, MessageRef, Outcome, Status
 from bridge.errors import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -56,8 +57,7 @@ from bridge.errors import (
     MessageTooLarge,
     ServerGoneError,
 )
-from bridge.model import Actor, ConversationKey, Interaction, Kind, MessageRef, Outcome, Status
-from bridge.requests.audience import Audience
+from bridge.requests.context_lookup import Audience
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import CURRENT

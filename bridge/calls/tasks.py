@@ -28,10 +28,10 @@ from mcp.types import CallToolResult, CancelTaskResult, CreateTaskResult, GetTas
 from bridge.calls import task_wire as wire
 from bridge.calls.rounds import guarded
 from bridge.calls.task_status import TERMINAL, Seen, card_text, changed, poll_seconds
-from bridge.cards.outbound import Outbound
+from bridge.cards.chat import Outbound
 from bridge.config.file import ServerConfig
+from bridge.door.model import Actor, ConversationKey, Interaction, MessageRef
 from bridge.errors import BridgeError
-from bridge.model import Actor, ConversationKey, Interaction, MessageRef
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool

@@ -25,20 +25,18 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, InputRequest, TextContent
 
-from bridge.apps import meta as app_meta
-from bridge.apps.views import AppViews
 from bridge.calls import task_wire
-from bridge.calls.results import KeptResults
+from bridge.calls.kept_results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
 from bridge.calls.tasks import TaskCalls, TaskTold
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
+from bridge.cards.chat import Outbound
 from bridge.config.file import ServerConfig
+from bridge.door.model import Actor, ConversationKey, MessageRef, StatusView
+from bridge.door.ports import CLEANUP_TIMEOUT
 from bridge.errors import URL_ELICITATION_REQUIRED, AuthError, BridgeError, InputRefused, SessionError
-from bridge.model import Actor, ConversationKey, MessageRef, StatusView
 from bridge.observe import hooks as observe
-from bridge.ports import CLEANUP_TIMEOUT
-from bridge.requests.audience import Audience
+from bridge.requests.context_lookup import Audience
 from bridge.requests.elicitation import Elicitation
 from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import new_id
@@ -49,6 +47,8 @@ from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore, StoredTask
 from bridge.text.plain import result_text, session_error_text, shorten
 from bridge.text.server_errors import validation_summary
+from bridge.web.apps import meta as app_meta
+from bridge.web.apps.views import AppViews
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class ToolCalls:
         in the conversation when it comes (`report`). `retry_after_links`: after a -32042 URL-required answer, once
         the person has answered every link "done", run the call again (once), instead of asking them to run it
         again. A one-shot `call` uses it (the person is at the terminal and the command should finish); chat keeps
-        the call in the person's hands. `from_app`: an MCP App asks (`bridge.apps`), so a tool meant for the app
+        the call in the person's hands. `from_app`: an MCP App asks (`bridge.web.apps`), so a tool meant for the app
         alone may run; any other caller is refused one. Raises ServerUnavailable (no such server, disabled, no room)
         for the command layer to word.
         """

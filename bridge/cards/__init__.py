@@ -5,6 +5,6 @@ The broker and its parts: a card held here (`waiter`) and its deadlines (`deadli
 cards another worker holds (`elsewhere`), answers kept out of the record (`secret_answers`), and the way out to chat
 (`outbound`, `redacting_port`).
 
-May use: `bridge.config`, `bridge.storage`, `bridge.observe`, `bridge.text`, `bridge.safety`, `bridge.ports`,
-`bridge.model`, `bridge.errors`. Never the server requests, calls or sessions above it.
+May use: `bridge.config`, `bridge.storage`, `bridge.observe`, `bridge.text`, `bridge.safety`, `bridge.door.ports`,
+`bridge.door.model`, `bridge.errors`. Never the server requests, calls or sessions above it.
 """

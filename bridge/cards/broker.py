@@ -16,8 +16,8 @@ dies between the claim and the chat edit leaves the card to whoever takes its wo
 
 Cards that need several approvers (`Interaction.required`) count each person's approval once, as its own audit row,
 and show the progress on every copy of the card; one decline or cancel by an approver ends them
-(`bridge.cards.decision_rules`). Who may decide and who is asked privately is `bridge.cards.routing`'s; the broker posts
-those private copies and finishes them with the card.
+(`bridge.cards.decision_rules`). Who may decide and who is asked privately is `bridge.cards.recipients`'s; the broker
+posts those private copies and finishes them with the card.
 
 A durable interaction may also be *parked* (`ask(..., park=True)`): its card (and copies) posted, `ask` raises
 `Parked`, and no task waits for it. The broker's one timer (`bridge.cards.deadlines`) keeps its deadline, and on a
@@ -44,12 +44,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 from bridge.cards.card_updates import CardUpdates, as_copy
 from bridge.cards.deadlines import Deadlines
 from bridge.cards.decision_rules import Counted, approval_row, approvals_in, end_detail, judge
-from bridge.cards.elsewhere import STORE_FAILED, Elsewhere, not_waited_here
-from bridge.cards.routing import Routing, base_id
+from bridge.cards.forwarding import STORE_FAILED, Elsewhere, not_waited_here
+from bridge.cards.held import Handoff, Parked, ParkedEnded, RoundClaimed, Waiter
+from bridge.cards.recipients import Routing, base_id
 from bridge.cards.secret_answers import for_the_record
-from bridge.cards.waiter import Handoff, Parked, ParkedEnded, RoundClaimed, Waiter
-from bridge.errors import AdapterError, StoreError
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     CardRef,
     ConversationKey,
@@ -60,8 +59,9 @@ from bridge.model import (
     Status,
     Verdict,
 )
+from bridge.door.ports import ChatPort
+from bridge.errors import AdapterError, StoreError
 from bridge.observe import hooks as observe
-from bridge.ports import ChatPort
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
 from bridge.text.presentation import describe_status

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import anyio
 
-from bridge.cards.routing import Copy
+from bridge.cards.recipients import Copy
+from bridge.door.model import Actor, CardRef, ConversationKey, Interaction, Outcome
+from bridge.door.ports import CLEANUP_TIMEOUT, ChatPort
 from bridge.errors import AdapterError
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, Outcome
-from bridge.ports import CLEANUP_TIMEOUT, ChatPort
 
 logger = logging.getLogger(__name__)
 

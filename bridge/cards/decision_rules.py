@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from bridge.model import Actor, DecisionIn, DecisionResult, Interaction, JSONValue, Outcome, Status, Verdict
+from bridge.door.model import Actor, DecisionIn, DecisionResult, Interaction, JSONValue, Outcome, Status, Verdict
 from bridge.storage.rows import AuditRow
 
 _STATUS = {"accept": Status.ACCEPTED, "decline": Status.DECLINED, "cancel": Status.CANCELLED}

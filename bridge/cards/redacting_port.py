@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     AppOffer,
     CardRef,
@@ -20,7 +20,7 @@ from bridge.model import (
     Outcome,
     StatusView,
 )
-from bridge.ports import ChatPort
+from bridge.door.ports import ChatPort
 from bridge.safety.redaction import Redactor
 
 

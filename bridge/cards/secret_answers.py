@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bridge.model import Interaction, Outcome
+from bridge.door.model import Interaction, Outcome
 
 GIVEN = "(given)"
 

@@ -26,8 +26,8 @@ from urllib.parse import quote
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from bridge.config.file import parse_duration
+from bridge.door.model import Kind, shown_conversation
 from bridge.errors import ConfigError, StoreError
-from bridge.model import Kind, shown_conversation
 from bridge.safety.addresses import shown
 from bridge.storage import audit as chain
 from bridge.storage import is_postgres

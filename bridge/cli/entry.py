@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from bridge.cli import audit_report
     from bridge.config.file import Config
+    from bridge.door.ports import Adapter
     from bridge.host import Host
-    from bridge.ports import Adapter
     from bridge.servers.prestart import Prestarts
     from bridge.storage import AsyncStore
 
@@ -239,9 +239,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return anyio.run(_run, demo_config(args.protocol))
     if args.command in ("call", "tools"):
-        from bridge.cli import oneshot
+        from bridge.cli import call_tools
 
-        return anyio.run(oneshot.call if args.command == "call" else oneshot.tools, args)
+        return anyio.run(call_tools.call if args.command == "call" else call_tools.tools, args)
     return EXIT_USAGE
 
 
@@ -329,7 +329,7 @@ def _import_servers(path: str, into: str | None = None) -> int:
 
 
 def demo_config(protocol: str = "auto") -> Config:
-    from bridge.demo import setup as demo
+    from bridge.cli.demo import setup as demo
 
     config = demo.config(protocol)
     print(f"The demo keeps its store in {config.store} (delete the folder to start afresh).", file=sys.stderr)
@@ -407,7 +407,7 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
         http = None
         if config.http.listen:
             # Only when configured: starlette, uvicorn, prometheus-client and the form templates cost start time.
-            from bridge.http.server import HttpServer
+            from bridge.web.server import HttpServer
 
             http = HttpServer(config.http.listen, config.http.public_url, config.http.connections)
             host.accounts.serve_redirects(http)
@@ -421,14 +421,14 @@ async def _serve_store(config: Config, store: AsyncStore, prestarts: Prestarts, 
             if http is not None:
                 from bridge.cli import monitoring
                 from bridge.servers import apps_extension
-                from bridge.webform import web_forms
+                from bridge.web.forms import web_forms
 
                 watching.enter_context(monitoring.install(http, host, adapters, store.worker_id))
                 forms = web_forms(config.http, http, host)
                 if forms is not None:
                     host.offer_web_forms(forms)
                 if apps_extension.possible(config) or any(s.apps for s in config.servers.values()):
-                    from bridge.apps.routes import app_pages
+                    from bridge.web.apps.routes import app_pages
 
                     pages = app_pages(host.apps, host, host.pool, host.outbound, http,
                                       key=config.http.form_link_secret,

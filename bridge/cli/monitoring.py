@@ -21,11 +21,11 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bridge.door.ports import Adapter
 from bridge.errors import StoreError
-from bridge.http.server import SECURITY_HEADERS, HttpServer, ReadinessCheck
 from bridge.observe import hooks as observe
 from bridge.observe.metrics import Metrics
-from bridge.ports import Adapter
+from bridge.web.server import SECURITY_HEADERS, HttpServer, ReadinessCheck
 
 if TYPE_CHECKING:
     from bridge.host import Host

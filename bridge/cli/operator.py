@@ -23,7 +23,7 @@ from bridge import DEFAULT_STORE
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from bridge.model import ConversationKey
+    from bridge.door.model import ConversationKey
     from bridge.storage import AsyncStore
 
 COMMANDS = ("pending", "grants", "revoke", "accounts", "usage")
@@ -127,7 +127,7 @@ async def _grants(args: argparse.Namespace, target: str) -> int:
 
 async def _revoke(args: argparse.Namespace, target: str) -> int:
     from bridge.commands import listings
-    from bridge.model import Actor
+    from bridge.door.model import Actor
     from bridge.requests.grants import Grants
 
     async with opened(target) as store:

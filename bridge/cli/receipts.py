@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from bridge.errors import ConfigError
 
 if TYPE_CHECKING:
-    from bridge.http.server import HttpServer
-    from bridge.receipts.keys import ReceiptSettings
+    from bridge.safety.receipts.keys import ReceiptSettings
+    from bridge.web.server import HttpServer
 
 JWKS_PATH = "/.well-known/jwks.json"
 EXIT_OK, EXIT_INVALID = 0, 1
@@ -40,7 +40,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bridge.receipts.keys import ReceiptKeys
+    from bridge.safety.receipts.keys import ReceiptKeys
 
     if args.receipts_command == "keys":
         print(json.dumps(ReceiptKeys.from_env().jwks(), indent=2))
@@ -49,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def verify(token: str, request_file: str | None, jwks_file: str | None, server: str | None) -> int:
-    from bridge.receipts.keys import KEY_ENV, ReceiptKeys
-    from bridge.receipts.tokens import ReceiptInvalid
-    from bridge.receipts.tokens import verify as check
+    from bridge.safety.receipts.keys import KEY_ENV, ReceiptKeys
+    from bridge.safety.receipts.tokens import ReceiptInvalid
+    from bridge.safety.receipts.tokens import verify as check
 
     text = sys.stdin.read().strip() if token == "-" else token.strip()
     jwks = _json(jwks_file, "--jwks") if jwks_file else ReceiptKeys.from_env().jwks()
@@ -71,8 +71,8 @@ def verify(token: str, request_file: str | None, jwks_file: str | None, server: 
 
 def request_digest(request: dict[str, Any]) -> str:
     """The digest of a request given as `{method, params}` (or a JSON-RPC request), or as a tools/call's params."""
-    from bridge.receipts.canonical import request_digest as digest
-    from bridge.receipts.canonical import tool_digest
+    from bridge.safety.receipts.canonical import request_digest as digest
+    from bridge.safety.receipts.canonical import tool_digest
 
     method, params = request.get("method"), request.get("params")
     if method is None and "name" in request:

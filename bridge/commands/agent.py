@@ -15,16 +15,16 @@ from typing import Any, Protocol
 import anyio
 from mcp.types import CallToolResult
 
-from bridge.apps import meta as app_meta
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.file import Config
 from bridge.config.policy import channel_policy, server_allowed
+from bridge.door.model import Actor, ConversationKey, MessageIn
 from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
-from bridge.model import Actor, ConversationKey, MessageIn
 from bridge.requests.budgets import Budgets
 from bridge.storage import AsyncStore
 from bridge.text.plain import result_text
+from bridge.web.apps import meta as app_meta
 
 logger = logging.getLogger(__name__)
 

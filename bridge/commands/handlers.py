@@ -19,22 +19,21 @@ from mcp import Client, MCPError
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import GetPromptResult
 
-from bridge.apps import meta as app_meta
 from bridge.auth.accounts import Accounts
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.commands import listings
 from bridge.commands import parsing as commands
 from bridge.commands.agent import Agent
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule, server_allowed
+from bridge.door.forms import approval_form
+from bridge.door.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
 from bridge.errors import AuthError, CommandError, ServerUnavailable, SessionError
-from bridge.forms import approval_form
 from bridge.llm import LLMMessage
-from bridge.model import ConversationKey, Interaction, Kind, MessageIn, Status, Verdict
-from bridge.requests.audience import Audience
 from bridge.requests.budgets import Budgets
+from bridge.requests.context_lookup import Audience
 from bridge.requests.grants import Grants
 from bridge.requests.request_context import new_interaction
 from bridge.requests.roots import RootsKeeper, check_uri
@@ -42,9 +41,10 @@ from bridge.servers import catalog
 from bridge.servers.sessions import SessionPool
 from bridge.storage import AsyncStore
 from bridge.text.content import block_text
+from bridge.text.details import interaction_text
 from bridge.text.grammar import count
 from bridge.text.plain import session_error_text, shorten
-from bridge.text.showing import interaction_text
+from bridge.web.apps import meta as app_meta
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

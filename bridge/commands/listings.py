@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.model import Interaction
+from bridge.door.model import Interaction
 from bridge.requests.budgets import Standing
 from bridge.requests.grants import Grant
 from bridge.text.durations import time_left

@@ -30,20 +30,20 @@ from bridge.config.auth import (
 )
 from bridge.config.problems import error_message, error_path, substitute
 from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope, Group
+from bridge.door.model import ConversationScope
 from bridge.errors import ConfigError
-from bridge.http.guard import ConnectionLimits
-from bridge.model import ConversationScope
 from bridge.observe.tracing import TelemetryConfig, telemetry_config
-from bridge.receipts.keys import DEFAULT_ISSUER, ReceiptKeys, ReceiptSettings
 from bridge.safety import limits
 from bridge.safety.limits import Limits
+from bridge.safety.receipts.keys import DEFAULT_ISSUER, ReceiptKeys, ReceiptSettings
 from bridge.safety.redaction import Redactor
 from bridge.safety.secret_names import looks_secret
+from bridge.web.guard import ConnectionLimits
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
-Protocol = Literal["auto", "legacy", "2026-07-28"]
+ProtocolEra = Literal["auto", "legacy", "2026-07-28"]
 
 
 
@@ -93,7 +93,7 @@ class ServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     auth: AuthConfig = field(default_factory=AuthConfig)
-    protocol: Protocol = "auto"
+    protocol: ProtocolEra = "auto"
     scope: Literal["auto", "conversation", "shared"] = "auto"
     pool_size: int = 0
     """Pooled sessions at most (a 2026-07-28 server under `scope: auto`); 0: the `sessions.pool_size`."""
@@ -119,7 +119,7 @@ class ServerConfig:
     receipts: bool = True
     """Whether this server's approved requests carry signed receipts (when a receipt key is set)."""
     apps: bool | None = None
-    """Whether the bridge offers this server the MCP Apps extension (`bridge.apps`); None: when it can show apps (an
+    """Whether the bridge offers this server the MCP Apps extension (`bridge.web.apps`); None: when it can show apps (an
     HTTP server with a public address)."""
     tasks: Literal["required", "prefer"] = "required"
     """Which tools run as tasks: those that require it, or also those that allow it (`prefer`)."""
@@ -143,7 +143,7 @@ class HttpConfig:
     form_link_secret: str = field(default="", repr=False)
     """Key that signs web-form links (from the environment); empty: a random key per run (links end at a restart)."""
     app_sandbox_url: str = ""
-    """Where browsers reach the same server under a second origin, for MCP Apps' sandbox (`bridge.apps`); empty: the
+    """Where browsers reach the same server under a second origin, for MCP Apps' sandbox (`bridge.web.apps`); empty: the
     public address with `localhost` and `127.0.0.1` swapped, when it is one of them."""
     app_link_lifetime: float = 3600.0
     """How long a link to an MCP App works at most."""
@@ -204,7 +204,7 @@ class Config:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     audit: AuditConfig = AuditConfig()
     receipts: ReceiptSettings = field(default_factory=ReceiptSettings, repr=False)
-    """Signed receipts of decisions (`bridge.receipts`): the key ring comes from the environment."""
+    """Signed receipts of decisions (`bridge.safety.receipts`): the key ring comes from the environment."""
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Config:

@@ -12,7 +12,7 @@ from mcp.types import ToolAnnotations
 
 from bridge.config.file import Config, ServerConfig
 from bridge.config.team import ApproverRule, ChannelPolicy
-from bridge.model import ConversationKey, Kind
+from bridge.door.model import ConversationKey, Kind
 from bridge.safety.secret_names import looks_secret
 from bridge.text.plain import shorten
 

@@ -1,7 +1,7 @@
 """The config values of team decisions (pure): approver rules and groups, grant scopes, channel policy, budgets.
 
 `bridge.config` reads them from the file and validates them; `bridge.config.policy` picks the rule that applies to a
-request; the broker's `bridge.cards.routing` expands groups and reaches approvers; `bridge.requests.grants` and
+request; the broker's `bridge.cards.recipients` expands groups and reaches approvers; `bridge.requests.grants` and
 `bridge.requests.budgets` enforce the rest. Identities are actor keys, `platform:user_id`, everywhere.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bridge.model import Notify
+from bridge.door.model import Notify
 
 GrantScopeName = Literal["conversation", "channel"]
 

@@ -3,7 +3,7 @@
 
 Each place an event happens has one line here: the broker (a card posted, an interaction ended), the session pool
 (a server that failed to start), the store (a commit), tool calls, and the adapters (a platform API call, a
-rate-limit wait). Adapters may import this module, as they import `bridge.ports`: it is how they report to the core
+rate-limit wait). Adapters may import this module, as they import `bridge.door.ports`: it is how they report to the core
 without importing the metrics module (import-linter keeps them out of it). It imports nothing beyond the standard
 library, so hooks cost no start time.
 
@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bridge.model import Interaction, Outcome
+    from bridge.door.model import Interaction, Outcome
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bridge.door.model import Interaction, Kind, Outcome
 from bridge.errors import AdapterError
-from bridge.model import Interaction, Kind, Outcome
 from bridge.observe.hooks import Observer
 
 PREFIX = "mcp_bridge"

@@ -25,7 +25,7 @@ from bridge.observe.hooks import Observer
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-    from bridge.model import Interaction, Outcome
+    from bridge.door.model import Interaction, Outcome
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bridge.config.team import BudgetLimits
+from bridge.door.model import Actor, ConversationKey
 from bridge.llm import Usage
-from bridge.model import Actor, ConversationKey
 from bridge.storage import AsyncStore
 from bridge.text.grammar import possessive
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from mcp.types import ElicitRequestFormParams, ElicitRequestParams, ElicitRequestURLParams, ElicitResult, ErrorData
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.file import Config
+from bridge.door.forms.schema import form_from_schema
+from bridge.door.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.errors import INVALID_PARAMS, UnsupportedSchema
-from bridge.forms.schema import form_from_schema
-from bridge.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.requests.receipting import Receipting, params_digest, with_receipt
 from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
 from bridge.safety.limits import Limits

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.team import GrantScope, duration_text
-from bridge.model import Actor, ConversationKey, GrantOption, Outcome
+from bridge.door.model import Actor, ConversationKey, GrantOption, Outcome
 from bridge.requests.request_context import RequestContext, new_id
 from bridge.storage import AsyncStore, AuditRow
 from bridge.storage.codec import dump_actor, load_actor

@@ -1,9 +1,9 @@
 """Receipts issued where decisions become MCP answers, each recorded in the audit log.
 
 A decision that lets something happen (an approved tool call, an accepted form or URL request, an approved sampling
-request and its reviewed answer, shared roots) gets a receipt (`bridge.receipts`) in `_meta` of what carries it: the
-`tools/call` that runs the approved tool, the elicitation or sampling result, the roots answer. Every receipt is also
-an audit row of kind `receipt` whose detail names its `jti` and the token's SHA-256, so a receipt a server presents
+request and its reviewed answer, shared roots) gets a receipt (`bridge.safety.receipts`) in `_meta` of what carries it:
+the `tools/call` that runs the approved tool, the elicitation or sampling result, the roots answer. Every receipt is
+also an audit row of kind `receipt` whose detail names its `jti` and the token's SHA-256, so a receipt a server presents
 later can be matched with the log. Nothing is issued when no key is set, or for a server with `receipts: false`.
 """
 
@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 from mcp.types import Result
 
 from bridge.config.file import Config
-from bridge.model import Actor, Interaction, Kind, Outcome, Status
-from bridge.receipts.canonical import digest, request_digest, tool_digest
-from bridge.receipts.tokens import META_KEY, Decision, Receipt, mint
+from bridge.door.model import Actor, Interaction, Kind, Outcome, Status
+from bridge.safety.receipts.canonical import digest, request_digest, tool_digest
+from bridge.safety.receipts.tokens import META_KEY, Decision, Receipt, mint
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.rows import AuditRow
 

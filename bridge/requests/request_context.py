@@ -19,9 +19,9 @@ from mcp.types import ErrorData
 
 from bridge.config.file import ServerConfig
 from bridge.config.policy import QUORUM_KINDS, approver_rule
+from bridge.door.forms.model import Form
+from bridge.door.model import Actor, ConversationKey, Detail, GrantOption, Interaction, Kind, Outcome, ServerLabel
 from bridge.errors import INVALID_REQUEST
-from bridge.forms.model import Form
-from bridge.model import Actor, ConversationKey, Detail, GrantOption, Interaction, Kind, Outcome, ServerLabel
 from bridge.servers.session_keys import personal
 
 

@@ -13,12 +13,12 @@ from mcp.client import ClientRequestContext
 from mcp.types import ErrorData, ListRootsResult, Root
 
 from bridge.config.file import Config
+from bridge.door.forms import Field, FieldKind, Option, approval_form
+from bridge.door.model import ConversationKey, Detail, Kind, Status
 from bridge.errors import CommandError
-from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.model import ConversationKey, Detail, Kind, Status
-from bridge.receipts.canonical import request_digest
 from bridge.requests.receipting import Receipting, result_json, with_receipt
 from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
+from bridge.safety.receipts.canonical import request_digest
 from bridge.storage import AsyncStore
 
 

@@ -25,11 +25,12 @@ from mcp.types import (
     SamplingMessage,
 )
 
-from bridge.cards.outbound import Say
+from bridge.cards.chat import Say
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule
+from bridge.door.forms import Field, FieldKind, Form, approval_form
+from bridge.door.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, USER_REJECTED
-from bridge.forms import Field, FieldKind, Form, approval_form
 from bridge.llm import (
     HumanAnswerRequired,
     InvalidSamplingRequest,
@@ -41,7 +42,6 @@ from bridge.llm import (
     to_create_message_result,
     to_llm_request,
 )
-from bridge.model import Detail, Interaction, Kind, Outcome, Status
 from bridge.requests.budgets import Budgets
 from bridge.requests.grants import Grants, offers
 from bridge.requests.receipting import Receipting, params_digest, result_json, with_receipt

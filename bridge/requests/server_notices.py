@@ -13,9 +13,9 @@ from typing import Any
 from mcp.types import ElicitCompleteNotification, LoggingMessageNotificationParams, ToolListChangedNotification
 
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
+from bridge.cards.chat import Outbound
+from bridge.door.model import Outcome, Status
 from bridge.errors import BridgeError
-from bridge.model import Outcome, Status
 from bridge.safety.ratelimit import RateLimiter
 from bridge.servers.mcp_session import Session
 from bridge.storage import AsyncStore

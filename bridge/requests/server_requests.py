@@ -13,8 +13,8 @@ from typing import Any
 
 from mcp.types import SamplingCapability, SamplingToolsCapability
 
-from bridge.requests.bounds import Bounds
 from bridge.requests.elicitation import Elicitation
+from bridge.requests.limiting import Bounds
 from bridge.requests.roots import RootsKeeper
 from bridge.requests.sampling import Sampler
 from bridge.requests.server_notices import ServerNotices
@@ -31,7 +31,7 @@ class HandlerTable:
     tool_approval: ToolApproval
     notices: ServerNotices
     bounds: Bounds | None = None
-    """The `limits:` bounds every server request passes (`bridge.requests.bounds`); none in tests that build a bare
+    """The `limits:` bounds every server request passes (`bridge.requests.limiting`); none in tests that build a bare
     table."""
     tasks: ServedTasks | None = None
     """Runs the elicitation and sampling requests a server sends as tasks (`bridge.requests.task_requests`)."""

@@ -35,8 +35,8 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp.client import ClientRequestContext
 from mcp.types import CancelTaskResult, CreateTaskResult, ErrorData, GetTaskResult, Task, TaskMetadata
 
+from bridge.door.model import Detail, Interaction, Outcome, Status
 from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
-from bridge.model import Detail, Interaction, Outcome, Status
 from bridge.requests.request_context import CURRENT, NOBODY_TO_ASK, Asker, ContextSource, RequestContext
 from bridge.safety.limits import Limits
 from bridge.servers.task_client import Answer, TaskHost, wire

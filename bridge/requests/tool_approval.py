@@ -17,8 +17,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ErrorData, TextCont
 
 from bridge.config.file import Config
 from bridge.config.policy import approver_rule, configured_verdict, mask_arguments, needs_approval
-from bridge.model import ConversationKey, Detail, Kind, Status
-from bridge.receipts.canonical import tool_digest
+from bridge.door.model import ConversationKey, Detail, Kind, Status
 from bridge.requests.grants import Grants, offers
 from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import (
@@ -29,6 +28,7 @@ from bridge.requests.request_context import (
     new_id,
     new_interaction,
 )
+from bridge.safety.receipts.canonical import tool_digest
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
 from bridge.text.grammar import acts

@@ -3,7 +3,7 @@
 Pure values and checks, no I/O. A server that asks for a thousand cards in one call, a person with ten thousand
 waiting calls, a 5 MB form schema or a 50 MB tool result must not take the bridge (and everyone else on it) down
 with it. Over a bound the server gets the protocol's error and the conversation a short notice
-(`bridge.requests.bounds`); nothing waits forever.
+(`bridge.requests.limiting`); nothing waits forever.
 
 - open cards per conversation, per person and per call (`OpenCards` counts them);
 - server requests (forms, links, sampling, roots) per server per minute;

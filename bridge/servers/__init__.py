@@ -3,6 +3,6 @@
 (`session_keys`), prompts and resources (`catalog`), and the client side of requests a server sends as tasks
 (`task_client`).
 
-May use: `bridge.config`, `bridge.observe`, `bridge.text`, `bridge.forms`, `bridge.safety`, `bridge.model`,
+May use: `bridge.config`, `bridge.observe`, `bridge.text`, `bridge.door.forms`, `bridge.safety`, `bridge.door.model`,
 `bridge.errors`. Never cards, server requests (the handlers are handed in) or calls.
 """

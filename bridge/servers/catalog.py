@@ -17,7 +17,7 @@ from mcp.types import (
     Tool,
 )
 
-from bridge.forms import Field, FieldKind, Option
+from bridge.door.forms import Field, FieldKind, Option
 from bridge.text.plain import block_text, shorten
 
 MAX_PAGES = 100

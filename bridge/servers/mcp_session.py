@@ -14,7 +14,7 @@ from mcp.client.session import ElicitationFnT, ListRootsFnT, LoggingFnT, Message
 from mcp.types import SamplingCapability
 
 from bridge.config.file import ServerConfig
-from bridge.model import Actor, ConversationKey
+from bridge.door.model import Actor, ConversationKey
 from bridge.servers.message_bound import MessageBound
 from bridge.servers.session_keys import SHARED, SessionKey, pool_key
 from bridge.servers.task_client import TaskHost

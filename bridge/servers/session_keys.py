@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from bridge.config.auth import PERSONAL
 from bridge.config.file import ServerConfig
+from bridge.door.model import Actor, ConversationKey
 from bridge.errors import AuthError
-from bridge.model import Actor, ConversationKey
 
 SHARED = "*"
 POOL = "pool:"

@@ -38,8 +38,8 @@ from mcp.types import Implementation
 from bridge import __version__
 from bridge.config.file import Config, ServerConfig
 from bridge.config.policy import server_allowed
+from bridge.door.model import Actor, ConversationKey, shown_conversation
 from bridge.errors import AuthError, ServerStartError, ServerUnavailable
-from bridge.model import Actor, ConversationKey, shown_conversation
 from bridge.observe import hooks as observe
 from bridge.servers import apps_extension, catalog
 from bridge.servers.mcp_session import Callbacks, Session, SessionState

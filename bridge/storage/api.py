@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from bridge.model import CardRef, ConversationKey, Interaction, Outcome
+from bridge.door.model import CardRef, ConversationKey, Interaction, Outcome
 from bridge.storage.rows import (
     AuditRow,
     PendingCall,

@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bridge.forms import Form, form_from_schema
-from bridge.model import (
+from bridge.door.forms import Form, form_from_schema
+from bridge.door.model import (
     Actor,
     CardRef,
     ConversationKey,

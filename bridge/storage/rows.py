@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from bridge.door.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, Status
 from bridge.errors import BridgeError
-from bridge.model import Actor, CardRef, ConversationKey, Interaction, MessageRef, Outcome, Status
 
 logger = logging.getLogger(__name__)
 

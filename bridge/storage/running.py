@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from bridge.model import ConversationKey
+from bridge.door.model import ConversationKey
 from bridge.storage.driver import Driver, Step
 from bridge.storage.rows import RunningCall
 

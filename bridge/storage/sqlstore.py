@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import anyio
 
+from bridge.door.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.errors import ConfigError, StoreError
-from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.storage import audit as chain
 from bridge.storage import codec
 from bridge.storage.api import AuditRow, Lease, PendingCall, Reaped, StoredInteraction

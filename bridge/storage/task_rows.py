@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Mapping
 
-from bridge.model import ConversationKey, MessageRef
+from bridge.door.model import ConversationKey, MessageRef
 from bridge.storage import codec
 from bridge.storage.driver import Driver, Step
 from bridge.storage.rows import StoredTask

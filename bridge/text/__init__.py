@@ -2,5 +2,5 @@
 (`presentation`), MCP content as text (`content`), the start of a huge text (`excerpt`), `show <id>` (`showing`), time
 left (`durations`), and a card asked one question at a time (`dialog`).
 
-Pure, no I/O. May use: `bridge.forms`, `bridge.safety`, `bridge.model`, `bridge.errors`.
+Pure, no I/O. May use: `bridge.door.forms`, `bridge.safety`, `bridge.door.model`, `bridge.errors`.
 """

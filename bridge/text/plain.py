@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from bridge.door.model import Interaction, Kind
 from bridge.errors import MessageTooLarge, SessionError
-from bridge.model import Interaction, Kind
 from bridge.safety.browser_url import check_host
 from bridge.text.content import block_text
 from bridge.text.excerpt import Excerpt, json_chunks

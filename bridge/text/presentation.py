@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bridge.model import Actor, Interaction, Outcome, Status
+from bridge.door.model import Actor, Interaction, Outcome, Status
 
 Person = Callable[[str, str], str]
 """(actor key, plain label) → how the name appears."""

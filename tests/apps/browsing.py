@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 from playwright.async_api import Browser, Frame, FrameLocator, Page
 
-from bridge.apps.routes import AppPages
 from bridge.host import Host
-from bridge.http.server import HttpServer
+from bridge.web.apps.routes import AppPages
+from bridge.web.server import HttpServer
 from tests.webform import test_browser as web
 
 ARTIFACTS = web.ROOT / ".cache/artifacts/apps"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-WEB = ROOT / "bridge/apps/web"
+WEB = ROOT / "bridge/web/apps/web"
 
 
 def test_rebuilding_the_app_bridge_bundle_gives_the_same_bytes(tmp_path: Path) -> None:

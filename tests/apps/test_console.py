@@ -18,14 +18,14 @@ import pytest
 from playwright.async_api import Browser
 
 from adapters.console import ConsoleAdapter
-from bridge.apps.routes import AppPages
 from bridge.config.file import ServerConfig
 from bridge.host import Host
-from bridge.http.server import HttpServer
-from bridge.testing import config_for, host_store, patient
+from bridge.web.apps.routes import AppPages
+from bridge.web.server import HttpServer
 from tests.adapters.console.test_connect import Screen
 from tests.apps import browsing, servers
 from tests.apps.servers import gated
+from tests.harness.hosts import config_for, host_store, patient
 from tests.webform import test_browser as web
 
 pytestmark = [pytest.mark.anyio]

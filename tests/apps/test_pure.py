@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from mcp.types import TextResourceContents, Tool
 
-from bridge.apps import csp, meta
-from bridge.apps.links import AppClaims, AppLinks, Browsers, Refusal
 from bridge.config.file import Config, HttpConfig, ServerConfig
-from bridge.model import Actor
+from bridge.door.model import Actor
 from bridge.servers import apps_extension
+from bridge.web.apps import csp, meta
+from bridge.web.apps.links import AppClaims, AppLinks, Browsers, Refusal
 
 ADA = Actor("slack", "U1", "ada")
 BOB = Actor("slack", "U2", "bob")

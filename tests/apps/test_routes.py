@@ -11,15 +11,15 @@ import anyio
 import httpx2 as httpx
 import pytest
 
-from bridge.apps.links import AppLinks
-from bridge.apps.routes import AppPages
 from bridge.config.file import ServerConfig
+from bridge.door.model import DecisionIn, MessageIn
 from bridge.host import Host
-from bridge.http.server import HttpServer
 from bridge.llm import LLMRequest, LLMResponse
 from bridge.llm.types import ToolCall
-from bridge.model import DecisionIn, MessageIn
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, host_store, patient
+from bridge.web.apps.links import AppLinks
+from bridge.web.apps.routes import AppPages
+from bridge.web.server import HttpServer
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, host_store, patient
 from tests.servers.apps_kit import HTML, URI, kit
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

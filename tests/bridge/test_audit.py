@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from bridge.cli.entry import main
-from bridge.forms import Form
-from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.door.forms import Form
+from bridge.door.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import AuditRow, open_store
 from bridge.storage import audit as chain
 

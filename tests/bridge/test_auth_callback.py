@@ -14,7 +14,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 from bridge.auth.callback import LoopbackListener
 from bridge.auth.signins import Authorization, Authorizations, Page, plain_oauth_error
 from bridge.errors import AuthError
-from bridge.testing import patient
+from tests.harness.hosts import patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

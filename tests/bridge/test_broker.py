@@ -15,14 +15,14 @@ import pytest
 import trio.testing
 
 from bridge.cards.broker import Broker
-from bridge.cards.outbound import Outbound
-from bridge.cards.routing import Routing
-from bridge.cards.waiter import Parked, ParkedEnded, handoff_stream
-from bridge.forms import form_from_schema
-from bridge.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
+from bridge.cards.chat import Outbound
+from bridge.cards.held import Parked, ParkedEnded, handoff_stream
+from bridge.cards.recipients import Routing
+from bridge.door.forms import form_from_schema
+from bridge.door.model import Actor, DecisionIn, Interaction, Kind, Outcome, ServerLabel, Status, Verdict
 from bridge.storage import SqlStore, open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
 from bridge.text.presentation import describe_outcome
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort
 from tests.storage.support import pending
 
 pytestmark = pytest.mark.anyio

@@ -17,9 +17,9 @@ import pytest
 from mcp.types import CallToolResult, TextContent
 
 from bridge.config.file import Config, HttpConfig
+from bridge.door.model import Actor, ConversationKey, Interaction, MessageIn
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, Interaction, MessageIn
-from bridge.testing import FakeChatPort, host_for, patient
+from tests.harness.hosts import FakeChatPort, host_for, patient
 from tests.servers.enterprise import Company, company
 from tests.servers.signin import redirects, sign_in
 

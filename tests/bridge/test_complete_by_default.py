@@ -15,7 +15,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCRequest, JSONRPCResponse
 
 from bridge.servers.complete_by_default import complete_by_default
-from bridge.testing import patient
+from tests.harness.hosts import patient
 
 pytestmark = pytest.mark.anyio
 

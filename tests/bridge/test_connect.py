@@ -18,10 +18,10 @@ from mcp.types import CallToolResult, TextContent
 
 from bridge.auth.tokens import VaultStorage
 from bridge.config.file import Config, HttpConfig
+from bridge.door.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Verdict
 from bridge.host import Host
-from bridge.http.server import HttpServer
-from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Verdict
-from bridge.testing import FakeChatPort, host_for, patient
+from bridge.web.server import HttpServer
+from tests.harness.hosts import FakeChatPort, host_for, patient
 from tests.servers.signin import Site, get, redirects, sign_in, site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

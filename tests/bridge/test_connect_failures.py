@@ -14,9 +14,9 @@ import pytest
 from mcp.types import CallToolResult
 
 from bridge.auth.tokens import VaultStorage
-from bridge.model import Actor, Status
-from bridge.testing import patient
+from bridge.door.model import Actor, Status
 from tests.bridge.test_connect import ADA, CHANNEL, bridge, connect_card, start_whoami, text
+from tests.harness.hosts import patient
 from tests.servers.signin import Site, get, sign_in, site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -18,10 +18,10 @@ import pytest
 from bridge.auth.tokens import VaultStorage
 from bridge.config.file import Config, HttpConfig
 from bridge.host import Host
-from bridge.http.server import HttpServer
 from bridge.storage import SqlStore, open_store
-from bridge.testing import FakeChatPort, host_for, patient
+from bridge.web.server import HttpServer
 from tests.bridge.test_connect import ADA, CHANNEL, connect_card, start_whoami, text
+from tests.harness.hosts import FakeChatPort, host_for, patient
 from tests.servers.signin import KEY_ENV, Site, Visit, get, redirects, sign_in, site
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
 
-from bridge.demo import setup as demo
-from bridge.demo import state as demo_state
-from bridge.demo.server import build
+from bridge.cli.demo import setup as demo
+from bridge.cli.demo import state as demo_state
+from bridge.cli.demo.server import build
 from bridge.errors import ConfigError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -16,13 +16,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestFormParams
 
 from bridge.config.file import ServerConfig
+from bridge.door.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.host import Host
-from bridge.model import CardRef, DecisionIn, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.requests import elicitation
 from bridge.requests.request_context import RequestContext
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from bridge.text.plain import shorten
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

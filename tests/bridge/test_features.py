@@ -13,11 +13,11 @@ import pytest
 from mcp.types import ToolAnnotations
 
 from bridge.config.file import RootsPolicy, SamplingPolicy
+from bridge.door.model import DecisionIn, Kind, MessageIn, Status
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
-from bridge.model import DecisionIn, Kind, MessageIn, Status
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.features import Observed, features_server
 

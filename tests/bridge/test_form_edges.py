@@ -13,11 +13,11 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from bridge.forms import Field, FieldKind, Option, approval_form
+from bridge.door.forms import Field, FieldKind, Option, approval_form
+from bridge.door.model import ConversationKey, DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.host import Host
-from bridge.model import ConversationKey, DecisionIn, Interaction, Kind, MessageIn, ServerLabel, Status, Verdict
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.edgy import repeating_server
 from tests.servers.inline import form_server
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from bridge.forms import FieldKind, form_from_schema
-from bridge.forms.checks import FORMAT_CHECKER
+from bridge.door.forms import FieldKind, form_from_schema
+from bridge.door.forms.checks import FORMAT_CHECKER
 
 OPTIONS = ["a", "b", "c", "hiking", "Ünïcode", "x y"]
 TEXTS = st.one_of(st.text(max_size=12), st.sampled_from([

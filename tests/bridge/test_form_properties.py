@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from bridge.door.forms import Field, FieldKind, Form, form_from_schema
+from bridge.door.forms.checks import FORMAT_CHECKER
 from bridge.errors import UnsupportedSchema
-from bridge.forms import Field, FieldKind, Form, form_from_schema
-from bridge.forms.checks import FORMAT_CHECKER
 
 
 def examples(n: int) -> settings:

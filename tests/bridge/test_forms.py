@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from bridge.demo.server import EVERY_FIELD
+from bridge.cli.demo.server import EVERY_FIELD
+from bridge.door.forms import FieldKind, form_from_schema
 from bridge.errors import UnsupportedSchema
-from bridge.forms import FieldKind, form_from_schema
 
 FORM = form_from_schema(EVERY_FIELD)
 

@@ -13,12 +13,12 @@ import trio.testing
 
 from bridge.config.file import Config, SamplingPolicy
 from bridge.config.team import ApproverRule, BudgetLimits, ChannelPolicy, GrantScope
+from bridge.door.model import ConversationKey, DecisionIn, MessageIn
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
-from bridge.model import ConversationKey, DecisionIn, MessageIn
 from bridge.requests.grants import Grants
 from bridge.storage import open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.features import Observed, features_server
 from tests.servers.inline import form_server

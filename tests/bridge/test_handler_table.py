@@ -10,9 +10,9 @@ import pytest
 from mcp.types import ElicitRequestParams, ElicitResult, ErrorData
 
 from bridge.config.file import SamplingPolicy, ServerConfig
-from bridge.model import DecisionIn, MessageIn
+from bridge.door.model import DecisionIn, MessageIn
 from bridge.requests.request_context import RequestContext
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

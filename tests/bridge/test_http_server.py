@@ -11,9 +11,9 @@ import httpx2
 import pytest
 
 from bridge.config.file import from_mapping
-from bridge.http.guard import ConnectionLimits
-from bridge.http.server import HttpServer, HttpServerError, Listen
-from bridge.testing import patient
+from bridge.web.guard import ConnectionLimits
+from bridge.web.server import HttpServer, HttpServerError, Listen
+from tests.harness.hosts import patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

@@ -13,11 +13,11 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
+from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
 from bridge.safety.limits import Limits
 from bridge.storage import open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.flood import flood_server
 from tests.servers.inline import form_server
 

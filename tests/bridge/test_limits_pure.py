@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bridge.config.file import from_mapping
+from bridge.door.forms import schema as form_schema
 from bridge.errors import ConfigError, UnsupportedSchema
-from bridge.forms import schema as form_schema
 from bridge.safety.limits import CardKeys, Limits, OpenCards, parse_size, schema_problem
 from bridge.safety.ratelimit import RateLimiter
 

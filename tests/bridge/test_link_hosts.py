@@ -8,8 +8,8 @@ import json
 import anyio
 import pytest
 
-from bridge.model import DecisionIn, Kind, MessageIn
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from bridge.door.model import DecisionIn, Kind, MessageIn
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers import links
 from tests.servers.links import TRICKS
 

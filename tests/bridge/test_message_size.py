@@ -15,12 +15,12 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from bridge.config.file import ServerConfig
-from bridge.model import MessageIn
+from bridge.door.model import MessageIn
 from bridge.safety.limits import Limits, from_mapping
 from bridge.servers.message_bound import EventSizes
 from bridge.servers.stdio import TOO_LONG, LineSplitter
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.bridge.test_prestart import WHOAMI, ask, bridge
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.serving import serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

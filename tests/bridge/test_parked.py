@@ -16,12 +16,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestFormParams, InputRequiredResult
 
 from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
+from bridge.cli.demo.server import ask
 from bridge.config.file import ServerConfig
-from bridge.demo.server import ask
+from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn, MessageRef, Status, StatusView, Verdict
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, MessageRef, Status, StatusView, Verdict
 from bridge.safety.limits import Limits
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import two_forms_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

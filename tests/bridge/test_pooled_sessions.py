@@ -13,14 +13,14 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
-from bridge.config.file import Protocol as Era
+from bridge.config.file import ProtocolEra as Era
 from bridge.config.file import RootsPolicy, ServerConfig
+from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn
-from bridge.testing import ALICE, BOB, ROOM, config_for, host_for, patient
 from tests.bridge.test_connect import ADA, CHANNEL, connect_card, web
 from tests.bridge.test_connect import BOB as CONNECT_BOB
 from tests.bridge.test_connect import bridge as connected
+from tests.harness.hosts import ALICE, BOB, ROOM, config_for, host_for, patient
 from tests.servers.features import features_server
 from tests.servers.signin import Site, sign_in
 

@@ -16,12 +16,12 @@ import mcp.client.stdio
 import pytest
 
 from bridge.config.file import ServerConfig
+from bridge.door.model import ConversationKey, MessageIn
 from bridge.host import Host
-from bridge.model import ConversationKey, MessageIn
 from bridge.safety.limits import Limits
 from bridge.servers.prestart import Prestarts
 from bridge.servers.stdio import INHERITED, LineSplitter
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 ROOT = Path(__file__).resolve().parents[2]

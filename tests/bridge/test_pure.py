@@ -11,9 +11,9 @@ from bridge.commands import parsing as commands
 from bridge.config.file import RootsPolicy, SamplingPolicy, ServerConfig
 from bridge.config.policy import MASK, approver_rule, mask_arguments, needs_approval
 from bridge.config.team import ApproverRule, duration_text
-from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.forms.schema import form_from_schema
-from bridge.model import (
+from bridge.door.forms import Field, FieldKind, Option, approval_form
+from bridge.door.forms.schema import form_from_schema
+from bridge.door.model import (
     Actor,
     ConversationKey,
     GrantOption,
@@ -26,9 +26,9 @@ from bridge.model import (
 )
 from bridge.safety.ratelimit import RateLimiter
 from bridge.safety.secret_names import looks_secret
-from bridge.testing import ALICE, ROOM
-from bridge.text.dialog import Dialog, StepKind, option_lines
 from bridge.text.presentation import describe_outcome, describe_progress
+from bridge.text.questions import Dialog, StepKind, option_lines
+from tests.harness.hosts import ALICE, ROOM
 
 # -- commands ------------------------------------------------------------------------------------------------------
 

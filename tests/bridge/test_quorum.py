@@ -13,11 +13,11 @@ import pytest
 
 from bridge.config.file import SamplingPolicy
 from bridge.config.team import ApproverRule, GrantScope, Group
+from bridge.door.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.host import Host
 from bridge.llm import HumanProvider
-from bridge.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, patient
 from tests.servers.features import Observed, features_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -17,17 +17,17 @@ import jwt
 import pytest
 from mcp.client import Client
 
+from bridge.cli.demo import setup as demo
 from bridge.config.file import RootsPolicy, SamplingPolicy
 from bridge.config.team import ApproverRule, GrantScope
-from bridge.demo import setup as demo
+from bridge.door.model import Actor, DecisionIn, Interaction, MessageIn, Verdict
 from bridge.host import Host
 from bridge.llm import HumanProvider, LLMProvider, OpenAIProvider
-from bridge.model import Actor, DecisionIn, Interaction, MessageIn, Verdict
-from bridge.receipts.keys import ReceiptKeys, ReceiptSettings
-from bridge.receipts.tokens import META_KEY, Decision, mint
+from bridge.safety.receipts.keys import ReceiptKeys, ReceiptSettings
+from bridge.safety.receipts.tokens import META_KEY, Decision, mint
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Step
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 from tests.servers.receipts import check, receipts_server, request_digest
 

@@ -19,9 +19,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import Completion
 
 from bridge.config.file import ServerConfig
-from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.host import Host
-from bridge.model import (
+from bridge.door.forms import Field, FieldKind, Option, approval_form
+from bridge.door.model import (
     ConversationKey,
     DecisionIn,
     Interaction,
@@ -32,11 +31,12 @@ from bridge.model import (
     StatusView,
     Verdict,
 )
+from bridge.host import Host
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import open_store
 from bridge.storage import sqlite as sqlite_engine
 from bridge.storage.driver import Step
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
@@ -285,9 +285,9 @@ async def test_a_prompt_argument_card_from_duplicate_completions_is_a_valid_form
 
 
 def test_the_demo_server_keeps_its_state_key_across_processes() -> None:
-    from bridge.demo import server as demo_server
+    from bridge.cli.demo import server as demo_server
 
-    key = "k" * 64  # what bridge.demo.state gives it: MCP_CHAT_BRIDGE_DEMO_KEY or its key file
+    key = "k" * 64  # what bridge.cli.demo.state gives it: MCP_CHAT_BRIDGE_DEMO_KEY or its key file
     first, second = demo_server.state_security([key]), demo_server.state_security([key])
     assert first is not None and second is not None and first.ttl > 600
     assert second.codec.unseal(first.codec.seal(b"state")) == b"state"

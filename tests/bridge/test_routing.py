@@ -1,4 +1,4 @@
-"""Who a card reaches (`bridge.cards.routing`): groups expanded into approvers, private copies for approvers
+"""Who a card reaches (`bridge.cards.recipients`): groups expanded into approvers, private copies for approvers
 elsewhere."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from bridge.cards.outbound import Outbound
-from bridge.cards.routing import Routing
+from bridge.cards.chat import Outbound
+from bridge.cards.recipients import Routing
 from bridge.config.team import Group
-from bridge.forms import form_from_schema
-from bridge.model import Interaction, Kind, ServerLabel
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort
+from bridge.door.forms import form_from_schema
+from bridge.door.model import Interaction, Kind, ServerLabel
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

@@ -15,10 +15,10 @@ import pytest
 
 from bridge.cards.secret_answers import GIVEN, withheld
 from bridge.config.file import from_mapping
-from bridge.model import DecisionIn, MessageIn
+from bridge.door.model import DecisionIn, MessageIn
 from bridge.safety import redaction
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

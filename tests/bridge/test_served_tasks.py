@@ -11,10 +11,10 @@ import anyio
 import pytest
 
 from bridge.config.file import SamplingPolicy
+from bridge.door.model import DecisionIn, MessageIn, Status
 from bridge.host import Host
-from bridge.model import DecisionIn, MessageIn, Status
 from bridge.safety.limits import Limits
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.task_asker import task_asker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

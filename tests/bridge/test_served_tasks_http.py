@@ -14,9 +14,9 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from bridge.config.file import ServerConfig
-from bridge.model import DecisionIn, MessageIn
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
+from bridge.door.model import DecisionIn, MessageIn
 from tests.harness.fleet import free_port
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 
 pytestmark = pytest.mark.anyio
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.model import DecisionIn, Status
+from bridge.door.model import DecisionIn, Status
 from bridge.storage import open_store
 from bridge.storage.served_tasks import ServedTask
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.bridge.test_served_tasks import call, reported
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.task_asker import task_asker
 from tests.storage.support import worker
 

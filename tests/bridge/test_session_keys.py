@@ -6,8 +6,8 @@ import pytest
 
 from bridge.config.auth import AuthConfig
 from bridge.config.file import ServerConfig
+from bridge.door.model import Actor, ConversationKey
 from bridge.errors import AuthError, ServerStartError
-from bridge.model import Actor, ConversationKey
 from bridge.servers.session_keys import SHARED, auth_failure, personal, session_key
 
 ROOM = ConversationKey("slack", "T1", "C1")

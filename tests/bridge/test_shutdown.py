@@ -15,9 +15,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 from bridge.config.file import ServerConfig
-from bridge.model import DecisionIn, MessageIn, Verdict
+from bridge.door.model import DecisionIn, MessageIn, Verdict
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

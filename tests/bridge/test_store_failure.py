@@ -24,18 +24,18 @@ import anyio
 import pytest
 
 from bench.common import answer_for, bench_server, tag_of
-from bridge.cards.elsewhere import STORE_FAILED
-from bridge.config.file import Protocol, ServerConfig
+from bridge.cards.forwarding import STORE_FAILED
+from bridge.config.file import ProtocolEra, ServerConfig
+from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.host import Host
-from bridge.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import FakeChatPort, config_for, host_for, patient
 from tests.harness.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 STDIO_SCRIPT = Path(__file__).parent.parent / "servers" / "mrtr_stdio.py"
-ERAS: list[Protocol] = ["legacy", "2026-07-28"]
+ERAS: list[ProtocolEra] = ["legacy", "2026-07-28"]
 WAIT = 60.0  # seconds for what should happen at once (a loaded machine runs three sessions and a store)
 ROOMS = [ConversationKey("test", "W1", f"C{i}", "T1") for i in range(3)]
 
@@ -57,12 +57,12 @@ def inline_peer() -> Peer:
     return Peer("bench", bench_server(), answer_for)
 
 
-def stdio_peer(protocol: Protocol) -> Peer:
+def stdio_peer(protocol: ProtocolEra) -> Peer:
     config = ServerConfig(name="forms", command=sys.executable, args=(str(STDIO_SCRIPT),), protocol=protocol)
     return Peer("forms", config, lambda tag: {"guests": int(ConversationKey.from_id(tag).channel[1:]) + 2})
 
 
-def peer_for(kind: str, protocol: Protocol) -> Peer:
+def peer_for(kind: str, protocol: ProtocolEra) -> Peer:
     return inline_peer() if kind == "inline" else stdio_peer(protocol)
 
 
@@ -189,7 +189,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
 @pytest.mark.parametrize("protocol", ERAS)
 @pytest.mark.parametrize("kind", ["inline", "stdio"])
 async def test_a_decision_on_a_full_disk_is_kept_open_and_counts_when_retried(
-        tmpfs: Tmpfs, protocol: Protocol, kind: str, store_engine: str) -> None:
+        tmpfs: Tmpfs, protocol: ProtocolEra, kind: str, store_engine: str) -> None:
     peer = peer_for(kind, protocol)
     store = await open_store(tmpfs.path / "bridge.db")
     try:
@@ -225,7 +225,7 @@ def reconnect(postgres: PostgresCluster, url: str) -> None:
 
 @pytest.mark.parametrize("protocol", ERAS)
 async def test_a_decision_while_postgres_is_unreachable_is_kept_open_and_counts_when_retried(
-        postgres: PostgresCluster, pg_url: str, protocol: Protocol, store_engine: str) -> None:
+        postgres: PostgresCluster, pg_url: str, protocol: ProtocolEra, store_engine: str) -> None:
     peer = inline_peer()
     store = await open_store(pg_url)
     try:

@@ -17,10 +17,10 @@ from mcp.types import InputRequest
 
 from bridge.calls.rounds import ParkedCall
 from bridge.calls.toolcalls import ToolCalls
+from bridge.door.model import CardRef, DecisionIn, Interaction, MessageIn, Outcome, Status, Verdict
 from bridge.host import Host
-from bridge.model import CardRef, DecisionIn, Interaction, MessageIn, Outcome, Status, Verdict
 from bridge.storage import Reaped, SqlStore, open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.servers.inline import form_server
 from tests.storage.support import interaction
 

@@ -11,11 +11,11 @@ import anyio
 import pytest
 
 from bridge.config.file import Config, ServerConfig
+from bridge.door.model import MessageIn
 from bridge.host import Host
 from bridge.llm import LLMRequest, LLMResponse
-from bridge.model import MessageIn
 from bridge.storage import open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, patient
 from tests.servers.edges import Edges, edge_app
 from tests.servers.serving import serve
 

@@ -12,12 +12,12 @@ import anyio
 import pytest
 
 from bridge.config.file import ServerConfig
+from bridge.door.model import DecisionIn, MessageIn, Status, StatusView
 from bridge.host import Host
 from bridge.llm import LLMProvider, OpenAIProvider
-from bridge.model import DecisionIn, MessageIn, Status, StatusView
 from bridge.safety.limits import Limits
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_store, patient
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion, openai_tool_call
 from tests.servers.everything_http import everything_http
 

@@ -13,11 +13,11 @@ import anyio
 import pytest
 
 from bridge.config.team import ApproverRule
+from bridge.door.model import CardRef, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.host import Host
 from bridge.llm import HumanProvider
-from bridge.model import CardRef, ConversationKey, DecisionIn, Interaction, MessageIn, Status, Verdict
 from bridge.storage import SqlStore, open_store
-from bridge.testing import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, FakeChatPort, config_for, host_for, patient
 from tests.harness.postgres import PostgresCluster
 from tests.servers.features import features_server
 from tests.servers.inline import form_server, two_forms_server

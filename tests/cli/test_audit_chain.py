@@ -24,11 +24,11 @@ import yaml
 
 from bridge.cli.entry import open_store as open_run_store
 from bridge.config.file import from_mapping
-from bridge.model import Outcome, Status
+from bridge.door.model import Outcome, Status
 from bridge.storage import audit as chain
 from bridge.storage.audit_keys import PUBLIC_KEY_ENV, SIGNING_KEY_ENV
-from bridge.testing import BOB
 from tests.cli.test_run import start, wait_line
+from tests.harness.hosts import BOB
 from tests.storage.support import accepted, interaction
 
 KEYS = (chain.KEY_ENV, SIGNING_KEY_ENV, PUBLIC_KEY_ENV)

@@ -24,14 +24,14 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bridge.model import Outcome, Status
+from bridge.door.model import Outcome, Status
 from bridge.storage import audit as chain
 from bridge.storage import open_store
 from bridge.storage.audit_keys import PUBLIC_KEY_ENV, SIGNING_KEY_ENV, AuditSettings
 from bridge.storage.driver import Driver, Step
 from bridge.storage.migrations import MIGRATIONS, migrate
-from bridge.testing import BOB, patient
 from tests.cli.test_audit_chain import audit, random_key
+from tests.harness.hosts import BOB, patient
 from tests.storage.support import accepted, interaction
 
 ENGINES = pytest.mark.parametrize("store_engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],

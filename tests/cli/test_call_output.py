@@ -13,7 +13,8 @@ HOSTILE = "\x1b[2J\x1b]8;;https://evil.example\x07link\x1b]8;;\x07 \u202eevil\u2
 
 def call(*extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "bridge.cli", "call", "--stdio",
-                           f"{sys.executable} -m bridge.demo.server", *extra, "echo", json.dumps({"message": HOSTILE})],
+                           f"{sys.executable} -m bridge.cli.demo.server", *extra, "echo",
+                           json.dumps({"message": HOSTILE})],
                           capture_output=True, text=True, timeout=60, check=False, cwd=ROOT, stdin=subprocess.DEVNULL)
 
 

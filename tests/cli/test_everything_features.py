@@ -17,7 +17,7 @@ import pytest
 from adapters.console import ConsoleAdapter
 from bridge.config.file import RootsPolicy, ServerConfig
 from bridge.host import Host
-from bridge.testing import config_for, host_store, patient
+from tests.harness.hosts import config_for, host_store, patient
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ import yaml
 from bridge.config.file import from_mapping, load
 from bridge.config.yaml_text import loads
 from bridge.errors import ConfigError
-from bridge.testing import patient
+from tests.harness.hosts import patient
 
 AUDIT_WARNING = "warning: audit:"
 
@@ -311,7 +311,7 @@ def interrupted_at_progress(argv: list[str], tmp: Path, stdin: str = "") -> tupl
 
 def test_ctrl_c_during_call_says_interrupted_and_exits_130(tmp_path: Path) -> None:
     output, code = interrupted_at_progress(
-        ["call", "--stdio", f"{sys.executable} -m bridge.demo.server", "count_down", COUNT_DOWN], tmp_path)
+        ["call", "--stdio", f"{sys.executable} -m bridge.cli.demo.server", "count_down", COUNT_DOWN], tmp_path)
     assert code == 130, output
     assert "server.count_down: interrupted" in output and ": done" not in output
     assert output.rstrip().endswith("interrupted (Ctrl-C)") and "Traceback" not in output

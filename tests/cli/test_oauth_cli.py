@@ -27,7 +27,7 @@ from mcp.types import CallToolResult
 from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.tokens import Cipher, SqliteVault, VaultStorage
 from bridge.config.file import load
-from bridge.testing import ALICE, ROOM, FakeChatPort, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, host_for, patient
 from tests.servers.oauth import Provider, protected_server
 from tests.servers.serving import bound_socket, serve
 

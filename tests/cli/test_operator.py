@@ -20,10 +20,10 @@ from bridge.auth.oauth import NoConsent, OAuthClients
 from bridge.auth.tokens import TOKENS
 from bridge.config.file import load
 from bridge.config.team import GrantScope
-from bridge.model import ConversationKey
+from bridge.door.model import ConversationKey
 from bridge.requests.grants import Grants
 from bridge.storage import open_store
-from bridge.testing import ALICE, BOB, ROOM, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, patient
 from tests.storage.support import interaction
 
 pytestmark = pytest.mark.parametrize("store_engine", ["sqlite", "postgres"], indirect=True)

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from bridge.receipts.canonical import tool_digest
-from bridge.receipts.keys import KEY_ENV, ReceiptKeys, ReceiptSettings
-from bridge.receipts.tokens import Decision, mint
-from bridge.testing import patient
+from bridge.safety.receipts.canonical import tool_digest
+from bridge.safety.receipts.keys import KEY_ENV, ReceiptKeys, ReceiptSettings
+from bridge.safety.receipts.tokens import Decision, mint
 from tests.cli.test_run import start, wait_line
+from tests.harness.hosts import patient
 
 OLD, NEW = base64.b64encode(b"o" * 32).decode(), base64.b64encode(b"n" * 32).decode()
 ARGS = {"target": "/srv/a", "force": True}

@@ -16,12 +16,12 @@ import httpx2
 import pytest
 import yaml
 
-from bridge.forms import Field, FieldKind, Option, approval_form
-from bridge.model import Actor, ConversationKey, Kind, ServerLabel
+from bridge.door.forms import Field, FieldKind, Option, approval_form
+from bridge.door.model import Actor, ConversationKey, Kind, ServerLabel
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Row
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.legacy_store import Store as LegacyStore
 
 
@@ -32,7 +32,7 @@ def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Po
     config.write_text(yaml.safe_dump({
         "store": str(db),
         # The demo server keeps its requestState key in its state folder: a temporary one here.
-        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo.server"], "protocol": protocol,
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.cli.demo.server"], "protocol": protocol,
                              "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}},
         "chat": {"console": {}}, **extra}))
     proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",

@@ -14,8 +14,8 @@ import pytest
 from adapters.console import ConsoleAdapter
 from bridge.config.file import SamplingPolicy, ServerConfig
 from bridge.host import Host
-from bridge.testing import config_for, host_store, patient
 from tests.cli.test_everything_features import Screen
+from tests.harness.hosts import config_for, host_store, patient
 
 pytestmark = pytest.mark.anyio
 

@@ -25,8 +25,8 @@ import yaml
 from bridge.storage import open_store
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch
-from bridge.testing import patient
 from tests.harness.fleet import SIGNING_SECRET, Balancer, Output, Worker, free_port, running, spawn
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, event_app_mention
 from tests.servers.signin import KEY_ENV, Site, site
 

@@ -49,7 +49,7 @@ def test_version_loads_nothing_heavy() -> None:
 def test_check_config_loads_neither_the_sdk_nor_the_platform_libraries(tmp_path: Path) -> None:
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
-        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo.server"]}},
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.cli.demo.server"]}},
         "llm": {"provider": "anthropic", "model": "m", "api_key": "k"}, "http": {"listen": "127.0.0.1:0"},
         "chat": {"console": {}}}))
     code, modules = loaded("check-config", str(config))

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from bridge.cli.monitoring import store_check
-from bridge.http.server import HttpServer
 from bridge.storage import open_store
+from bridge.web.server import HttpServer
 from tests.cli.test_run import start, wait_line
 from tests.harness.postgres import PostgresCluster
 

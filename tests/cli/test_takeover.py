@@ -13,8 +13,8 @@ import httpx2
 import pytest
 
 from adapters.slack import ids
-from bridge.testing import patient
 from tests.harness.fleet import Balancer, finished, logged_mcp_server, posted, running, start_worker
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, block_actions, event_app_mention
 
 pytestmark = pytest.mark.anyio

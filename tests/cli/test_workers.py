@@ -21,8 +21,8 @@ import pytest
 from adapters.slack import ids
 from bridge.storage import AsyncStore, open_store
 from bridge.storage.watch import DecisionWatch
-from bridge.testing import patient
 from tests.harness.fleet import Balancer, final, finished, mcp_server, post_cards, posted, running, start_worker
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, block_actions
 
 pytestmark = pytest.mark.anyio

@@ -99,6 +99,6 @@ def test_the_installed_bridge_checks_a_config_and_calls_a_tool(image: Buildah, t
     out = run_in(image, "mcp-chat-bridge", "check-config", "/config/bridge.yaml",
                  volume=f"{tmp_path}:/config:ro", env=key)
     assert "/config/bridge.yaml: OK (2 servers, chat: console)" in out
-    out = run_in(image, "mcp-chat-bridge", "call", "--stdio", "python3 -m bridge.demo.server", "echo",
+    out = run_in(image, "mcp-chat-bridge", "call", "--stdio", "python3 -m bridge.cli.demo.server", "echo",
                  '{"message": "hello from the image"}')
     assert out.strip() == "hello from the image"

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bridge.model import CardRef, ConversationKey, Interaction, Outcome, Status
+from bridge.door.model import CardRef, ConversationKey, Interaction, Outcome, Status
 from bridge.observe import hooks as observe
 from bridge.storage import audit as chain
 from bridge.storage.codec import dump_actor, dump_interaction, dump_outcome, load_actor, load_interaction, load_outcome

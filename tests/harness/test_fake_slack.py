@@ -24,7 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.slack import (
     FakeSlack,
     check_http_ack,

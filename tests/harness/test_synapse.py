@@ -34,7 +34,7 @@ from nio import (
     UnknownEvent,
 )
 
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.synapse import RegisteredUser, Synapse
 
 POLL_START = "org.matrix.msc3381.poll.start"

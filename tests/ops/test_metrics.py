@@ -22,13 +22,13 @@ from bridge.cli import monitoring
 from bridge.config.file import ServerConfig
 from bridge.errors import AdapterError
 from bridge.host import Host
-from bridge.http.server import HttpServer
 from bridge.observe import hooks as observe
 from bridge.storage import open_store
-from bridge.testing import config_for, patient
+from bridge.web.server import HttpServer
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import slack_settings
 from tests.adapters.slack.inline_server import make_server
+from tests.harness.hosts import config_for, patient
 from tests.harness.slack import FakeSlack
 
 pytestmark = pytest.mark.anyio

@@ -9,11 +9,11 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.model import DecisionIn, Interaction, Kind, Outcome, Status, Verdict
+from bridge.door.model import DecisionIn, Interaction, Kind, Outcome, Status, Verdict
 from bridge.observe import hooks as observe
 from bridge.observe.metrics import Metrics
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
 from tests.adapters.slack.interactions import interaction
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 
 pytestmark = pytest.mark.anyio
 

@@ -30,7 +30,7 @@ def test_run_serves_metrics_named_for_its_worker(tmp_path: Path) -> None:
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
         "store": str(tmp_path / "bridge.db"), "http": {"listen": f"127.0.0.1:{port}"},
-        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.demo.server"], "prestart": True,
+        "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.cli.demo.server"], "prestart": True,
                              "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}},
         "chat": {"console": {}}}))
     proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "run", "-c", str(config), "--worker-id", "w-proc"],

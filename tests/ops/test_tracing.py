@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from bridge.door.model import DecisionIn, JSONValue, MessageIn
 from bridge.errors import PlatformAPIError
-from bridge.model import DecisionIn, JSONValue, MessageIn
 from bridge.observe import hooks as observe
 from bridge.observe.tracing import TelemetryConfig, Tracing, traces, wanted
-from bridge.testing import ALICE, ROOM, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, config_for, host_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = pytest.mark.anyio

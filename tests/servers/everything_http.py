@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bridge.testing import patient
 from tests.harness.fleet import free_port
+from tests.harness.hosts import patient
 
 
 @contextmanager

@@ -16,7 +16,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestFormParams, InputRequiredResult
 
-from bridge.demo.server import ask
+from bridge.cli.demo.server import ask
 
 server = MCPServer("fleet")
 

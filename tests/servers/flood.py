@@ -12,7 +12,7 @@ from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
-from bridge.demo.server import ask
+from bridge.cli.demo.server import ask
 
 OK_FORM: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 

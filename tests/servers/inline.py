@@ -19,7 +19,7 @@ from mcp.types import (
     InputRequiredResult,
 )
 
-from bridge.demo.server import EVERY_FIELD, ask
+from bridge.cli.demo.server import EVERY_FIELD, ask
 
 
 def form_server(name: str = "forms") -> MCPServer:

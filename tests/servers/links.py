@@ -11,8 +11,8 @@ from pathlib import Path
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestURLParams, InputRequiredResult
 
+from bridge.cli.demo.server import ask
 from bridge.config.file import ServerConfig
-from bridge.demo.server import ask
 
 FAMILY = "\U0001F468\u200d\U0001F469\u200d\U0001F467"
 """An emoji ZWJ sequence: its joiners must survive the cleaner."""

@@ -14,7 +14,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
-from bridge.demo.server import ask
+from bridge.cli.demo.server import ask
 
 server = MCPServer("stdio-forms")
 

@@ -34,7 +34,7 @@ from mcp.types import ElicitRequestFormParams, InputRequiredResult
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from bridge.demo.server import ask
+from bridge.cli.demo.server import ask
 from tests.servers.serving import base_url
 
 SCOPE = "mcp"

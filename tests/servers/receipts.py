@@ -28,7 +28,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from bridge.demo.server import ask
+from bridge.cli.demo.server import ask
 
 META_KEY = "io.github.mcp-chat-bridge/receipt"
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "title": "Name"}}, "required": ["name"]}

@@ -20,7 +20,7 @@ import pytest
 from bridge.config.auth import AuthConfig
 from bridge.config.file import ServerConfig
 from bridge.host import Host
-from bridge.http.server import HttpServer
+from bridge.web.server import HttpServer
 from tests.servers.oauth import Provider, protected_server
 from tests.servers.serving import bound_socket, serve
 

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bridge.forms import form_from_schema
-from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
+from bridge.door.forms import form_from_schema
+from bridge.door.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.storage import PendingCall, SqlStore, open_store
-from bridge.testing import ALICE, ROOM
+from tests.harness.hosts import ALICE, ROOM
 
 _ids = itertools.count()
 FORM = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}}, "required": ["n"]}

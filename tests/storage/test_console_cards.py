@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bridge.model import CardRef, ConversationKey
+from bridge.door.model import CardRef, ConversationKey
 from bridge.storage import open_store
 from tests.storage.support import accepted, interaction, pending, worker
 

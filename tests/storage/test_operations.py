@@ -7,10 +7,10 @@ import dataclasses
 import anyio
 import pytest
 
+from bridge.door.model import CardRef, ConversationKey, Outcome, Status
 from bridge.errors import StoreError
-from bridge.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import SqlStore
-from bridge.testing import ALICE, BOB, ROOM, patient
+from tests.harness.hosts import ALICE, BOB, ROOM, patient
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio

@@ -7,10 +7,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bridge.model import Outcome, Status
+from bridge.door.model import Outcome, Status
 from bridge.storage import SqlStore, Unreadable
 from bridge.storage.driver import Step
-from bridge.testing import ROOM, patient
+from tests.harness.hosts import ROOM, patient
 from tests.storage.support import accepted, interaction, pending, worker
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bridge.testing import ROOM
+from tests.harness.hosts import ROOM
 from tests.storage.support import worker
 
 pytestmark = pytest.mark.anyio

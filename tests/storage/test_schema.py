@@ -10,13 +10,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from bridge.door.model import CardRef, Kind, Outcome, Status
 from bridge.errors import StoreSchemaError
-from bridge.model import CardRef, Kind, Outcome, Status
 from bridge.storage import SqlStore, open_store
 from bridge.storage.codec import INTERACTION_COLUMNS
 from bridge.storage.driver import Step
 from bridge.storage.migrations import LATEST, MIGRATIONS, Migration, migrate
-from bridge.testing import ALICE, ROOM, patient
+from tests.harness.hosts import ALICE, ROOM, patient
 from tests.harness.legacy_store import Store
 from tests.storage.support import accepted, interaction, pending
 

@@ -11,7 +11,7 @@ import pytest
 
 from bridge.storage import SqlStore
 from bridge.storage.signin_rows import SIGNAL_PREFIX
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.storage.support import worker
 
 pytestmark = pytest.mark.anyio

@@ -14,12 +14,12 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from bridge.door.model import CardRef
 from bridge.errors import StoreError, StoreLocked
-from bridge.model import CardRef
 from bridge.storage import SqlStore, open_store
 from bridge.storage.driver import Step
 from bridge.storage.sqlite import SqliteDriver
-from bridge.testing import ROOM, patient
+from tests.harness.hosts import ROOM, patient
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio

@@ -8,10 +8,10 @@ import dataclasses
 import anyio
 import pytest
 
-from bridge.model import CardRef, ConversationKey, Outcome, Status
+from bridge.door.model import CardRef, ConversationKey, Outcome, Status
 from bridge.storage import AuditRow, SqlStore, open_store
 from bridge.storage import audit as chain
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.storage.support import accepted, interaction, pending
 
 pytestmark = pytest.mark.anyio

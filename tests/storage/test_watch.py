@@ -15,7 +15,7 @@ import pytest
 from bridge.storage import SqlStore
 from bridge.storage.signin_rows import SIGNAL_PREFIX
 from bridge.storage.watch import DecisionWatch, keep_alive
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.postgres import PostgresCluster
 from tests.storage.support import accepted, interaction, worker
 

@@ -10,11 +10,11 @@ import anyio
 import pytest
 from psycopg import AsyncConnection
 
-from bridge.model import CardRef, Outcome, Status
+from bridge.door.model import CardRef, Outcome, Status
 from bridge.storage import SqlStore, open_store
 from bridge.storage.driver import Step
 from bridge.storage.postgres import lock_key
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.postgres import PostgresCluster
 from tests.storage.support import accepted, interaction, pending, worker
 

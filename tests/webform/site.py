@@ -12,11 +12,11 @@ from typing import Any
 
 import anyio
 
+from bridge.door.model import Interaction, MessageIn
 from bridge.host import Host
-from bridge.http.server import HttpServer
-from bridge.model import Interaction, MessageIn
-from bridge.testing import ALICE, ROOM, FakeChatPort, config_for, host_for
-from bridge.webform import FormLinks, WebForms
+from bridge.web.forms import FormLinks, WebForms
+from bridge.web.server import HttpServer
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for
 
 
 class Clock:

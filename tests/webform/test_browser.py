@@ -23,9 +23,9 @@ import yaml
 from playwright.async_api import Browser, Page, Response, async_playwright
 
 from bridge.config.file import ServerConfig
-from bridge.testing import BOB, patient
-from bridge.webform import LinkClaims
-from bridge.webform.page import CSP
+from bridge.web.forms import LinkClaims
+from bridge.web.forms.page import CSP
+from tests.harness.hosts import BOB, patient
 from tests.servers.inline import form_server
 from tests.webform.site import running
 

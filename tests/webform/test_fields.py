@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from bridge.demo.server import EVERY_FIELD
-from bridge.forms import form_from_schema
-from bridge.webform.fields import (
+from bridge.cli.demo.server import EVERY_FIELD
+from bridge.door.forms import form_from_schema
+from bridge.web.forms.fields import (
     Widget,
     content_from_raw,
     field_views,

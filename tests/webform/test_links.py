@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from itsdangerous import URLSafeSerializer
 
-from bridge.forms import form_from_schema
-from bridge.model import Interaction, Kind, ServerLabel
-from bridge.testing import ALICE, BOB, ROOM
-from bridge.webform.links import SALT, FormLinks, LinkClaims, MemorySpentLinks, Refusal
+from bridge.door.forms import form_from_schema
+from bridge.door.model import Interaction, Kind, ServerLabel
+from bridge.web.forms.links import SALT, FormLinks, LinkClaims, MemorySpentLinks, Refusal
+from tests.harness.hosts import ALICE, BOB, ROOM
 
 NOW = 1_800_000_000.0
 FORM = form_from_schema({"type": "object", "properties": {"ok": {"type": "boolean"}}})

@@ -12,11 +12,11 @@ import httpx2
 import pytest
 
 from bridge.config.file import HttpConfig
-from bridge.http.server import HttpServer
-from bridge.model import DecisionIn, Status
-from bridge.testing import ALICE, BOB, patient
-from bridge.webform import web_forms
-from bridge.webform.page import CSP
+from bridge.door.model import DecisionIn, Status
+from bridge.web.forms import web_forms
+from bridge.web.forms.page import CSP
+from bridge.web.server import HttpServer
+from tests.harness.hosts import ALICE, BOB, patient
 from tests.servers.inline import form_server
 from tests.webform.site import Site, running
 

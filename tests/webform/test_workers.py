@@ -16,11 +16,11 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
-from bridge.http.server import HttpServer
-from bridge.model import DecisionIn, Status, Verdict
-from bridge.testing import ALICE, BOB, config_for, host_for, patient
-from bridge.webform import FormLinks, LinkClaims, WebForms
+from bridge.door.model import DecisionIn, Status, Verdict
+from bridge.web.forms import FormLinks, LinkClaims, WebForms
+from bridge.web.server import HttpServer
 from tests.bridge.test_workers import card_on
+from tests.harness.hosts import ALICE, BOB, config_for, host_for, patient
 from tests.servers.inline import form_server
 from tests.storage.support import worker
 from tests.webform.site import Clock, Site

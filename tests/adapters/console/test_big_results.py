@@ -16,10 +16,10 @@ from adapters.console import ConsoleAdapter
 from bridge.config.file import ServerConfig
 from bridge.host import Host
 from bridge.safety.limits import Limits
-from bridge.testing import config_for, host_store, patient
 from bridge.text.excerpt import SLICE, json_chunks
 from bridge.text.plain import MAX_TEXT, result_excerpt, result_text
 from tests.adapters.console.test_promises import Screen, Step, after, typed
+from tests.harness.hosts import config_for, host_store, patient
 from tests.servers.big_stdio import numbered
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -15,7 +15,7 @@ from adapters.console import ConsoleAdapter
 from bridge.config.file import Config
 from bridge.host import Host
 from bridge.storage import open_store
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.servers.signin import Site, redirects, sign_in, site
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

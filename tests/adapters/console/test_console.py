@@ -11,10 +11,10 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
+from bridge.cli.demo.server import server as demo
 from bridge.config.file import ServerConfig
-from bridge.demo.server import server as demo
 from bridge.host import Host
-from bridge.testing import config_for, host_store, patient
+from tests.harness.hosts import config_for, host_store, patient
 from tests.servers.inline import form_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -12,11 +12,11 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
+from bridge.cli.demo.server import build
 from bridge.config.file import RootsPolicy, ServerConfig
-from bridge.demo.server import build
 from bridge.host import Host
 from bridge.storage import open_store
-from bridge.testing import config_for, patient
+from tests.harness.hosts import config_for, patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

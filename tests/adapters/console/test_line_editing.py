@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.testing import patient
+from tests.harness.hosts import patient
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a pseudo-terminal")
 

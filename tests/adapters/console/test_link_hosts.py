@@ -13,8 +13,8 @@ import pytest
 
 from adapters.console import ConsoleAdapter
 from bridge.host import Host
-from bridge.testing import config_for, host_store, patient
 from tests.adapters.console.test_connect import Screen
+from tests.harness.hosts import config_for, host_store, patient
 from tests.servers import links
 from tests.servers.links import FAMILY, TRICKS
 

@@ -17,11 +17,11 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
+from bridge.cli.demo.server import server as demo
 from bridge.config.file import ServerConfig
-from bridge.demo.server import server as demo
 from bridge.host import Host
 from bridge.storage import open_store
-from bridge.testing import config_for, patient
+from tests.harness.hosts import config_for, patient
 from tests.servers.inline import form_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -143,7 +143,7 @@ def test_a_failed_call_does_not_promise_a_restart() -> None:
 
 async def test_call_exits_after_the_result_while_its_input_stays_open() -> None:
     process = await anyio.open_process([sys.executable, "-m", "bridge.cli", "call", "--stdio",
-                                        f"{sys.executable} -m bridge.demo.server", "connect_account"], cwd=ROOT)
+                                        f"{sys.executable} -m bridge.cli.demo.server", "connect_account"], cwd=ROOT)
     assert process.stdin is not None and process.stdout is not None
     try:
         await process.stdin.send(b"accept\n")  # and the input stays open, as a terminal's does

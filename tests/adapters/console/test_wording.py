@@ -15,12 +15,12 @@ import anyio
 import pytest
 
 from adapters.console import ConsoleAdapter
+from bridge.cli.demo.server import server as demo
 from bridge.config.file import RootsPolicy, ServerConfig
-from bridge.demo.server import server as demo
+from bridge.door.model import shown_conversation
 from bridge.host import Host
-from bridge.model import shown_conversation
-from bridge.testing import config_for, host_store, patient
 from tests.adapters.console.test_console import TRIP, converse
+from tests.harness.hosts import config_for, host_store, patient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
@@ -117,7 +117,7 @@ def test_a_conversation_is_shown_without_its_empty_parts() -> None:
 
 def test_cancel_typed_during_call_stops_the_call() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.cli", "call", "--stdio", f"{sys.executable} -m bridge.demo.server",
+        [sys.executable, "-m", "bridge.cli", "call", "--stdio", f"{sys.executable} -m bridge.cli.demo.server",
          "count_down", '{"steps": 50, "seconds": 0.2}'], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stderr is not None

@@ -30,10 +30,10 @@ from nio import (
 from adapters.matrix import MatrixAdapter, create
 from adapters.matrix.render import MARK, POLL_RESPONSE
 from bridge.config.file import Config, ServerConfig
+from bridge.door.model import MessageIn
 from bridge.host import Host
-from bridge.model import MessageIn
 from bridge.storage import AsyncStore, open_store
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.synapse import RegisteredUser, Synapse
 
 WAIT = patient(30.0)

@@ -20,10 +20,9 @@ from nio import AsyncClient, LogoutResponse, RoomInviteResponse
 
 from adapters.matrix.render import ACCEPT, CANCEL, DECLINE, POLL_END, POLL_START
 from bridge.config.file import Config, ServerConfig
+from bridge.door.forms import Field, FieldKind, Form, Option, approval_form
+from bridge.door.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
 from bridge.errors import PlatformAPIError
-from bridge.forms import Field, FieldKind, Form, Option, approval_form
-from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.testing import patient
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,
@@ -43,6 +42,7 @@ from tests.adapters.matrix.harness import (
     record_messages,
     register,
 )
+from tests.harness.hosts import patient
 from tests.harness.synapse import Synapse
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ from adapters.matrix.ended import Ended, looks_like_answer
 from adapters.matrix.formstate import FormState
 from adapters.matrix.layout import NO, YES, Route, plan
 from adapters.matrix.markup import Mention, content_size
-from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
-from bridge.model import Outcome, Status
+from bridge.door.forms import Field, FieldKind, Form, Option, form_from_schema
+from bridge.door.model import Outcome, Status
 from tests.adapters.matrix.test_render import ADA, interaction
 
 EVERYTHING = Path(__file__).resolve().parents[2] / "npm/node_modules/@modelcontextprotocol/server-everything/dist/" \

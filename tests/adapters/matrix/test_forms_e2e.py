@@ -22,9 +22,8 @@ from nio import ReactionEvent
 from adapters.matrix.layout import NO, YES
 from adapters.matrix.render import ACCEPT, POLL_END
 from bridge.config.file import Config, ServerConfig
-from bridge.forms import Field, FieldKind, Form, Option, form_from_schema
-from bridge.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
-from bridge.testing import patient
+from bridge.door.forms import Field, FieldKind, Form, Option, form_from_schema
+from bridge.door.model import Actor, ConversationKey, Interaction, Kind, Outcome, ServerLabel, Status
 from tests.adapters.matrix import servers
 from tests.adapters.matrix.harness import (
     WAIT,
@@ -44,6 +43,7 @@ from tests.adapters.matrix.harness import (
     record_messages,
     register,
 )
+from tests.harness.hosts import patient
 from tests.harness.synapse import Synapse
 from tests.servers.inline import form_server
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from adapters.matrix.cards import Card
 from adapters.matrix.index import MAX_BOT_THREADS, CardIndex
-from bridge.forms import Form
+from bridge.door.forms import Form
 from tests.adapters.matrix.test_render import interaction
 
 ROOM = "!room"  # the channel of test_render's interactions

@@ -16,8 +16,8 @@ from bridge.config.file import Config
 from bridge.host import Host
 from bridge.observe import hooks as observe
 from bridge.storage import open_store
-from bridge.testing import patient
 from tests.adapters.matrix.harness import WAIT, matrix_block, register
+from tests.harness.hosts import patient
 from tests.harness.synapse import Synapse
 
 pytestmark = pytest.mark.anyio

@@ -16,8 +16,8 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from bridge.testing import patient
 from tests.adapters.matrix.harness import body, person, register
+from tests.harness.hosts import patient
 from tests.harness.synapse import Synapse
 
 pytestmark = pytest.mark.anyio

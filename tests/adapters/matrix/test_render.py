@@ -6,8 +6,8 @@ import time
 
 from adapters.matrix import render
 from adapters.matrix.markup import Mention, code, content_size, defang, fit, plain
-from bridge.forms import Form
-from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, ServerLabel
+from bridge.door.forms import Form
+from bridge.door.model import Actor, ConversationKey, Detail, Interaction, Kind, ServerLabel
 
 ADA = Actor("matrix", "@ada:example.org", "Ada")
 ROOM = ConversationKey("matrix", "example.org", "!room", "$thread")

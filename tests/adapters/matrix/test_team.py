@@ -15,7 +15,7 @@ from nio import InviteMemberEvent
 from adapters.matrix.render import ACCEPT, DECLINE
 from bridge.config.file import Config, LLMConfig, ServerConfig
 from bridge.config.team import ApproverRule, BudgetLimits, GrantScope
-from bridge.model import Actor, ConversationKey
+from bridge.door.model import Actor, ConversationKey
 from tests.adapters.matrix.harness import (
     Bridge,
     Person,

@@ -7,7 +7,7 @@ from typing import Any
 from adapters.matrix import translate
 from adapters.matrix.outbox import notice_limiter
 from adapters.matrix.settings import MatrixSettings
-from bridge.model import Actor, ConversationKey
+from bridge.door.model import Actor, ConversationKey
 
 BOT = "@bot:example.org"
 ADA = Actor("matrix", "@ada:example.org", "Ada")

@@ -18,8 +18,8 @@ from playwright.async_api import Browser
 
 from adapters.matrix.formtext import WEB
 from bridge.config.file import Config
-from bridge.http.server import HttpServer
-from bridge.webform import WebForms
+from bridge.web.forms import WebForms
+from bridge.web.server import HttpServer
 from tests.adapters.matrix.harness import (
     Bridge,
     Person,

@@ -21,7 +21,6 @@ from anyio.streams.text import TextReceiveStream
 
 from adapters.matrix.render import ACCEPT, DECLINE
 from bridge.config.file import Config
-from bridge.testing import patient
 from tests.adapters.matrix.harness import (
     WAIT,
     Bridge,
@@ -38,6 +37,7 @@ from tests.adapters.matrix.harness import (
 )
 from tests.adapters.matrix.test_e2e import in_thread, round_trip
 from tests.adapters.matrix.worker_process import fleet_config
+from tests.harness.hosts import patient
 from tests.harness.synapse import RegisteredUser, Synapse
 
 pytestmark = pytest.mark.anyio

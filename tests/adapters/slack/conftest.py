@@ -21,7 +21,7 @@ from adapters.slack import SlackAdapter, create
 from bridge.config.file import ServerConfig
 from bridge.host import Host
 from bridge.storage import AsyncStore
-from bridge.testing import config_for, host_store, patient
+from tests.harness.hosts import config_for, host_store, patient
 from tests.harness.slack import FakeSlack
 
 SIGNING_SECRET = "test-signing-secret"

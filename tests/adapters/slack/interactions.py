@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bridge.forms import Field, FieldKind, Form, Option, approval_form, form_from_schema
-from bridge.model import Actor, ConversationKey, Detail, Interaction, Kind, ServerLabel
+from bridge.door.forms import Field, FieldKind, Form, Option, approval_form, form_from_schema
+from bridge.door.model import Actor, ConversationKey, Detail, Interaction, Kind, ServerLabel
 
 ADA = Actor("slack", "U1", "Ada Lovelace")
 BOB = Actor("slack", "U2", "Charles Babbage")

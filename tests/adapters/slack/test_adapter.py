@@ -14,13 +14,13 @@ import anyio
 import pytest
 
 from adapters.slack import ids
-from bridge.forms import Form
-from bridge.model import Interaction, Outcome, Status
-from bridge.testing import patient
+from bridge.door.forms import Form
+from bridge.door.model import Interaction, Outcome, Status
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, form, interaction, one_field, roots, sampling, tool_approval
+from tests.harness.hosts import patient
 from tests.harness.slack import APP_ID, TEAM_ID, FakeSlack, block_actions, event_callback, event_message_im
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

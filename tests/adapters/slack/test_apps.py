@@ -18,10 +18,10 @@ from playwright.async_api import Browser
 
 from adapters.slack import ids
 from bridge.config.file import ServerConfig
-from bridge.testing import patient
 from tests.adapters.slack.conftest import running_bridge
 from tests.apps import browsing, servers
 from tests.apps.servers import gated
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, block_actions, event_app_mention
 from tests.webform import test_browser as web
 

@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack
 from tests.servers.enterprise import Company, company
 from tests.servers.signin import redirects, sign_in

@@ -16,9 +16,9 @@ import anyio
 import pytest
 
 from adapters.slack import ids
-from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, block_actions
 from tests.servers.signin import Site, redirects, sign_in, site
 

@@ -11,9 +11,9 @@ import pytest
 
 from adapters.slack import ids
 from bridge.config.file import ServerConfig
-from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -8,12 +8,12 @@ import json
 import anyio
 import pytest
 
-from bridge.model import Status
-from bridge.testing import patient
+from bridge.door.model import Status
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, form, interaction
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack
 from tests.servers.inline import form_server
 

@@ -23,8 +23,8 @@ from adapters.slack.port import SlackPort
 from adapters.slack.responses import ResponseUrls
 from adapters.slack.settings import SlackSettings
 from adapters.slack.threads import BotThreads
-from bridge.model import Interaction
-from bridge.testing import patient
+from bridge.door.model import Interaction
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack, block_actions, event_app_mention, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -32,7 +32,7 @@ JSON = dict[str, Any]
 
 
 class MemoryState(dict[str, str]):
-    """An adapter state in memory (`bridge.ports.AdapterState`)."""
+    """An adapter state in memory (`bridge.door.ports.AdapterState`)."""
 
     async def get(self, key: str) -> str | None:  # type: ignore[override]
         return super().get(key)

@@ -8,13 +8,13 @@ import aiohttp
 import anyio
 import pytest
 
-from bridge.model import Status
-from bridge.testing import patient
+from bridge.door.model import Status
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, tool_approval
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack, encode_http_body, sign_request, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -67,7 +67,7 @@ async def test_a_failed_post_is_logged_and_the_bridge_keeps_working(slack: FakeS
             await driver.mention(slack, 'call inline echo {"message": "still here"}', "1800000000.000200")
             await slack.wait_for_call("chat.postMessage", lambda c: "still here" in str(c.args.get("text")))
     assert outcomes[0].status is Status.FAILED and "channel_not_found" in outcomes[0].reason
-    assert any("channel_not_found" in r.getMessage() for r in caplog.records if r.name == "bridge.cards.outbound")
+    assert any("channel_not_found" in r.getMessage() for r in caplog.records if r.name == "bridge.cards.chat")
 
 
 async def test_people_outside_allowed_users_are_refused_privately(slack: FakeSlack) -> None:

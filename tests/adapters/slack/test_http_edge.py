@@ -14,8 +14,8 @@ from yarl import URL
 
 from bridge.cli.entry import setup_logging
 from bridge.safety import redaction
-from bridge.testing import patient
 from tests.adapters.slack.conftest import SIGNING_SECRET, running_bridge, slack_settings
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack, encode_http_body, sign_request, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -11,13 +11,13 @@ import pytest
 
 from adapters.slack import ids
 from adapters.slack.gate import NOT_ALLOWED
-from bridge.model import Kind, Status
-from bridge.testing import patient
+from bridge.door.model import Kind, Status
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge, slack_settings
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, interaction, one_field, tool_approval
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, block_actions, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -16,16 +16,16 @@ from adapters.slack.directory import Directory
 from adapters.slack.intake import SeenMessages
 from adapters.slack.people import People
 from adapters.slack.threads import BotThreads
+from bridge.door.model import ConversationKey
 from bridge.errors import PlatformAPIError
-from bridge.model import ConversationKey
-from bridge.testing import patient
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack, event_app_mention
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
 
 class MemoryState(dict[str, str]):
-    """An adapter state in memory (`bridge.ports.AdapterState`)."""
+    """An adapter state in memory (`bridge.door.ports.AdapterState`)."""
 
     async def get(self, key: str) -> str | None:  # type: ignore[override]
         return super().get(key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from adapters.slack.render import title
-from bridge.model import Actor
+from bridge.door.model import Actor
 from bridge.text.plain import card_title
 from tests.adapters.slack.interactions import ADA, tool_approval
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import ids, modal, render
+from adapters.slack import ids, modal_pages, render
 from adapters.slack.elements import element, matching_options
 from adapters.slack.escape import mrkdwn, plain
-from bridge.model import (
+from bridge.door.model import (
     Actor,
     ConversationKey,
     Detail,
@@ -146,7 +146,7 @@ def test_hostile_server_text_cannot_mention_broadcast_or_disguise_links() -> Non
                        message=hostile, server=ServerLabel("evil", hostile),
                        details=(Detail(hostile, hostile),), tool=hostile)
     for blocks in (render.card(card), render.finished_card(card, Outcome(Status.ACCEPTED, by=ADA)),
-                   modal.form_view(card, ids.ModalMeta(card.id))["blocks"]):
+                   modal_pages.form_view(card, ids.ModalMeta(card.id))["blocks"]):
         text = mrkdwn_texts(blocks)
         for bad in ("<!channel>", "<@U123>", "<http", "|click here>", "@here"):
             assert bad not in text
@@ -154,7 +154,7 @@ def test_hostile_server_text_cannot_mention_broadcast_or_disguise_links() -> Non
         assert "<@U1>" in text  # our own mention of the requester is kept
     home = render.home([(card, "https://fake.invalid/archives/C1/p1")])
     assert "<!channel>" not in mrkdwn_texts(home["blocks"])
-    label = modal.form_view(card, ids.ModalMeta(card.id))["blocks"][-1]["label"]
+    label = modal_pages.form_view(card, ids.ModalMeta(card.id))["blocks"][-1]["label"]
     assert label["type"] == "plain_text"  # shown verbatim by Slack, never parsed for mentions
 
 
@@ -163,7 +163,7 @@ def test_a_20000_character_message_is_capped_on_cards_modals_and_home() -> None:
     card = interaction(form=form(EVERY_FIELD), message=long, details=(Detail("Arguments", long, 50_000),))
     limits.check_message(render.card(card))
     limits.check_message(render.finished_card(card, Outcome(Status.EXPIRED)))
-    view = modal.form_view(card, ids.ModalMeta(card.id))
+    view = modal_pages.form_view(card, ids.ModalMeta(card.id))
     limits.check_modal(view)
     limits.check_home(render.home([(card, None)] * 60))
     message = render.card(card)[1]["text"]["text"]
@@ -182,11 +182,11 @@ def test_a_form_with_more_fields_than_a_modal_holds_is_split_into_pages_without_
     kinds = list(EVERY_FIELD["properties"].values())
     schema = {"type": "object", "properties": {f"f{i}": kinds[i % len(kinds)] for i in range(250)}}
     card = interaction(form=form(schema), message="m" * 5000)
-    pages = modal.pages(card)
+    pages = modal_pages.pages(card)
     assert len(pages) == 3
     seen: list[str] = []
     for number in range(len(pages)):
-        view = modal.form_view(card, ids.ModalMeta(card.id, "C1", "1.2", number))
+        view = modal_pages.form_view(card, ids.ModalMeta(card.id, "C1", "1.2", number))
         limits.check_modal(view)
         assert ids.ModalMeta.load(view["private_metadata"]) == ids.ModalMeta(card.id, "C1", "1.2", number)
         assert view["submit"]["text"] == ("Accept" if number == 2 else "Next")
@@ -229,7 +229,7 @@ def test_each_field_kind_gets_its_native_input_with_defaults_pre_filled() -> Non
     assert element(f["color"])["type"] == "static_select"
     assert element(f["tags"])["type"] == "checkboxes" and element(f["tags"])["initial_options"][0]["value"] == "1"
     assert element(f["many"])["type"] == "multi_static_select" and element(f["many"])["max_selected_items"] == 3
-    view = modal.form_view(interaction(form=form(EVERY_FIELD)), ids.ModalMeta("abc12345"))
+    view = modal_pages.form_view(interaction(form=form(EVERY_FIELD)), ids.ModalMeta("abc12345"))
     inputs = [b for b in view["blocks"] if b["type"] == "input"]
     assert [b["optional"] for b in inputs][:3] == [False, True, True]
     assert view["notify_on_close"] is True and view["callback_id"] == ids.FORM_CALLBACK
@@ -238,7 +238,7 @@ def test_each_field_kind_gets_its_native_input_with_defaults_pre_filled() -> Non
 def test_a_secret_looking_field_warns_on_the_card_and_in_the_modal() -> None:
     card = interaction(form=one_field({"type": "string", "title": "API token"}))
     assert "looks like a password" in texts(render.card(card))
-    assert "looks like a password" in texts(modal.form_view(card, ids.ModalMeta(card.id))["blocks"])
+    assert "looks like a password" in texts(modal_pages.form_view(card, ids.ModalMeta(card.id))["blocks"])
 
 
 def test_final_states_say_what_happened_and_who_decided() -> None:
@@ -249,7 +249,7 @@ def test_final_states_say_what_happened_and_who_decided() -> None:
     other = Actor("matrix", "@eve:example.org", "<!channel> Eve")
     declined = texts(render.finished_card(card, Outcome(Status.DECLINED, by=other)))
     assert "Declined by &lt;!channel&gt; Eve" in declined
-    closed = modal.closed_view(card, render.outcome_text(Outcome(Status.EXPIRED)))
+    closed = modal_pages.closed_view(card, render.outcome_text(Outcome(Status.EXPIRED)))
     limits.check_modal(closed)
     assert "submit" not in closed
 
@@ -310,7 +310,7 @@ def test_unicode_format_characters_are_removed_from_server_text_but_emoji_sequen
     assert mrkdwn(tricky) == "pay pal.com x \U0001f469\u200d\U0001f4bb"
     assert plain(tricky, 100) == "pay pal.com x \U0001f469\u200d\U0001f4bb"
     card = interaction(message=tricky, form=one_field({"type": "string", "title": tricky}))
-    view = modal.form_view(card, ids.ModalMeta(card.id))
+    view = modal_pages.form_view(card, ids.ModalMeta(card.id))
     for text in (texts(render.card(card)), texts(view["blocks"])):
         assert not any(c in text for c in "\u200b\u202e\ufeff\u2066\u2069")
 
@@ -330,7 +330,7 @@ def test_number_inputs_are_ones_slack_accepts() -> None:
     assert number({"type": "integer", "minimum": 0.2, "maximum": 0.8}) == {
         "type": "number_input", "is_decimal_allowed": False, "action_id": "v"}  # no whole number fits: core says
     for prop in ({"type": "integer", "minimum": 0.5, "default": 3}, {"type": "number", "maximum": -1e-9}):
-        view = modal.form_view(interaction(form=one_field(prop)), ids.ModalMeta("abc12345"))
+        view = modal_pages.form_view(interaction(form=one_field(prop)), ids.ModalMeta("abc12345"))
         limits.check_modal(view)
 
 
@@ -340,7 +340,7 @@ def test_a_text_default_too_long_to_pre_fill_is_left_out_with_a_hint_that_empty_
         "prompt": {"type": "string", "default": long, "description": "The prompt."},
         "short": {"type": "string", "maxLength": 10, "default": "eleven chars"},
         "fits": {"type": "string", "maxLength": 10, "default": "ten chars!"}}}))
-    view = modal.form_view(card, ids.ModalMeta(card.id))
+    view = modal_pages.form_view(card, ids.ModalMeta(card.id))
     limits.check_modal(view)
     prompt, short, fits = [b for b in view["blocks"] if b["type"] == "input"]
     assert "initial_value" not in prompt["element"] and "initial_value" not in short["element"]
@@ -366,7 +366,7 @@ def test_a_text_default_too_long_to_pre_fill_is_left_out_with_a_hint_that_empty_
 def test_a_date_default_is_pre_filled_only_when_the_picker_takes_it_else_suggested_in_the_hint(
         fmt: str, default: str, initial: str | int | None) -> None:
     card = interaction(form=one_field({"type": "string", "format": fmt, "default": default, "description": "Hi."}))
-    view = modal.form_view(card, ids.ModalMeta(card.id))
+    view = modal_pages.form_view(card, ids.ModalMeta(card.id))
     limits.check_modal(view)
     [block] = [b for b in view["blocks"] if b["type"] == "input"]
     key = "initial_date" if fmt == "date" else "initial_date_time"

@@ -11,17 +11,17 @@ import anyio
 import pytest
 
 from adapters.slack import client as slack_client
-from adapters.slack import ids, modal
+from adapters.slack import ids, modal_pages
 from adapters.slack import port as slack_port
-from bridge.forms import Field, FieldKind, approval_form
-from bridge.model import Status
+from bridge.door.forms import Field, FieldKind, approval_form
+from bridge.door.model import Status
 from bridge.storage import open_store
-from bridge.testing import patient
 from tests.adapters.slack import driver, limits
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
 from tests.adapters.slack.interactions import ROOM, form, interaction, sampling, tool_approval
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, event_app_mention, event_callback, event_message_im, slash_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -99,7 +99,7 @@ async def test_a_later_page_submitted_after_a_restart_goes_back_to_the_first_pag
                 card = await driver.wait_card(slack, ROOM.thread)
                 # Page 2 of a modal this run never saw: its page-1 answers were only in the old process's memory.
                 meta = ids.ModalMeta(card.interaction_id, card.channel, card.ts, page=1)
-                page_two = modal.form_view(card_in, meta) | {"id": "V00000099"}
+                page_two = modal_pages.form_view(card_in, meta) | {"id": "V00000099"}
                 ack = await driver.submit(slack, page_two, driver.state(page_two, answers))
                 back = ack["payload"]
                 assert back["response_action"] == "update"

@@ -9,12 +9,12 @@ import logging
 import anyio
 import pytest
 
-from bridge.model import Status
-from bridge.testing import patient
+from bridge.door.model import Status
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.interactions import ROOM, interaction, one_field
 from tests.adapters.slack.test_adapter import asking
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

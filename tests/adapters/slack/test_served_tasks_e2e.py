@@ -8,9 +8,9 @@ import pytest
 
 from adapters.slack import ids
 from bridge.config.file import ServerConfig
-from bridge.testing import patient
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack
 from tests.servers.task_asker import task_asker
 

@@ -12,11 +12,11 @@ import pytest
 from adapters.slack import ids
 from bridge.config.file import LLMConfig
 from bridge.config.team import ApproverRule, BudgetLimits, GrantScope, Group
-from bridge.model import Actor, ConversationKey
-from bridge.testing import patient
+from bridge.door.model import Actor, ConversationKey
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import running_bridge
 from tests.adapters.slack.inline_server import make_server
+from tests.harness.hosts import patient
 from tests.harness.slack import FakeSlack
 from tests.llm.fake_llm_server import FakeLLMServer, Reply, openai_completion
 

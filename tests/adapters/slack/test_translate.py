@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from adapters.slack import ids, translate
 from adapters.slack.elements import rfc3339_to_unix, unix_to_rfc3339
-from bridge.model import ConversationKey
+from bridge.door.model import ConversationKey
 from tests.adapters.slack.interactions import EVERY_FIELD, form
 from tests.harness.slack import event_app_mention, event_message_im
 

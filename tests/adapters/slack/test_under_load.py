@@ -18,11 +18,11 @@ from adapters.slack import ids, permalinks
 from adapters.slack.client import clients
 from adapters.slack.people import NAME_TTL, People
 from adapters.slack.settings import SlackSettings
-from bridge.model import CardRef, Interaction, Outcome, Status
-from bridge.testing import patient
+from bridge.door.model import CardRef, Interaction, Outcome, Status
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import Bridge, running_bridge
 from tests.adapters.slack.interactions import tool_approval
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from bridge.testing import patient
+from tests.harness.hosts import patient
 
 
 def closed_port() -> int:

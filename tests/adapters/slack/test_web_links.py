@@ -19,11 +19,11 @@ from playwright.async_api import Browser
 
 from adapters.slack import ids
 from bridge.config.file import ServerConfig
-from bridge.http.server import HttpServer
-from bridge.testing import patient
-from bridge.webform import WebForms
+from bridge.web.forms import WebForms
+from bridge.web.server import HttpServer
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import Bridge, running_bridge
+from tests.harness.hosts import patient
 from tests.harness.slack import Call, FakeSlack, block_actions
 from tests.webform import test_browser as web
 

@@ -15,12 +15,12 @@ import anyio
 import pytest
 
 from adapters.slack import ids
-from bridge.http.server import HttpServer
 from bridge.safety.limits import Limits
-from bridge.testing import patient
-from bridge.webform import FormLinks, WebForms
+from bridge.web.forms import FormLinks, WebForms
+from bridge.web.server import HttpServer
 from tests.adapters.slack import driver
 from tests.adapters.slack.conftest import SIGNING_SECRET, Bridge, running_bridge, slack_settings
+from tests.harness.hosts import patient
 from tests.harness.slack import (
     EnvelopeType,
     FakeSlack,

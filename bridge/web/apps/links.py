@@ -1,0 +1,122 @@
+"""Links to an app: signed, expiring, made for one person, and bound to the first browser that opens them.
+
+A token is signed claims (itsdangerous, as web-form links are): the view, the person it was made for, a random nonce
+and an expiry. An app page stays open and talks to the bridge for as long as the person uses it, so a link is not
+spent on first use as a form link is; instead the first browser to open it gets a random secret in a cookie scoped to
+the link's own path (`Browsers`), and any other browser that opens the link later (someone it was forwarded to, or
+who read it over a shoulder) is refused. That is what "one-time" means here: one browser, one person.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from itsdangerous import BadData, URLSafeSerializer
+
+from bridge.door.model import Actor
+
+SALT = "mcp-chat-bridge app link v1"
+SANDBOX_SALT = "mcp-chat-bridge app sandbox v1"
+"""The sandbox page's address names its view under another signature: it carries no power over the app."""
+
+
+class Refusal(enum.StrEnum):
+    INVALID = "invalid"
+    EXPIRED = "expired"
+    OTHER_BROWSER = "other_browser"
+
+
+@dataclass(frozen=True, slots=True)
+class AppClaims:
+    view_id: str
+    actor: Actor
+    nonce: str
+    expires_at: float
+
+
+class AppLinks:
+    """Issues and checks app-link tokens, and the sandbox addresses of views."""
+
+    def __init__(self, key: str | bytes | None = None, *, lifetime: float = 3600.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        key = key or secrets.token_bytes(32)
+        self._signer = URLSafeSerializer(key, salt=SALT)
+        self._sandbox = URLSafeSerializer(key, salt=SANDBOX_SALT)
+        self.lifetime = lifetime
+        self._clock = clock
+
+    def issue(self, view_id: str, actor: Actor, ends_at: float) -> str:
+        expires = min(ends_at, self._clock() + self.lifetime)
+        return self.sign(AppClaims(view_id, actor, secrets.token_urlsafe(16), expires))
+
+    def sign(self, claims: AppClaims) -> str:
+        a = claims.actor
+        body = {"v": claims.view_id, "p": a.platform, "u": a.user_id, "d": a.display_name[:80], "n": claims.nonce,
+                "e": int(claims.expires_at)}
+        token: str = self._signer.dumps(body)
+        return token
+
+    def check(self, token: str) -> AppClaims | Refusal:
+        try:
+            body: Any = self._signer.loads(token)
+        except BadData:
+            return Refusal.INVALID
+        claims = _claims(body)
+        if claims is None:
+            return Refusal.INVALID
+        if claims.expires_at <= self._clock():
+            return Refusal.EXPIRED
+        return claims
+
+    def sandbox_token(self, view_id: str) -> str:
+        token: str = self._sandbox.dumps(view_id)
+        return token
+
+    def sandbox_view(self, token: str) -> str | None:
+        try:
+            view_id: Any = self._sandbox.loads(token)
+        except BadData:
+            return None
+        return view_id if isinstance(view_id, str) else None
+
+
+class Browsers:
+    """Which browser holds each link: its nonce mapped to a random secret, kept until the link expires."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._held: dict[str, tuple[str, float]] = {}
+        self._clock = clock
+
+    def bind(self, claims: AppClaims, cookie: str | None) -> str | bool:
+        """The secret to set in a new cookie (the first browser), True for the browser holding the link, False for
+        any other."""
+        now = self._clock()
+        for old in [n for n, (_, until) in self._held.items() if until < now]:
+            del self._held[old]
+        held = self._held.get(claims.nonce)
+        if held is None:
+            secret = secrets.token_urlsafe(24)
+            self._held[claims.nonce] = (secret, claims.expires_at)
+            return secret
+        return cookie is not None and hmac.compare_digest(held[0], cookie)
+
+    def holds(self, claims: AppClaims, cookie: str | None) -> bool:
+        held = self._held.get(claims.nonce)
+        return held is not None and cookie is not None and hmac.compare_digest(held[0], cookie)
+
+
+def _claims(body: Any) -> AppClaims | None:
+    if not isinstance(body, dict):
+        return None
+    strings = [body.get(k) for k in ("v", "p", "u", "d", "n")]
+    expires = body.get("e")
+    if not all(isinstance(s, str) for s in strings) or isinstance(expires, bool) or not isinstance(expires, int):
+        return None
+    view_id, platform, user_id, name, nonce = (str(s) for s in strings)
+    return AppClaims(view_id, Actor(platform, user_id, name), nonce, float(expires))
