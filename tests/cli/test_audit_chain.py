@@ -28,7 +28,8 @@ from bridge.model import Outcome, Status
 from bridge.storage import audit as chain
 from bridge.storage.audit_keys import PUBLIC_KEY_ENV, SIGNING_KEY_ENV
 from bridge.testing import BOB
-from tests.cli.test_run import start, wait_line
+from tests.cli.test_run import start
+from tests.harness.console_run import wait_line
 from tests.storage.support import accepted, interaction
 
 KEYS = (chain.KEY_ENV, SIGNING_KEY_ENV, PUBLIC_KEY_ENV)

@@ -19,7 +19,8 @@ from bridge.receipts.canonical import tool_digest
 from bridge.receipts.keys import KEY_ENV, ReceiptKeys, ReceiptSettings
 from bridge.receipts.tokens import Decision, mint
 from bridge.testing import patient
-from tests.cli.test_run import start, wait_line
+from tests.cli.test_run import start
+from tests.harness.console_run import wait_line
 
 OLD, NEW = base64.b64encode(b"o" * 32).decode(), base64.b64encode(b"n" * 32).decode()
 ARGS = {"target": "/srv/a", "force": True}
