@@ -19,9 +19,9 @@ from bridge.config.auth import AuthConfig
 from bridge.config.file import Config, ServerConfig
 from bridge.model import Actor, ConversationKey
 from bridge.testing import host_for, patient
-from tests.bridge.test_connect import text
 from tests.servers.service_account import Accounts, key_pair, service_server
 from tests.servers.serving import bound_socket, serve
+from tests.servers.signin import text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
