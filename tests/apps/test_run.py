@@ -5,22 +5,19 @@ sandbox on the public address's other spelling, localhost)."""
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import httpx2
 import yaml
 
 from tests.apps.servers import app_server
-from tests.harness.console_run import finish, launch, wait_line
+from tests.harness.console_run import finish, free_port, launch, wait_line
 
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/app/\S+)")
 
 
 def test_run_offers_an_apps_link_on_the_console_and_serves_its_page(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a free port, released for the bridge to take
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     basic = app_server("basic", "server-basic-vanillajs")
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({

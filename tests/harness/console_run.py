@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 
-def launch(config: Path, *options: str) -> tuple[subprocess.Popen[str], queue.Queue[str], threading.Thread]:
-    """`run -c config` (after the global `options`), and its stdout's lines as they come."""
-    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", *options, "run", "-c", str(config)],
+def free_port() -> int:
+    """A port free now, released for the bridge's HTTP server to take."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def launch(config: Path, *options: str, run: Sequence[str] = ()) -> tuple[subprocess.Popen[str], queue.Queue[str],
+                                                                         threading.Thread]:
+    """`run -c config` (after the global `options`, followed by `run`'s own), and its stdout's lines as they come."""
+    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", *options, "run", "-c", str(config), *run],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
 
