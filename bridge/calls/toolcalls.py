@@ -381,17 +381,8 @@ class ToolCalls:
 
     async def _show_task(self, call: ToolCall, text: str, done: bool) -> MessageRef | None:
         """A task's status card: posted once, then one edit per change the driver reports."""
-        view = self._status_view(call, text, done=done)
-        port = self._out.port_for(call.conversation)
-        try:
-            if call.status is None:
-                await self._store.flush()
-                call.status = await port.post_status(call.conversation, view)
-            else:
-                await port.update_status(call.status, view)
+        if await self._put_status(call, self._status_view(call, text, done=done), "a task's status"):
             call.status_final = done
-        except BridgeError as exc:
-            logger.warning("could not show a task's status: %s", exc)
         return call.status
 
     def _progress(self, call: ToolCall) -> ProgressFnT:
@@ -435,7 +426,10 @@ class ToolCalls:
         if call.status is not None and now - call.last_edit < STATUS_EDIT_INTERVAL and not final:
             return
         call.last_edit = now
-        view = self._status_view(call, text or "", value, total)
+        await self._put_status(call, self._status_view(call, text or "", value, total), "progress")
+
+    async def _put_status(self, call: ToolCall, view: StatusView, what: str) -> bool:
+        """Post the call's status card, or edit it once posted; False (logged) when the chat refused."""
         port = self._out.port_for(call.conversation)
         try:
             if call.status is None:
@@ -446,7 +440,9 @@ class ToolCalls:
             else:
                 await port.update_status(call.status, view)
         except BridgeError as exc:
-            logger.warning("could not show progress: %s", exc)
+            logger.warning("could not show %s: %s", what, exc)
+            return False
+        return True
 
     def _status_view(self, call: ToolCall, text: str, value: float | None = None, total: float | None = None,
                      done: bool = False) -> StatusView:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -57,9 +58,11 @@ class Terminal:
             await self._send.send(None)
 
 
-async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_the_bridge(
-        basic: ServerConfig, browser: Browser) -> None:
-    config = config_for({"basic": basic})
+@asynccontextmanager
+async def console_with_apps(servers: dict[str, ServerConfig]) -> AsyncIterator[tuple[Screen, Terminal, HttpServer]]:
+    """A host offering apps on its own HTTP server, and the console adapter on it: what the console shows, the
+    terminal the test types into, and the server the app pages are on."""
+    config = config_for(servers)
     out, terminal = Screen(), Terminal()
     host = Host(config, await host_store(config))
     http = HttpServer("127.0.0.1:0")
@@ -69,6 +72,14 @@ async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_
         console = ConsoleAdapter(host, terminal.lines(), out)
         host.attach(console)
         tg.start_soon(console.serve)
+        yield out, terminal, http
+        await terminal.close()
+        tg.cancel_scope.cancel()
+
+
+async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_the_bridge(
+        basic: ServerConfig, browser: Browser) -> None:
+    async with console_with_apps({"basic": basic}) as (out, terminal, http):
         with anyio.fail_after(patient(90)):
             await terminal.type("!mcp call basic get-time")
             url = LINK.search(await out.wait_for(LINK)).group(1)  # type: ignore[union-attr]
@@ -131,22 +142,11 @@ async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_
             await page.get_by_role("button", name="Close the app").click()
             await browsing.said_in(page, said, "App is being torn down")
             await page.locator("#status", has_text="The app is closed").wait_for()
-        await terminal.close()
-        tg.cancel_scope.cancel()
 
 
 async def test_the_system_monitor_polls_its_app_only_tool_which_chat_neither_lists_nor_calls(
         monitor: ServerConfig, browser: Browser) -> None:
-    config = config_for({"monitor": monitor})
-    out, terminal = Screen(), Terminal()
-    host = Host(config, await host_store(config))
-    http = HttpServer("127.0.0.1:0")
-    host.offer_apps(AppPages(host.apps, host, host.pool, host.outbound, http))
-    async with host, anyio.create_task_group() as tg:
-        await tg.start(http.serve)
-        console = ConsoleAdapter(host, terminal.lines(), out)
-        host.attach(console)
-        tg.start_soon(console.serve)
+    async with console_with_apps({"monitor": monitor}) as (out, terminal, _):
         with anyio.fail_after(patient(90)):
             # Chat sees the app's result tool, not the tool the app alone polls, and cannot call that one.
             await terminal.type("!mcp tools monitor")
@@ -167,22 +167,11 @@ async def test_the_system_monitor_polls_its_app_only_tool_which_chat_neither_lis
             await page.screenshot(path=browsing.artifacts() / "console-system-monitor.png", full_page=True)
             await page.get_by_role("button", name="Close the app").click()
             await page.locator("#status", has_text="The app is closed").wait_for()
-        await terminal.close()
-        tg.cancel_scope.cancel()
 
 
 async def test_an_apps_call_of_a_tool_that_needs_approval_waits_for_the_person_at_the_console(
         basic: ServerConfig, browser: Browser) -> None:
-    config = config_for({"basic": gated(basic, "get-time")})
-    out, terminal = Screen(), Terminal()
-    host = Host(config, await host_store(config))
-    http = HttpServer("127.0.0.1:0")
-    host.offer_apps(AppPages(host.apps, host, host.pool, host.outbound, http))
-    async with host, anyio.create_task_group() as tg:
-        await tg.start(http.serve)
-        console = ConsoleAdapter(host, terminal.lines(), out)
-        host.attach(console)
-        tg.start_soon(console.serve)
+    async with console_with_apps({"basic": gated(basic, "get-time")}) as (out, terminal, _):
         with anyio.fail_after(patient(90)):
             await terminal.type("!mcp call basic get-time")
             await out.wait_for(r"get-time")
@@ -203,5 +192,3 @@ async def test_an_apps_call_of_a_tool_that_needs_approval_waits_for_the_person_a
             await page.screenshot(path=browsing.artifacts() / "console-basic-waiting.png", full_page=True)
             await terminal.type("approve")
             await app.locator("#server-time", has_text=re.compile(r"^(?!" + re.escape(first) + r")\d{4}-")).wait_for()
-        await terminal.close()
-        tg.cancel_scope.cancel()

@@ -4,28 +4,20 @@ sandbox on the public address's other spelling, localhost)."""
 
 from __future__ import annotations
 
-import queue
 import re
-import signal
-import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import httpx2
 import yaml
 
 from tests.apps.servers import app_server
-from tests.cli.test_run import wait_line
+from tests.harness.console_run import finish, free_port, launch, wait_line
 
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/app/\S+)")
 
 
 def test_run_offers_an_apps_link_on_the_console_and_serves_its_page(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a free port, released for the bridge to take
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     basic = app_server("basic", "server-basic-vanillajs")
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
@@ -33,17 +25,7 @@ def test_run_offers_an_apps_link_on_the_console_and_serves_its_page(tmp_path: Pa
         "servers": {"basic": {"command": basic.command, "args": list(basic.args)}},
         "http": {"listen": f"127.0.0.1:{port}", "public_url": f"http://127.0.0.1:{port}"},
         "chat": {"console": {}}}))
-    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "run", "-c", str(config)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    proc, lines, reader = launch(config)
     try:
         assert proc.stdin is not None
         wait_line(lines, "mcp-chat-bridge")  # the banner: the bridge is up
@@ -62,10 +44,5 @@ def test_run_offers_an_apps_link_on_the_console_and_serves_its_page(tmp_path: Pa
             assert httpx2.get(view["sandbox"], timeout=30).status_code == 200
             assert httpx2.get(url, timeout=30).status_code == 403  # another client: not the browser holding it
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        reader.join(timeout=10)
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            assert pipe is not None
-            pipe.close()
+        finish(proc, reader)
     assert proc.returncode == 0

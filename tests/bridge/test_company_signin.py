@@ -14,22 +14,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
 from bridge.config.file import Config, HttpConfig
-from bridge.door.model import Actor, ConversationKey, Interaction, MessageIn
+from bridge.door.model import Actor, MessageIn
 from bridge.host import Host
 from tests.harness.hosts import FakeChatPort, host_for, patient
 from tests.servers.enterprise import Company, company
-from tests.servers.signin import redirects, sign_in
+from tests.servers.signin import ADA, BOB, CHANNEL, CY, open_card, redirects, sign_in, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
-
-ADA = Actor("test", "U-ada", "Ada")
-BOB = Actor("test", "U-bob", "Bob")
-CY = Actor("test", "U-cy", "Cy")
-CHANNEL = ConversationKey("test", "W1", "C1")
-
 
 @pytest.fixture
 def acme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Company]:
@@ -46,18 +40,6 @@ async def bridge(acme: Company) -> AsyncIterator[tuple[Host, FakeChatPort]]:
         yield host, chat
 
 
-def text(result: CallToolResult | None) -> str:
-    assert result is not None and not result.is_error, result
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-async def card_for(chat: FakeChatPort, person: Actor) -> Interaction:
-    return await chat.wait_for(lambda: next((c for c in chat.cards.values() if c.requester == person
-                                             and c.id not in chat.finished), None))
-
-
 async def signed_in_call(host: Host, chat: FakeChatPort, person: Actor, user: str, server: str) -> str:
     """The person's call, which asks them to sign in at the company first; they do, as `user`."""
     results: list[CallToolResult | None] = []
@@ -67,7 +49,7 @@ async def signed_in_call(host: Host, chat: FakeChatPort, person: Actor, user: st
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
-        card = await card_for(chat, person)
+        card = await open_card(chat, person)
         await sign_in(card.url, user)
     return text(results[0])
 
@@ -110,7 +92,7 @@ async def test_someone_the_company_has_not_assigned_is_refused_plainly(acme: Com
                     results.append(await host.calls.run(CHANNEL, CY, "crm", "whoami", {}))
 
                 tg.start_soon(call)
-                card = await card_for(chat, CY)
+                card = await open_card(chat, CY)
                 visit = await sign_in(card.url, "cy")
     assert results == [None] and visit.status == 400
     said = [m.text for m in chat.messages if m.conversation == CHANNEL][-1]

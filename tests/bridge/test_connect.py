@@ -14,23 +14,17 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.abc import TaskGroup
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
 from bridge.auth.tokens import VaultStorage
 from bridge.config.file import Config, HttpConfig
-from bridge.door.model import Actor, ConversationKey, DecisionIn, Interaction, MessageIn, Verdict
+from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn, Verdict
 from bridge.host import Host
 from bridge.web.server import HttpServer
 from tests.harness.hosts import FakeChatPort, host_for, patient
-from tests.servers.signin import Site, get, redirects, sign_in, site
+from tests.servers.signin import ADA, BOB, CHANNEL, CY, Site, get, open_card, redirects, sign_in, site, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
-
-ADA = Actor("test", "U-ada", "Ada")
-BOB = Actor("test", "U-bob", "Bob")
-CY = Actor("test", "U-cy", "Cy")
-CHANNEL = ConversationKey("test", "W1", "C1")
-
 
 @pytest.fixture
 def web(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
@@ -47,13 +41,6 @@ async def bridge(web: Site, sign_in_time: float = 60.0) -> AsyncIterator[tuple[H
         yield host, chat, http
 
 
-def text(result: CallToolResult | None) -> str:
-    assert result is not None and not result.is_error, result
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
 def start_whoami(tg: TaskGroup, host: Host, person: Actor) -> list[CallToolResult | None]:
     """The person's `whoami` call in the background; its result is in the list once the call ends."""
     results: list[CallToolResult | None] = []
@@ -63,11 +50,6 @@ def start_whoami(tg: TaskGroup, host: Host, person: Actor) -> list[CallToolResul
 
     tg.start_soon(call)
     return results
-
-
-async def connect_card(chat: FakeChatPort, person: Actor) -> Interaction:
-    return await chat.wait_for(lambda: next((c for c in chat.cards.values() if c.requester == person
-                                             and c.id not in chat.finished), None))
 
 
 async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
@@ -82,7 +64,7 @@ async def test_two_people_in_one_channel_each_connect_and_use_their_own_account(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call, ADA)
                 tg.start_soon(call, BOB)
-                ada_card, bob_card = await connect_card(chat, ADA), await connect_card(chat, BOB)
+                ada_card, bob_card = await open_card(chat, ADA), await open_card(chat, BOB)
                 ada_visit = await sign_in(ada_card.url, "ada")
                 # The page says "signed in" only once the code was exchanged and her token kept.
                 stored_at_page = await VaultStorage(host.accounts.clients.vault(host.config.servers["s"]), web.url,
@@ -114,7 +96,7 @@ async def test_a_third_persons_answer_is_refused_and_a_tampered_or_replayed_stat
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 result = start_whoami(tg, host, ADA)
-                card = await connect_card(chat, ADA)
+                card = await open_card(chat, ADA)
                 refused = await host.decide(DecisionIn(card.id, CY, "decline"))
                 state = card.url.split("state=", 1)[1].split("&", 1)[0]
                 forged = await get(http.url(f"/oauth/callback?code=x&state={state}x"))
@@ -142,7 +124,7 @@ async def test_a_declined_prompt_ends_the_call_and_an_expired_one_says_to_run_it
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.calls.run, CHANNEL, ADA, "s", "whoami", {})
-                card = await connect_card(chat, ADA)
+                card = await open_card(chat, ADA)
                 await host.decide(DecisionIn(card.id, ADA, "decline"))
             declined = await chat.wait_message("did not connect")
             expired = await host.calls.run(CHANNEL, BOB, "s", "whoami", {})
@@ -162,7 +144,7 @@ async def test_accounts_lists_names_only_and_logout_forgets_and_revokes(web: Sit
             assert "You have not connected" in await command(ADA, "accounts")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(command, ADA, "call s whoami")
-                await sign_in((await connect_card(chat, ADA)).url, "ada")
+                await sign_in((await open_card(chat, ADA)).url, "ada")
             listed = await command(ADA, "accounts")
             bobs = await command(BOB, "accounts")
             issued = list(web.provider.issued)
@@ -170,7 +152,7 @@ async def test_accounts_lists_names_only_and_logout_forgets_and_revokes(web: Sit
             again = await command(ADA, "logout s")
             async with anyio.create_task_group() as tg:  # the next call asks her to connect again
                 tg.start_soon(command, ADA, "call s whoami")
-                second = await connect_card(chat, ADA)
+                second = await open_card(chat, ADA)
                 await sign_in(second.url, "ada")
     assert listed == "Your connected accounts: s." and "You have not connected" in bobs
     assert not any(token in listed + out for token in issued)
@@ -204,7 +186,7 @@ async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
-                await sign_in((await connect_card(chat, ADA)).url, "ada")
+                await sign_in((await open_card(chat, ADA)).url, "ada")
             await time_passes()
             await call()
             cards_after_refresh = len(chat.cards)
@@ -212,7 +194,7 @@ async def test_an_expired_token_is_refreshed_quietly_and_a_revoked_refresh_token
             await time_passes()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
-                await sign_in((await connect_card(chat, ADA)).url, "ada")
+                await sign_in((await open_card(chat, ADA)).url, "ada")
     assert [text(r)[-7:] for r in results] == ["for ada"] * 3
     assert cards_after_refresh == 1 and len(chat.cards) == 2
     assert web.provider.counts["refresh"] == 2 and web.provider.counts["authorize"] == 2
@@ -223,7 +205,7 @@ async def test_a_parked_call_continues_on_its_requester_s_own_session(web: Site)
         async def connect(person: Actor, user: str) -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.calls.run, CHANNEL, person, "s", "whoami", {})
-                await sign_in((await connect_card(chat, person)).url, user)
+                await sign_in((await open_card(chat, person)).url, user)
 
         with anyio.fail_after(patient(30)):
             await connect(ADA, "ada")

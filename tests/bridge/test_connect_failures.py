@@ -15,9 +15,9 @@ from mcp.types import CallToolResult
 
 from bridge.auth.tokens import VaultStorage
 from bridge.door.model import Actor, Status
-from tests.bridge.test_connect import ADA, CHANNEL, bridge, connect_card, start_whoami, text
+from tests.bridge.test_connect import bridge, start_whoami
 from tests.harness.hosts import patient
-from tests.servers.signin import Site, get, sign_in, site
+from tests.servers.signin import ADA, CHANNEL, Site, get, open_card, sign_in, site, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 
@@ -42,7 +42,7 @@ async def test_a_refusal_at_the_consent_screen_is_told_in_plain_words_to_the_bro
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 results = start_whoami(tg, host, ADA)
-                card = await connect_card(chat, ADA)
+                card = await open_card(chat, ADA)
                 page = await follow_back(card.url)
             outcome = await chat.wait_finished(card.id)
     said = [m.text for m in chat.messages if m.conversation == CHANNEL]
@@ -60,7 +60,7 @@ async def test_a_code_the_token_endpoint_refuses_is_told_in_plain_words_to_the_b
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 results = start_whoami(tg, host, ADA)
-                card = await connect_card(chat, ADA)
+                card = await open_card(chat, ADA)
                 visit = await sign_in(card.url, "ada")
             outcome = await chat.wait_finished(card.id)
         vault = host.accounts.clients.vault(host.config.servers["s"])
@@ -81,7 +81,7 @@ async def test_a_redirect_after_its_prompt_expired_is_refused(web: Site) -> None
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.calls.run, CHANNEL, ADA, "s", "whoami", {})
-                card = await connect_card(chat, ADA)
+                card = await open_card(chat, ADA)
                 # She opens the link and signs in, but the redirect back is only followed after the prompt expired.
                 async with httpx2.AsyncClient(timeout=30) as http:
                     to_login = await http.get(card.url)
@@ -105,7 +105,7 @@ async def test_an_expired_refresh_token_asks_the_person_again(web: Site) -> None
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
-                await sign_in((await connect_card(chat, ADA)).url, "ada")
+                await sign_in((await open_card(chat, ADA)).url, "ada")
             # Time passes: both her access token and her refresh token are past their expiry.
             storage = VaultStorage(host.accounts.clients.vault(server), web.url, ADA.key)
             token = await storage.get_tokens()
@@ -118,7 +118,7 @@ async def test_an_expired_refresh_token_asks_the_person_again(web: Site) -> None
             await host.pool.close_person("s", ADA)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
-                second = await connect_card(chat, ADA)
+                second = await open_card(chat, ADA)
                 await sign_in(second.url, "ada")
     assert [text(r)[-7:] for r in results] == ["for ada"] * 2
     assert len(chat.cards) == 2 and web.provider.counts["refresh"] == 1 and web.provider.counts["authorize"] == 2

@@ -20,9 +20,9 @@ from bridge.config.file import Config, HttpConfig
 from bridge.host import Host
 from bridge.storage import SqlStore, open_store
 from bridge.web.server import HttpServer
-from tests.bridge.test_connect import ADA, CHANNEL, connect_card, start_whoami, text
+from tests.bridge.test_connect import start_whoami
 from tests.harness.hosts import FakeChatPort, host_for, patient
-from tests.servers.signin import KEY_ENV, Site, Visit, get, redirects, sign_in, site
+from tests.servers.signin import ADA, CHANNEL, KEY_ENV, Site, Visit, get, open_card, redirects, sign_in, site, text
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_a_redirect_on_the_other_worker_signs_in_once_and_the_call_goes_on
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 result = start_whoami(tg, a, ADA)
-                card = await connect_card(chat_a, ADA)
+                card = await open_card(chat_a, ADA)
                 visit = await sign_in_at(card.url, "ada", http_b)
                 # The page on b says "signed in" only once a exchanged the code and her token was kept.
                 stored_at_page = await VaultStorage(a.accounts.clients.vault(a.config.servers["s"]), web.url,
@@ -108,7 +108,7 @@ async def test_a_refusal_on_the_other_worker_ends_the_waiting_call_in_plain_word
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 result = start_whoami(tg, a, ADA)
-                card = await connect_card(chat_a, ADA)
+                card = await open_card(chat_a, ADA)
                 visit = await sign_in_at(card.url, "ada", http_b, denied=True)
             said = await chat_a.wait_message("refused the sign-in")
             finished = await chat_a.wait_finished(card.id)
@@ -122,7 +122,7 @@ async def test_a_dead_worker_s_sign_in_is_told_plainly_and_the_next_call_asks_ag
         with anyio.fail_after(patient(30)):
             async with anyio.create_task_group() as tg:
                 start_whoami(tg, a, ADA)
-                card = await connect_card(chat_a, ADA)
+                card = await open_card(chat_a, ADA)
                 # a stops renewing its lease (as after a SIGKILL, once the lease lapsed): nobody holds the code's
                 # verifier any more.
                 await a.store.heartbeat(0)
@@ -130,7 +130,7 @@ async def test_a_dead_worker_s_sign_in_is_told_plainly_and_the_next_call_asks_ag
                 tg.cancel_scope.cancel()
             async with anyio.create_task_group() as tg:  # her next call, on b, asks her again
                 again = start_whoami(tg, b, ADA)
-                second = await connect_card(chat_b, ADA)
+                second = await open_card(chat_b, ADA)
                 await sign_in(second.url, "ada")
     assert visit.status == 503 and "has stopped, so it cannot be finished" in visit.page
     assert "asked to sign in anew" in visit.page and "Signed in" not in visit.page

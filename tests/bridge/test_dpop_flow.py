@@ -18,11 +18,11 @@ import pytest
 from bridge.config.auth import AuthConfig
 from bridge.config.file import Config, ServerConfig
 from bridge.door.model import Actor, ConversationKey
-from tests.bridge.test_connect import text
 from tests.harness.hosts import host_for, patient
 from tests.servers.dpop_checks import DpopChecks, with_dpop
 from tests.servers.service_account import Accounts, service_server
 from tests.servers.serving import base_url, bound_socket, serve
+from tests.servers.signin import text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

@@ -17,12 +17,12 @@ from bridge.config.file import ProtocolEra as Era
 from bridge.config.file import RootsPolicy, ServerConfig
 from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn
 from bridge.host import Host
-from tests.bridge.test_connect import ADA, CHANNEL, connect_card, web
-from tests.bridge.test_connect import BOB as CONNECT_BOB
 from tests.bridge.test_connect import bridge as connected
+from tests.bridge.test_connect import web
 from tests.harness.hosts import ALICE, BOB, ROOM, config_for, host_for, patient
 from tests.servers.features import features_server
-from tests.servers.signin import Site, sign_in
+from tests.servers.signin import ADA, CHANNEL, Site, open_card, sign_in
+from tests.servers.signin import BOB as CONNECT_BOB
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 __all__ = ["web"]  # the per-person accounts' fixture (tests.bridge.test_connect)
@@ -162,8 +162,8 @@ async def test_per_person_accounts_never_share_a_session_on_a_2026_server(web: S
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call, ADA)
                 tg.start_soon(call, CONNECT_BOB)
-                await sign_in((await connect_card(chat, ADA)).url, "ada")
-                await sign_in((await connect_card(chat, CONNECT_BOB)).url, "bob")
+                await sign_in((await open_card(chat, ADA)).url, "ada")
+                await sign_in((await open_card(chat, CONNECT_BOB)).url, "bob")
             again = await host.calls.run(elsewhere, ADA, "s", "whoami", {})  # her token, another conversation
         sessions = sorted((s.key, s.modern, s.slot) for s in host.pool.sessions())
     assert text(results["U-ada"]).endswith("for ada") and text(results["U-bob"]).endswith("for bob")

@@ -18,10 +18,10 @@ import pytest
 from bridge.config.auth import AuthConfig
 from bridge.config.file import Config, ServerConfig
 from bridge.door.model import Actor, ConversationKey
-from tests.bridge.test_connect import text
 from tests.harness.hosts import host_for, patient
 from tests.servers.service_account import Accounts, key_pair, service_server
 from tests.servers.serving import bound_socket, serve
+from tests.servers.signin import text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
 

@@ -27,7 +27,8 @@ from bridge.config.file import from_mapping
 from bridge.door.model import Outcome, Status
 from bridge.storage import audit as chain
 from bridge.storage.audit_keys import PUBLIC_KEY_ENV, SIGNING_KEY_ENV
-from tests.cli.test_run import start, wait_line
+from tests.cli.test_run import start
+from tests.harness.console_run import wait_line
 from tests.harness.hosts import BOB
 from tests.storage.support import accepted, interaction
 

@@ -30,23 +30,14 @@ from bridge.storage import open_store
 from bridge.storage.audit_keys import PUBLIC_KEY_ENV, SIGNING_KEY_ENV, AuditSettings
 from bridge.storage.driver import Driver, Step
 from bridge.storage.migrations import MIGRATIONS, migrate
-from tests.cli.test_audit_chain import audit, random_key
+from tests.cli.test_audit_chain import audit, keys, random_key
 from tests.harness.hosts import BOB, patient
 from tests.storage.support import accepted, interaction
 
 ENGINES = pytest.mark.parametrize("store_engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
                                   indirect=True)
 COLUMNS = f"id, chain, {', '.join(chain.FIELDS)}, hash, key_id"
-
-
-@pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """An HMAC key and a signing key in this process's environment (and so in every process it starts)."""
-    values = {chain.KEY_ENV: random_key(), SIGNING_KEY_ENV: random_key()}
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv(PUBLIC_KEY_ENV, raising=False)
-    yield values
+__all__ = ["keys"]  # the keys in the environment (fixture of tests.cli.test_audit_chain)
 
 
 @contextmanager

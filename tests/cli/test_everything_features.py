@@ -42,17 +42,25 @@ class Screen(io.StringIO):
 
 
 Script = Callable[[Screen], AsyncIterator[str]]
+HostScript = Callable[[Host, Screen], AsyncIterator[str]]
+"""A script that also watches the host (say, the task polls it answered)."""
 
 
 async def drive(everything_js: Path, script: Script, **fields: Any) -> str:
+    return await drive_host(everything_js, lambda _, screen: script(screen), 45, **fields)
+
+
+async def drive_host(everything_js: Path, script: HostScript, seconds: float, **fields: Any) -> str:
+    """Run `script` on the console of a host with server-everything (over stdio, configured with `fields`); all the
+    console showed."""
     server = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"), **fields)
     screen = Screen()
     config = config_for({"everything": server})
     host = Host(config, await host_store(config))
     async with host:
-        console = ConsoleAdapter(host, script(screen), screen)
+        console = ConsoleAdapter(host, script(host, screen), screen)
         host.attach(console)
-        with anyio.fail_after(patient(45)):
+        with anyio.fail_after(patient(seconds)):
             await console.serve()
     return screen.getvalue()
 

@@ -18,7 +18,8 @@ import pytest
 from bridge.safety.receipts.canonical import tool_digest
 from bridge.safety.receipts.keys import KEY_ENV, ReceiptKeys, ReceiptSettings
 from bridge.safety.receipts.tokens import Decision, mint
-from tests.cli.test_run import start, wait_line
+from tests.cli.test_run import start
+from tests.harness.console_run import wait_line
 from tests.harness.hosts import patient
 
 OLD, NEW = base64.b64encode(b"o" * 32).decode(), base64.b64encode(b"n" * 32).decode()

@@ -21,6 +21,7 @@ from bridge.door.model import Actor, ConversationKey, Kind, ServerLabel
 from bridge.requests.request_context import RequestContext, new_interaction
 from bridge.storage import AuditRow, open_store
 from bridge.storage.driver import Row
+from tests.harness.console_run import finish, launch, type_line, wait_line
 from tests.harness.hosts import patient
 from tests.harness.legacy_store import Store as LegacyStore
 
@@ -35,31 +36,8 @@ def start(tmp_path: Path, protocol: str, **extra: object) -> tuple[subprocess.Po
         "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.cli.demo.server"], "protocol": protocol,
                              "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}},
         "chat": {"console": {}}, **extra}))
-    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",
-                             str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    proc, lines, reader = launch(config, "--log-json", "--log-level", "info")
     return proc, lines, db, reader
-
-
-def wait_line(lines: queue.Queue[str], text: str) -> str:
-    seen: list[str] = []
-    while True:
-        try:
-            line = lines.get(timeout=30)
-        except queue.Empty:
-            pytest.fail(f"{text!r} never appeared; saw: {''.join(seen)}")
-        seen.append(line)
-        if text in line:
-            return line
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
@@ -166,25 +144,6 @@ def test_a_second_run_on_the_same_store_is_refused_in_one_line(tmp_path: Path) -
     assert second.returncode == 2
     assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
     assert f"is in use by process {proc.pid}" in second.stderr
-
-
-def finish(proc: subprocess.Popen[str], reader: threading.Thread, sig: int = signal.SIGTERM) -> str:
-    """Stop a `run` process with `sig`; its stderr."""
-    proc.send_signal(sig)
-    proc.wait(timeout=30)
-    reader.join(timeout=10)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        assert pipe is not None
-        pipe.close()
-    return err
-
-
-def type_line(proc: subprocess.Popen[str], *lines: str) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write("".join(f"{line}\n" for line in lines))
-    proc.stdin.flush()
 
 
 def test_after_kill_9_the_console_shows_the_2026_card_again_and_its_answer_reaches_the_server(tmp_path: Path) -> None:

@@ -4,36 +4,23 @@ A person answers only after the server has polled several times (the bridge coun
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from adapters.console import ConsoleAdapter
-from bridge.config.file import SamplingPolicy, ServerConfig
+from bridge.config.file import SamplingPolicy
 from bridge.host import Host
-from tests.cli.test_everything_features import Screen
-from tests.harness.hosts import config_for, host_store, patient
+from tests.cli.test_everything_features import HostScript, Screen, drive_host
 
 pytestmark = pytest.mark.anyio
 
-Script = Callable[[Host, Screen], AsyncIterator[str]]
 POLLS = 3
 
 
-async def drive(everything_js: Path, script: Script, **fields: Any) -> str:
-    server = ServerConfig(name="everything", command="node", args=(str(everything_js), "stdio"), **fields)
-    screen = Screen()
-    config = config_for({"everything": server})
-    host = Host(config, await host_store(config))
-    async with host:
-        console = ConsoleAdapter(host, script(host, screen), screen)
-        host.attach(console)
-        with anyio.fail_after(patient(60)):
-            await console.serve()
-    return screen.getvalue()
+async def drive(everything_js: Path, script: HostScript, **fields: Any) -> str:
+    return await drive_host(everything_js, script, 60, **fields)
 
 
 async def test_an_async_elicitation_is_answered_after_several_polls(everything_js: Path) -> None:

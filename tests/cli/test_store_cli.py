@@ -16,7 +16,8 @@ import yaml
 from bridge.cli.monitoring import store_check
 from bridge.storage import open_store
 from bridge.web.server import HttpServer
-from tests.cli.test_run import start, wait_line
+from tests.cli.test_run import start
+from tests.harness.console_run import wait_line
 from tests.harness.postgres import PostgresCluster
 
 pytestmark = pytest.mark.anyio

@@ -8,14 +8,14 @@ from __future__ import annotations
 import queue
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import anyio
 import yaml
 
-from tests.cli.test_run import count, finish, type_line, wait_line
+from tests.cli.test_run import count
+from tests.harness.console_run import finish, launch, type_line, wait_line
 from tests.servers.everything_http import everything_http
 
 
@@ -24,19 +24,7 @@ def start(tmp_path: Path, server: dict[str, object]) -> tuple[subprocess.Popen[s
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({"store": str(tmp_path / "bridge.db"), "servers": {"everything": server},
                                       "chat": {"console": {}}}))
-    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "--log-json", "--log-level", "info", "run", "-c",
-                             str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    return proc, lines, reader
+    return launch(config, "--log-json", "--log-level", "info")
 
 
 CALL = '!mcp call everything simulate-research-query {"topic": "tides"}'

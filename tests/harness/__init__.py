@@ -5,6 +5,7 @@ here.
 - `synapse`: a real Synapse homeserver, installed once into `.cache/` and started per session.
 - `postgres`: a throwaway PostgreSQL cluster (a fresh database per test).
 - `fleet`: several `run` processes of the bridge behind a round-robin balancer, sharing one store.
+- `console_run`: one `run` process with the console, typed into and read line by line.
 - `legacy_store`: the synchronous store as it last shipped, for the upgrade tests and the benches' baseline.
 
 `bench/` imports from here only; fixtures that wrap these live in tests/conftest.py.

@@ -4,17 +4,15 @@ demo server over stdio, scraped over HTTP before and while a form waits."""
 from __future__ import annotations
 
 import queue
-import signal
-import socket
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import httpx2
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.harness.console_run import finish, free_port, launch
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -24,30 +22,19 @@ def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 
 def test_run_serves_metrics_named_for_its_worker(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a free port, released for the bridge to take
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     config = tmp_path / "bridge.yaml"
     config.write_text(yaml.safe_dump({
         "store": str(tmp_path / "bridge.db"), "http": {"listen": f"127.0.0.1:{port}"},
         "servers": {"demo": {"command": sys.executable, "args": ["-m", "bridge.cli.demo.server"], "prestart": True,
                              "env": {"XDG_STATE_HOME": str(tmp_path / "state")}}},
         "chat": {"console": {}}}))
-    proc = subprocess.Popen([sys.executable, "-m", "bridge.cli", "run", "-c", str(config), "--worker-id", "w-proc"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
+    proc, lines, reader = launch(config, run=("--worker-id", "w-proc"))
 
     def wait_line(text: str) -> None:
         while text not in lines.get(timeout=60):
             pass
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
     assert proc.stdin is not None
     try:
         wait_line("on the console")  # the banner: serving
@@ -65,10 +52,5 @@ def test_run_serves_metrics_named_for_its_worker(tmp_path: Path) -> None:
     except queue.Empty:
         pytest.fail("the bridge did not get there in time")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        reader.join(timeout=10)
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            assert pipe is not None
-            pipe.close()
+        finish(proc, reader)
     assert proc.returncode == 0

@@ -16,15 +16,24 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 import pytest
+from mcp.types import CallToolResult, TextContent
 
 from bridge.config.auth import AuthConfig
 from bridge.config.file import ServerConfig
+from bridge.door.model import Actor, ConversationKey, Interaction
 from bridge.host import Host
 from bridge.web.server import HttpServer
+from tests.harness.hosts import FakeChatPort
 from tests.servers.oauth import Provider, protected_server
 from tests.servers.serving import bound_socket, serve
 
 KEY_ENV = "TEST_SIGNIN_KEY"
+
+# The people of the sign-in tests, in one shared channel.
+ADA = Actor("test", "U-ada", "Ada")
+BOB = Actor("test", "U-bob", "Bob")
+CY = Actor("test", "U-cy", "Cy")
+CHANNEL = ConversationKey("test", "W1", "C1")
 
 
 @dataclass
@@ -88,3 +97,17 @@ async def sign_in(url: str, user: str) -> Visit:
 async def get(url: str) -> httpx2.Response:
     async with httpx2.AsyncClient(timeout=30) as http:
         return await http.get(url)
+
+
+def text(result: CallToolResult | None) -> str:
+    """The text of a call that succeeded."""
+    assert result is not None and not result.is_error, result
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def open_card(chat: FakeChatPort, person: Actor) -> Interaction:
+    """The person's card still open in the chat (their sign-in prompt), once it is there."""
+    return await chat.wait_for(lambda: next((c for c in chat.cards.values() if c.requester == person
+                                             and c.id not in chat.finished), None))

@@ -1,10 +1,10 @@
 """Links to an app: signed, expiring, made for one person, and bound to the first browser that opens them.
 
-A token is signed claims (itsdangerous, as web-form links are): the view, the person it was made for, a random nonce
-and an expiry. An app page stays open and talks to the bridge for as long as the person uses it, so a link is not
-spent on first use as a form link is; instead the first browser to open it gets a random secret in a cookie scoped to
-the link's own path (`Browsers`), and any other browser that opens the link later (someone it was forwarded to, or
-who read it over a shoulder) is refused. That is what "one-time" means here: one browser, one person.
+A token is signed claims (`bridge.web.person_links`, as web-form links are): the view, the person it was made for, a
+random nonce and an expiry. An app page stays open and talks to the bridge for as long as the person uses it, so a link
+is not spent on first use as a form link is; instead the first browser to open it gets a random secret in a cookie
+scoped to the link's own path (`Browsers`), and any other browser that opens the link later (someone it was forwarded
+to, or who read it over a shoulder) is refused. That is what "one-time" means here: one browser, one person.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from itsdangerous import BadData, URLSafeSerializer
 
 from bridge.door.model import Actor
+from bridge.web.person_links import PersonTokens, new_nonce
 
 SALT = "mcp-chat-bridge app link v1"
 SANDBOX_SALT = "mcp-chat-bridge app sandbox v1"
@@ -46,30 +47,23 @@ class AppLinks:
     def __init__(self, key: str | bytes | None = None, *, lifetime: float = 3600.0,
                  clock: Callable[[], float] = time.time) -> None:
         key = key or secrets.token_bytes(32)
-        self._signer = URLSafeSerializer(key, salt=SALT)
+        self._tokens = PersonTokens(key, salt=SALT, subject_field="v")
         self._sandbox = URLSafeSerializer(key, salt=SANDBOX_SALT)
         self.lifetime = lifetime
         self._clock = clock
 
     def issue(self, view_id: str, actor: Actor, ends_at: float) -> str:
         expires = min(ends_at, self._clock() + self.lifetime)
-        return self.sign(AppClaims(view_id, actor, secrets.token_urlsafe(16), expires))
+        return self.sign(AppClaims(view_id, actor, new_nonce(), expires))
 
     def sign(self, claims: AppClaims) -> str:
-        a = claims.actor
-        body = {"v": claims.view_id, "p": a.platform, "u": a.user_id, "d": a.display_name[:80], "n": claims.nonce,
-                "e": int(claims.expires_at)}
-        token: str = self._signer.dumps(body)
-        return token
+        return self._tokens.dumps(claims.view_id, claims.actor, claims.nonce, claims.expires_at)
 
     def check(self, token: str) -> AppClaims | Refusal:
-        try:
-            body: Any = self._signer.loads(token)
-        except BadData:
+        body = self._tokens.loads(token)
+        if body is None:
             return Refusal.INVALID
-        claims = _claims(body)
-        if claims is None:
-            return Refusal.INVALID
+        claims = AppClaims(*body)
         if claims.expires_at <= self._clock():
             return Refusal.EXPIRED
         return claims
@@ -110,13 +104,3 @@ class Browsers:
         held = self._held.get(claims.nonce)
         return held is not None and cookie is not None and hmac.compare_digest(held[0], cookie)
 
-
-def _claims(body: Any) -> AppClaims | None:
-    if not isinstance(body, dict):
-        return None
-    strings = [body.get(k) for k in ("v", "p", "u", "d", "n")]
-    expires = body.get("e")
-    if not all(isinstance(s, str) for s in strings) or isinstance(expires, bool) or not isinstance(expires, int):
-        return None
-    view_id, platform, user_id, name, nonce = (str(s) for s in strings)
-    return AppClaims(view_id, Actor(platform, user_id, name), nonce, float(expires))

@@ -12,7 +12,10 @@ from importlib.resources import files
 
 import jinja2
 
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("bridge.web.apps", "templates"), autoescape=True,
+# The page's skeleton (`page.html`) is the one web forms use too.
+_LOADER = jinja2.ChoiceLoader([jinja2.PackageLoader("bridge.web.apps", "templates"),
+                               jinja2.PackageLoader("bridge.web", "templates")])
+_ENV = jinja2.Environment(loader=_LOADER, autoescape=True,
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 COMMON = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
@@ -40,7 +43,7 @@ def sandbox_page(host_origin: str) -> str:
 
 def notice(heading: str, *lines: str, css: str = "../app-static/app.css") -> str:
     """A page with a heading and a few plain sentences: why a link cannot be used."""
-    return _ENV.get_template("notice.html").render(heading=heading, lines=lines, css=css)
+    return _ENV.get_template("notice.html").render(page_title=heading, heading=heading, lines=lines, css=css)
 
 
 _WEB = files("bridge.web.apps") / "web"

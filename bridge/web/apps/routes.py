@@ -36,6 +36,7 @@ from bridge.safety import browser_url
 from bridge.safety.sanitize import clean, visible
 from bridge.servers import apps_extension
 from bridge.servers.sessions import SessionPool
+from bridge.text.durations import in_words
 from bridge.text.plain import shorten
 from bridge.web.apps import csp, meta
 from bridge.web.apps.links import AppClaims, AppLinks, Browsers, Refusal
@@ -138,7 +139,7 @@ class AppPages:
             return _refused(Refusal.OTHER_BROWSER)
         title = clean(str(view.tool_info.get("title") or view.tool))
         left = max(0.0, claims.expires_at - time.time())
-        html = app_page(view.label.text(), shorten(title, 120), claims.actor.label(), _duration(left))
+        html = app_page(view.label.text(), shorten(title, 120), claims.actor.label(), in_words(left))
         response = HTMLResponse(html, headers=page_headers(browser_url.origin(self.sandbox_base() + "/")))
         if isinstance(held, str):
             # Scoped to this link's own path as the browser sees it (behind a proxy, under its path prefix).
@@ -343,15 +344,6 @@ def _notice(status: int, heading: str, *lines: str) -> Response:
 def _refused(refusal: Refusal) -> Response:
     status, heading, why = _REFUSALS[refusal]
     return _notice(status, heading, why)
-
-
-def _duration(seconds: float) -> str:
-    minutes = round(seconds / 60)
-    if minutes < 1:
-        return "less than a minute"
-    if minutes < 120:
-        return f"about {minutes} minute{'s' if minutes != 1 else ''}"
-    return f"about {round(minutes / 60)} hours"
 
 
 def app_pages(views: AppViews, door: AppDoor, pool: SessionPool, outbound: Outbound,

@@ -1,11 +1,11 @@
 """One-time web-form links: unguessable, expiring, single-use, bound to one interaction and one person.
 
-A link's token is signed claims (itsdangerous), not a lookup key: the interaction id, the person it was issued to, a
-random nonce and an expiry. None of them is a secret (the interaction id is in every card's buttons, the person's id
-is in the chat); the signature is what makes a token impossible to forge or alter, and the nonce (128 random bits)
-what makes it impossible to guess. The expiry is the card's own deadline or the configured lifetime, whichever comes
-first. A token is spent when a decision made with it counts; spent nonces are remembered until the token would have
-expired anyway (`SpentLinks`, in memory here, in the store once links must survive a restart).
+A link's token is signed claims (`bridge.web.person_links`), not a lookup key: the interaction id, the person it was
+issued to, a random nonce and an expiry. None of them is a secret (the interaction id is in every card's buttons, the
+person's id is in the chat); the signature is what makes a token impossible to forge or alter, and the nonce (128 random
+bits) what makes it impossible to guess. The expiry is the card's own deadline or the configured lifetime, whichever
+comes first. A token is spent when a decision made with it counts; spent nonces are remembered until the token would
+have expired anyway (`SpentLinks`, in memory here, in the store once links must survive a restart).
 
 Checking a token gives back the claims or a `Refusal` value: a bad link is an everyday event, not an error.
 """
@@ -17,17 +17,16 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from itsdangerous import BadData, URLSafeSerializer
+from itsdangerous import BadData
 from itsdangerous.encoding import base64_decode, base64_encode
 
 from bridge.door.model import Actor, Interaction
+from bridge.web.person_links import PersonTokens, new_nonce
 
 SALT = "mcp-chat-bridge web form link v1"
 """Keeps these signatures apart from anything else signed with the same key."""
-MAX_NAME = 80
-"""Display names are carried for the card's 'accepted by …' line; a long one is cut rather than bloat the URL."""
 
 
 class Refusal(enum.StrEnum):
@@ -83,7 +82,7 @@ class FormLinks:
 
     def __init__(self, key: str | bytes | None = None, *, lifetime: float = 900.0,
                  spent: SpentLinks | None = None, clock: Callable[[], float] = time.time) -> None:
-        self._signer = URLSafeSerializer(key or secrets.token_bytes(32), salt=SALT)
+        self._tokens = PersonTokens(key or secrets.token_bytes(32), salt=SALT, subject_field="i")
         self.lifetime = lifetime
         self._clock = clock
         self._spent = spent or MemorySpentLinks(clock)
@@ -95,27 +94,20 @@ class FormLinks:
         if interaction.form.empty or not interaction.may_decide(actor) or interaction.expires_at <= now:
             return None
         expires = min(interaction.expires_at, now + self.lifetime)
-        return self.sign(LinkClaims(interaction.id, actor, secrets.token_urlsafe(16), expires))
+        return self.sign(LinkClaims(interaction.id, actor, new_nonce(), expires))
 
     def sign(self, claims: LinkClaims) -> str:
         """Sign claims as they are. Only `issue` checks who may answer; tests use this to make a stranger's link."""
-        actor = claims.actor
-        body = {"i": claims.interaction_id, "p": actor.platform, "u": actor.user_id,
-                "d": actor.display_name[:MAX_NAME], "n": claims.nonce, "e": int(claims.expires_at)}
-        token: str = self._signer.dumps(body)
-        return token
+        return self._tokens.dumps(claims.interaction_id, claims.actor, claims.nonce, claims.expires_at)
 
     def check(self, token: str) -> LinkClaims | Refusal:
         """The claims of a usable token, or why it cannot be used. Signature first: nothing unsigned is read."""
         if not _canonical(token):
             return Refusal.INVALID
-        try:
-            body: Any = self._signer.loads(token)
-        except BadData:
+        body = self._tokens.loads(token)
+        if body is None:
             return Refusal.INVALID
-        claims = _claims(body)
-        if claims is None:
-            return Refusal.INVALID
+        claims = LinkClaims(*body)
         if claims.expires_at <= self._clock():
             return Refusal.EXPIRED
         if self._spent.spent(claims.nonce):
@@ -137,14 +129,3 @@ def _canonical(token: str) -> bool:
     except BadData:
         return False
 
-
-def _claims(body: Any) -> LinkClaims | None:
-    """Signed claims of the expected shape, or None (a token from an older format)."""
-    if not isinstance(body, dict):
-        return None
-    strings = [body.get(k) for k in ("i", "p", "u", "d", "n")]
-    expires = body.get("e")
-    if not all(isinstance(s, str) for s in strings) or isinstance(expires, bool) or not isinstance(expires, int):
-        return None
-    interaction_id, platform, user_id, name, nonce = (str(s) for s in strings)
-    return LinkClaims(interaction_id, Actor(platform, user_id, name), nonce, float(expires))

@@ -18,6 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from bridge.door.model import Actor, Interaction
+from bridge.text.durations import in_words
 from bridge.text.plain import card_title, secret_warning, shorten
 from bridge.web.forms.fields import FieldView
 
@@ -41,7 +42,9 @@ HEADERS = {
 }
 
 _ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("bridge.web.forms", "templates"),
+    # The page's skeleton (`page.html`) is the one app pages use too.
+    loader=jinja2.ChoiceLoader([jinja2.PackageLoader("bridge.web.forms", "templates"),
+                                jinja2.PackageLoader("bridge.web", "templates")]),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
@@ -67,7 +70,7 @@ def form_page(interaction: Interaction, actor: Actor, action: str, fields: Seque
         accept_label=interaction.accept_label,
         decline_label=interaction.decline_label,
         person=actor.label(),
-        ends_in=_duration(left),
+        ends_in=in_words(left),
     )
 
 
@@ -75,12 +78,3 @@ def notice_page(heading: str, *lines: str, ok: bool = False) -> str:
     """A page with a heading and a few plain sentences: thanks, or why a link cannot be used."""
     return _ENV.get_template("notice.html").render(css=Markup(CSS), page_title=heading, heading=heading,
                                                    lines=lines, ok=ok)
-
-
-def _duration(seconds: float) -> str:
-    minutes = round(seconds / 60)
-    if minutes < 1:
-        return "less than a minute"
-    if minutes < 120:
-        return f"about {minutes} minute{'s' if minutes != 1 else ''}"
-    return f"about {round(minutes / 60)} hours"
