@@ -53,6 +53,13 @@ async def settled(page: Page) -> None:
     await page.wait_for_function("() => document.getElementById('app').style.height !== ''")
 
 
+async def tap(app: FrameLocator, name: str) -> None:
+    """Press the app's button `name`. The click event is dispatched on the button itself: the frame can still grow
+    (size changes come one after another) while Playwright aims at the button's position, and a tap that lands
+    beside the button is not what these tests are about."""
+    await app.get_by_role("button", name=name).dispatch_event("click")
+
+
 async def said_in(page: Page, said: list[str], text: str) -> None:
     """Wait until a console message containing `text` has come from the page or its frames."""
     if not any(text in m for m in said):

@@ -102,19 +102,19 @@ async def test_the_basic_app_runs_from_the_consoles_link_and_its_requests_reach_
 
             # The app's own tools/call reaches the server: a later time.
             await browsing.settled(page)
-            await app.get_by_role("button", name="Get Server Time").click()
+            await browsing.tap(app, "Get Server Time")
             await app.locator("#server-time", has_text=re.compile(r"^(?!" + re.escape(first) + r")\d{4}-")).wait_for()
             assert ISO.match(await app.locator("#server-time").inner_text())
 
             # ui/message: posted in the conversation, cleaned and labelled with the server and the person.
             await app.locator("#message-text").fill("Lunch at noon?\u202e")
-            await app.get_by_role("button", name="Send Message").click()
+            await browsing.tap(app, "Send Message")
             posted = await out.wait_for(r"Message from the app of basic.*, sent by you:\nLunch at noon\?\n")
             assert "\u202e" not in posted
 
             # ui/open-link: shown with its real host; the page stays where it is.
             await app.locator("#link-url").fill("https://example.org/some/path")
-            await app.get_by_role("button", name="Open Link").click()
+            await browsing.tap(app, "Open Link")
             shown = page.locator(".link")
             await shown.wait_for()
             assert "The app asks to open a link to example.org" in await shown.inner_text()
@@ -184,7 +184,7 @@ async def test_an_apps_call_of_a_tool_that_needs_approval_waits_for_the_person_a
 
             cards = out.getvalue().count("┌─")
             await browsing.settled(page)
-            await app.get_by_role("button", name="Get Server Time").click()
+            await browsing.tap(app, "Get Server Time")
             # The app's call asks in the conversation, as a call typed there would; the app waits.
             while out.getvalue().count("┌─") == cards:
                 await out.changed.wait()

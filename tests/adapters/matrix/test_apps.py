@@ -87,7 +87,7 @@ async def test_apps_open_from_a_link_sent_by_direct_message_and_a_gated_call_wai
         # The app's own call needs approval: a card in the room, the app waits, an approval lets it go on.
         seen = len(ada.seen)
         await browsing.settled(page)
-        await app.get_by_role("button", name="Get Server Time").click()
+        await browsing.tap(app, "Get Server Time")
         gate = await ada.wait(part("card", after=seen))
         assert ada.room_of[gate.event_id] == room
         assert await app.locator("#server-time").inner_text() == first

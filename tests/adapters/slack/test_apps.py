@@ -94,7 +94,7 @@ async def test_the_basic_app_opens_from_a_private_link_and_its_gated_call_waits_
             await page.screenshot(path=browsing.artifacts() / "slack-basic.png", full_page=True)
 
             await browsing.settled(page)
-            await app.get_by_role("button", name="Get Server Time").click()
+            await browsing.tap(app, "Get Server Time")
             await nth_call(slack, "chat.postMessage", lambda c: has_action(c, ids.ACCEPT, thread), 1)
             assert await app.locator("#server-time").inner_text() == first  # the app waits for the approval
             await approve_next(slack, thread, 1)
