@@ -3,6 +3,9 @@
 `task_status`), taking over work nobody holds (`resume`), results kept for `show` (`results`), and a worker beside
 others on a shared store (`fleet`).
 
+The rounds' parts: calls parked between rounds (`parked_calls`), answers reused when a call is run again
+(`answer_reuse`), and a server dying during a call (`session_death`).
+
 May use: `bridge.requests`, `bridge.cards`, `bridge.servers`, `bridge.storage`, `bridge.config` and below. Never
 commands or the host.
 """

@@ -26,7 +26,7 @@ from mcp import MCPError
 from mcp.types import CallToolResult, CancelTaskResult, CreateTaskResult, GetTaskResult
 
 from bridge.calls import task_wire as wire
-from bridge.calls.rounds import guarded
+from bridge.calls.session_death import guarded
 from bridge.calls.task_status import TERMINAL, Seen, card_text, changed, poll_seconds
 from bridge.cards.chat import Outbound
 from bridge.config.file import ServerConfig
