@@ -44,7 +44,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from bridge.cards.card_updates import CardUpdates, as_copy
 from bridge.cards.deadlines import Deadlines
 from bridge.cards.decision_rules import Counted, approval_row, approvals_in, end_detail, judge
-from bridge.cards.forwarding import STORE_FAILED, Elsewhere, not_waited_here
+from bridge.cards.forwarding import Elsewhere, not_waited_here
 from bridge.cards.held import Handoff, Parked, ParkedEnded, RoundClaimed, Waiter
 from bridge.cards.recipients import Routing, base_id
 from bridge.cards.secret_answers import for_the_record
@@ -64,7 +64,7 @@ from bridge.errors import AdapterError, StoreError
 from bridge.observe import hooks as observe
 from bridge.storage import AsyncStore, StoredInteraction
 from bridge.storage.watch import DecisionWatch
-from bridge.text.presentation import describe_status
+from bridge.text.presentation import NO_LONGER_OPEN, STORE_FAILED, already_ended, describe_status
 
 logger = logging.getLogger(__name__)
 
@@ -278,8 +278,7 @@ class Broker:
             if waiter.posting is not None:
                 await waiter.posting.wait()  # its private copies are out: they end with the card
             if waiter.lost and waiter.answered_early is not None:
-                await self._cards.notify(interaction.conversation, waiter.answered_early,
-                                         f"That request was already {describe_status(final)}.")
+                await self._cards.notify(interaction.conversation, waiter.answered_early, already_ended(final))
             if not waiter.lost:
                 await self._finish_card(waiter, final)
             self._hand_on(ParkedEnded(*waiter.parked, final, waiter.last, interaction))
@@ -351,8 +350,7 @@ class Broker:
                         final = Outcome(Status.CANCELLED, reason=reason)
             if final is not None:
                 if waiter.lost and waiter.answered_early is not None:
-                    await self._cards.notify(interaction.conversation, waiter.answered_early,
-                                       f"That request was already {describe_status(final)}.")
+                    await self._cards.notify(interaction.conversation, waiter.answered_early, already_ended(final))
                 if not waiter.lost:
                     # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
                     await self._finish_card(waiter, final)
@@ -522,7 +520,7 @@ class Broker:
         verdict themselves). The durable claim follows; if it loses, the person is told as for a late click."""
         result, waiter = self._claim(decision)
         if result is None:
-            return DecisionResult(Verdict.LATE, message="That request is no longer open here.")
+            return DecisionResult(Verdict.LATE, message=NO_LONGER_OPEN)
         if result.verdict is Verdict.CLAIMED and waiter is not None:
             waiter.answered_early = decision.actor  # the task waiting on it records it, and tells them if it lost
         return result
@@ -534,7 +532,7 @@ class Broker:
         if waiter.final is None or any(claimed is tried for tried in waiter.unrecorded):
             return DecisionResult(Verdict.LATE, message=STORE_FAILED)
         if waiter.lost:
-            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")
+            return DecisionResult(Verdict.LATE, message=already_ended(waiter.final))
         return DecisionResult(Verdict.CLAIMED)
 
     async def expire(self, stored: StoredInteraction) -> bool:
@@ -552,8 +550,7 @@ class Broker:
         if waiter is None:
             return None, None
         if waiter.outcome is not None:
-            return DecisionResult(Verdict.LATE, message=f"That request was already "
-                                                        f"{describe_status(waiter.final or waiter.outcome)}."), waiter
+            return DecisionResult(Verdict.LATE, message=already_ended(waiter.final or waiter.outcome)), waiter
         judged = judge(waiter.interaction, decision)
         if isinstance(judged, DecisionResult):
             return judged, waiter
