@@ -46,6 +46,7 @@ from mcp.types import (
     InputResponse,
 )
 
+from bridge.calls.store_roles import RoundStore
 from bridge.cards.broker import Broker
 from bridge.cards.held import Parked
 from bridge.door.model import Actor, ConversationKey, Interaction, Kind, MessageRef, Outcome, Status
@@ -63,7 +64,7 @@ from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import CURRENT
 from bridge.servers.mcp_session import CallInfo, Session
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore, PendingCall, StoredInteraction
+from bridge.storage import PendingCall, StoredInteraction
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ def gone(pool: SessionPool, session: Session, exc: BaseException) -> ServerGoneE
 
 
 class Rounds:
-    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience,
+    def __init__(self, pool: SessionPool, broker: Broker, store: RoundStore, audience: Audience,
                  receipts: Receipting | None = None) -> None:
         self._receipts = receipts
         self._pool = pool

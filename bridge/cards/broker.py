@@ -48,6 +48,7 @@ from bridge.cards.forwarding import Elsewhere, not_waited_here
 from bridge.cards.held import Handoff, Parked, ParkedEnded, RoundClaimed, Waiter
 from bridge.cards.recipients import Routing, base_id
 from bridge.cards.secret_answers import for_the_record
+from bridge.cards.store_roles import BrokerStore
 from bridge.door.model import (
     Actor,
     CardRef,
@@ -62,7 +63,7 @@ from bridge.door.model import (
 from bridge.door.ports import ChatPort
 from bridge.errors import AdapterError, StoreError
 from bridge.observe import hooks as observe
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
 from bridge.storage.watch import DecisionWatch
 from bridge.text.presentation import NO_LONGER_OPEN, STORE_FAILED, already_ended, describe_status
 
@@ -80,7 +81,7 @@ def same_record(a: Outcome, b: Outcome) -> bool:
 class Broker:
     """Posts cards through the chat port of each conversation's platform and collects decisions."""
 
-    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort],
+    def __init__(self, store: BrokerStore, port_for: Callable[[ConversationKey], ChatPort],
                  routing: Routing | None = None, watch: DecisionWatch | None = None) -> None:
         """`watch`: on a store shared by several workers, how this one hears decisions the others claim (whoever
         runs the bridge runs the watch)."""

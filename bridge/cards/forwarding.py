@@ -31,9 +31,11 @@ import anyio
 from bridge.cards.decision_rules import Counted, judge
 from bridge.cards.recipients import base_id
 from bridge.cards.secret_answers import for_the_record
+from bridge.cards.store_roles import ForwardingStore
 from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Outcome, Verdict
 from bridge.errors import StoreError
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
+from bridge.storage.api import CardStore
 from bridge.storage.watch import DecisionWatch
 from bridge.text.presentation import NOT_ANSWERING, RESTORING, STORE_FAILED, UNKNOWN_REQUEST, already_ended
 
@@ -69,7 +71,7 @@ def forwarded_decision(message: str) -> DecisionIn | None:
 
 
 class Elsewhere:
-    def __init__(self, store: AsyncStore, watch: DecisionWatch, finish_card: FinishCard,
+    def __init__(self, store: ForwardingStore, watch: DecisionWatch, finish_card: FinishCard,
                  continue_call: ContinueCall) -> None:
         self._store = store
         self._watch = watch
@@ -148,7 +150,7 @@ class Elsewhere:
         return DecisionResult(Verdict.LATE, message=already_ended(ended))
 
 
-async def not_waited_here(store: AsyncStore, elsewhere: Elsewhere | None,
+async def not_waited_here(store: CardStore, elsewhere: Elsewhere | None,
                           decision: DecisionIn) -> tuple[DecisionResult | None, ConversationKey | None]:
     """A decision on an interaction nobody waits on in this process: ended, held by another worker (`elsewhere`,
     on a shared store), or not yet resumed. None: it counted (claimed for the worker that waits on it)."""
