@@ -56,6 +56,7 @@ from bridge.requests.tool_approval import ToolApproval
 from bridge.servers.prestart import Prestarts
 from bridge.servers.sessions import AuthFactory, SessionPool
 from bridge.storage import AsyncStore
+from bridge.storage.api import AdapterValues
 from bridge.storage.watch import DecisionWatch
 from bridge.web.apps import meta as app_meta
 from bridge.web.apps.views import AppView, AppViews
@@ -381,7 +382,7 @@ class LinkIssuer(Protocol):
 class _AdapterState:
     """One adapter's namespace of the store's adapter table (`bridge.door.ports.AdapterState`)."""
 
-    def __init__(self, store: AsyncStore, namespace: str) -> None:
+    def __init__(self, store: AdapterValues, namespace: str) -> None:
         self._store = store
         self._namespace = namespace
 

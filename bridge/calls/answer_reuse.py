@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from mcp import MCPError
 from mcp.types import ElicitRequest, ElicitRequestURLParams, InputRequest, InputResponse
 
+from bridge.calls.store_roles import RoundStore
 from bridge.door.model import Kind, Status
 from bridge.errors import INVALID_PARAMS
 from bridge.requests.elicitation import receipted
 from bridge.requests.receipting import Receipting
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
 
 RERUN_NOTE = "the server had lost this call's state (it restarted, or too much time passed), so the call was run again"
 Signature = tuple[str, str]
@@ -46,7 +47,7 @@ def stored_signature(stored: StoredInteraction) -> Signature | None:
     return None
 
 
-async def answers_given(store: AsyncStore, receipts: Receipting | None,
+async def answers_given(store: RoundStore, receipts: Receipting | None,
                         call_id: str) -> dict[str, tuple[Signature, InputResponse]]:
     """Every answer a person gave to this call's elicitations, latest per input key, with what it answered."""
     given: dict[str, tuple[Signature, InputResponse]] = {}

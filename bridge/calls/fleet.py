@@ -23,10 +23,10 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from bridge.calls.resume import Resumer
+from bridge.calls.store_roles import FleetStore
 from bridge.cards.broker import Broker
 from bridge.cards.forwarding import forwarded_decision
 from bridge.errors import StoreError
-from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch, keep_alive
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ FORWARD_POLL = 5.0
 class Fleet:
     """Run with `await tg.start(fleet.run)` in the host's task group."""
 
-    def __init__(self, store: AsyncStore, broker: Broker, resumer: Resumer, watch: DecisionWatch | None, *,
+    def __init__(self, store: FleetStore, broker: Broker, resumer: Resumer, watch: DecisionWatch | None, *,
                  lease: float, retention: float | None) -> None:
         self._store = store
         self._broker = broker

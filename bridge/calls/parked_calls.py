@@ -16,12 +16,13 @@ from typing import Any, Protocol
 import anyio
 from mcp.types import ElicitResult, InputRequest, InputResponse
 
+from bridge.calls.store_roles import RoundStore
 from bridge.cards.broker import Broker
 from bridge.door.model import Actor, ConversationKey, Interaction, MessageRef, Outcome, Status
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
 from bridge.servers.mcp_session import CallInfo
-from bridge.storage import AsyncStore, PendingCall
+from bridge.storage import PendingCall
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class ParkedCall:
 
 
 class ParkedCalls:
-    def __init__(self, broker: Broker, store: AsyncStore, receipts: Receipting | None) -> None:
+    def __init__(self, broker: Broker, store: RoundStore, receipts: Receipting | None) -> None:
         self._receipts = receipts
         self._broker = broker
         self._store = store

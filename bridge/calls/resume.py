@@ -35,6 +35,7 @@ from mcp.types import ElicitRequest, InputRequest
 from pydantic import TypeAdapter, ValidationError
 
 from bridge.calls.rounds import ParkedCall
+from bridge.calls.store_roles import ResumeStore
 from bridge.calls.toolcalls import ToolCalls
 from bridge.cards.broker import Broker
 from bridge.cards.chat import Say
@@ -46,7 +47,7 @@ from bridge.requests.elicitation import to_result
 from bridge.requests.grants import Grants
 from bridge.requests.receipting import Receipting, approval_mismatch
 from bridge.safety.receipts.canonical import tool_digest
-from bridge.storage import AsyncStore, PendingCall, Reaped, StoredInteraction, Unreadable
+from bridge.storage import PendingCall, Reaped, StoredInteraction, Unreadable
 from bridge.text.plain import shorten
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ UNREADABLE_ERRORS = (ValidationError, ValueError, KeyError, TypeError, BridgeErr
 
 
 class Resumer:
-    def __init__(self, config: Config, store: AsyncStore, broker: Broker, calls: ToolCalls, say: Say,
+    def __init__(self, config: Config, store: ResumeStore, broker: Broker, calls: ToolCalls, say: Say,
                  reparked: Callable[[Interaction, str, str], None] | None = None, *,
                  receipts: Receipting | None = None, grants: Grants | None = None) -> None:
         """`reparked`: told of each card parked again (interaction, call id, input key): the open-card bounds count

@@ -46,6 +46,7 @@ from mcp.types import (
 from bridge.calls.answer_reuse import RERUN_NOTE, Signature, answers_given, invalid_state, signature
 from bridge.calls.parked_calls import Call, ParkedCall, ParkedCalls
 from bridge.calls.session_death import guarded
+from bridge.calls.store_roles import RoundStore
 from bridge.cards.broker import Broker
 from bridge.cards.held import Parked
 from bridge.door.model import Interaction, Outcome
@@ -55,7 +56,6 @@ from bridge.requests.receipting import Receipting
 from bridge.requests.request_context import CURRENT
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore
 
 __all__ = ["Call", "ParkedCall", "Rounds", "guarded"]
 
@@ -63,7 +63,7 @@ MAX_ROUNDS = 10
 
 
 class Rounds:
-    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience,
+    def __init__(self, pool: SessionPool, broker: Broker, store: RoundStore, audience: Audience,
                  receipts: Receipting | None = None) -> None:
         self._receipts = receipts
         self._pool = pool

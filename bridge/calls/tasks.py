@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, CancelTaskResult, CreateTaskResult, GetTas
 
 from bridge.calls import task_wire as wire
 from bridge.calls.session_death import guarded
+from bridge.calls.store_roles import TaskCallStore
 from bridge.calls.task_status import TERMINAL, Seen, card_text, changed, poll_seconds
 from bridge.cards.chat import Outbound
 from bridge.config.file import ServerConfig
@@ -35,7 +36,7 @@ from bridge.errors import BridgeError
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore, StoredTask
+from bridge.storage import StoredTask
 from bridge.text.plain import shorten
 
 logger = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ class Cards(Protocol):
 class TaskCalls:
     """Runs tool calls as tasks, and knows the ones running in this process (bounds, Stop)."""
 
-    def __init__(self, pool: SessionPool, out: Outbound, limits: Limits, store: AsyncStore,
+    def __init__(self, pool: SessionPool, out: Outbound, limits: Limits, store: TaskCallStore,
                  servers: Mapping[str, ServerConfig], cards: Cards | None = None) -> None:
         self._cards = cards
         self._pool = pool

@@ -28,6 +28,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ElicitResult, Input
 from bridge.calls import task_wire
 from bridge.calls.kept_results import KeptResults
 from bridge.calls.rounds import ParkedCall, Rounds, guarded
+from bridge.calls.store_roles import CallStore
 from bridge.calls.tasks import TaskCalls, TaskTold
 from bridge.cards.broker import Broker
 from bridge.cards.chat import Outbound
@@ -44,7 +45,7 @@ from bridge.requests.tool_approval import ToolApproval
 from bridge.safety.limits import Limits
 from bridge.servers.mcp_session import Session
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore, StoredTask
+from bridge.storage import StoredTask
 from bridge.text.plain import result_text, session_error_text, shorten
 from bridge.text.server_errors import validation_summary
 from bridge.web.apps import meta as app_meta
@@ -83,7 +84,7 @@ class _Told(Exception):
 
 
 class ToolCalls:
-    def __init__(self, pool: SessionPool, broker: Broker, store: AsyncStore, audience: Audience, outbound: Outbound,
+    def __init__(self, pool: SessionPool, broker: Broker, store: CallStore, audience: Audience, outbound: Outbound,
                  approval: ToolApproval, elicitation: Elicitation, results: KeptResults | None = None, *,
                  receipts: Receipting | None = None, apps: AppViews | None = None,
                  restart_hint: bool = True, limits: Limits | None = None,

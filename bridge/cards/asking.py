@@ -18,19 +18,19 @@ from bridge.cards.held import Parked, Waiter
 from bridge.cards.open_cards import OpenCards
 from bridge.cards.parked import ParkedCards
 from bridge.cards.recipients import Routing
+from bridge.cards.store_roles import BrokerStore
 from bridge.door.model import ConversationKey, Interaction, Outcome, Status
 from bridge.door.ports import ChatPort
 from bridge.errors import AdapterError, StoreError
 from bridge.observe import hooks as observe
-from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch
-from bridge.text.presentation import describe_status
+from bridge.text.presentation import already_ended
 
 logger = logging.getLogger(__name__)
 
 
 class Asking:
-    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort], cards: CardUpdates,
+    def __init__(self, store: BrokerStore, port_for: Callable[[ConversationKey], ChatPort], cards: CardUpdates,
                  routing: Routing | None, watch: DecisionWatch | None, held: OpenCards, ending: Ending,
                  parked: ParkedCards) -> None:
         self._store = store
@@ -141,8 +141,7 @@ class Asking:
                         final = Outcome(Status.CANCELLED, reason=reason)
             if final is not None:
                 if waiter.lost and waiter.answered_early is not None:
-                    await self._cards.notify(interaction.conversation, waiter.answered_early,
-                                       f"That request was already {describe_status(final)}.")
+                    await self._cards.notify(interaction.conversation, waiter.answered_early, already_ended(final))
                 if not waiter.lost:
                     # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
                     await self._ending.finish_card(waiter, final)

@@ -52,6 +52,7 @@ from bridge.cards.held import Handoff
 from bridge.cards.open_cards import OpenCards
 from bridge.cards.parked import ParkedCards
 from bridge.cards.recipients import Routing
+from bridge.cards.store_roles import BrokerStore
 from bridge.cards.takeover import Takeover
 from bridge.door.model import (
     Actor,
@@ -64,14 +65,14 @@ from bridge.door.model import (
     Status,
 )
 from bridge.door.ports import ChatPort
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
 from bridge.storage.watch import DecisionWatch
 
 
 class Broker:
     """Posts cards through the chat port of each conversation's platform and collects decisions."""
 
-    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort],
+    def __init__(self, store: BrokerStore, port_for: Callable[[ConversationKey], ChatPort],
                  routing: Routing | None = None, watch: DecisionWatch | None = None) -> None:
         """`watch`: on a store shared by several workers, how this one hears decisions the others claim (whoever
         runs the bridge runs the watch)."""

@@ -11,17 +11,17 @@ from bridge.cards.broker_tasks import BrokerTasks
 from bridge.cards.card_updates import CardUpdates
 from bridge.cards.decision_rules import Counted, approval_row, judge
 from bridge.cards.ending import Ending
-from bridge.cards.forwarding import STORE_FAILED, Elsewhere, not_waited_here
+from bridge.cards.forwarding import Elsewhere, not_waited_here
 from bridge.cards.held import Waiter
 from bridge.cards.open_cards import OpenCards
 from bridge.cards.recipients import base_id
+from bridge.cards.store_roles import BrokerStore
 from bridge.door.model import Actor, DecisionIn, DecisionResult, Verdict
-from bridge.storage import AsyncStore
-from bridge.text.presentation import describe_status
+from bridge.text.presentation import NO_LONGER_OPEN, STORE_FAILED, already_ended
 
 
 class Deciding:
-    def __init__(self, store: AsyncStore, cards: CardUpdates, held: OpenCards, ending: Ending, tasks: BrokerTasks,
+    def __init__(self, store: BrokerStore, cards: CardUpdates, held: OpenCards, ending: Ending, tasks: BrokerTasks,
                  elsewhere: Elsewhere | None) -> None:
         self._store = store
         self._cards = cards
@@ -61,7 +61,7 @@ class Deciding:
         verdict themselves). The durable claim follows; if it loses, the person is told as for a late click."""
         result, waiter = self._claim(decision)
         if result is None:
-            return DecisionResult(Verdict.LATE, message="That request is no longer open here.")
+            return DecisionResult(Verdict.LATE, message=NO_LONGER_OPEN)
         if result.verdict is Verdict.CLAIMED and waiter is not None:
             waiter.answered_early = decision.actor  # the task waiting on it records it, and tells them if it lost
         return result
@@ -73,7 +73,7 @@ class Deciding:
         if waiter.final is None or any(claimed is tried for tried in waiter.unrecorded):
             return DecisionResult(Verdict.LATE, message=STORE_FAILED)
         if waiter.lost:
-            return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(waiter.final)}.")
+            return DecisionResult(Verdict.LATE, message=already_ended(waiter.final))
         return DecisionResult(Verdict.CLAIMED)
 
     def _claim(self, decision: DecisionIn) -> tuple[DecisionResult | None, Waiter | None]:
@@ -82,8 +82,7 @@ class Deciding:
         if waiter is None:
             return None, None
         if waiter.outcome is not None:
-            return DecisionResult(Verdict.LATE, message=f"That request was already "
-                                                        f"{describe_status(waiter.final or waiter.outcome)}."), waiter
+            return DecisionResult(Verdict.LATE, message=already_ended(waiter.final or waiter.outcome)), waiter
         judged = judge(waiter.interaction, decision)
         if isinstance(judged, DecisionResult):
             return judged, waiter

@@ -17,16 +17,16 @@ from bridge.cards.broker_tasks import BrokerTasks
 from bridge.cards.card_updates import CardUpdates
 from bridge.cards.deadlines import Deadlines
 from bridge.cards.decision_rules import end_detail
-from bridge.cards.forwarding import STORE_FAILED
 from bridge.cards.held import ParkedEnded, Waiter
 from bridge.cards.open_cards import OpenCards
 from bridge.cards.secret_answers import for_the_record
+from bridge.cards.store_roles import BrokerStore
 from bridge.door.model import Outcome, Status
 from bridge.errors import StoreError
 from bridge.observe import hooks as observe
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
 from bridge.storage.watch import DecisionWatch
-from bridge.text.presentation import describe_status
+from bridge.text.presentation import STORE_FAILED, already_ended, describe_status
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def same_record(a: Outcome, b: Outcome) -> bool:
 
 
 class Ending:
-    def __init__(self, store: AsyncStore, cards: CardUpdates, held: OpenCards, tasks: BrokerTasks,
+    def __init__(self, store: BrokerStore, cards: CardUpdates, held: OpenCards, tasks: BrokerTasks,
                  watch: DecisionWatch | None) -> None:
         self._store = store
         self._cards = cards
@@ -74,8 +74,7 @@ class Ending:
             if waiter.posting is not None:
                 await waiter.posting.wait()  # its private copies are out: they end with the card
             if waiter.lost and waiter.answered_early is not None:
-                await self._cards.notify(interaction.conversation, waiter.answered_early,
-                                         f"That request was already {describe_status(final)}.")
+                await self._cards.notify(interaction.conversation, waiter.answered_early, already_ended(final))
             if not waiter.lost:
                 await self.finish_card(waiter, final)
             self._tasks.hand_on(ParkedEnded(*waiter.parked, final, waiter.last, interaction))

@@ -31,11 +31,13 @@ import anyio
 from bridge.cards.decision_rules import Counted, judge
 from bridge.cards.recipients import base_id
 from bridge.cards.secret_answers import for_the_record
+from bridge.cards.store_roles import ForwardingStore
 from bridge.door.model import Actor, ConversationKey, DecisionIn, DecisionResult, Outcome, Verdict
 from bridge.errors import StoreError
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
+from bridge.storage.api import CardStore
 from bridge.storage.watch import DecisionWatch
-from bridge.text.presentation import describe_status
+from bridge.text.presentation import NOT_ANSWERING, RESTORING, STORE_FAILED, UNKNOWN_REQUEST, already_ended
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +45,6 @@ FORWARD_WAIT = 5.0
 """Seconds to wait for the worker holding a legacy card to claim a forwarded decision."""
 MAX_FORWARD = 7000
 """Bytes a forwarded decision may take (Postgres notifications carry at most 8000)."""
-STORE_FAILED = "The bridge could not record that decision; try again in a moment."
-NOT_ANSWERING = ("The bridge worker holding that request is not answering (it may have stopped); if it did, the "
-                 "request will be closed shortly and the conversation told.")
 
 FinishCard = Callable[[StoredInteraction, Outcome], Awaitable[None]]
 ContinueCall = Callable[[str], Awaitable[None]]
@@ -72,7 +71,7 @@ def forwarded_decision(message: str) -> DecisionIn | None:
 
 
 class Elsewhere:
-    def __init__(self, store: AsyncStore, watch: DecisionWatch, finish_card: FinishCard,
+    def __init__(self, store: ForwardingStore, watch: DecisionWatch, finish_card: FinishCard,
                  continue_call: ContinueCall) -> None:
         self._store = store
         self._watch = watch
@@ -143,28 +142,26 @@ class Elsewhere:
             and (now.outcome.content or None) == (judged.content or None)
         if ours:
             return DecisionResult(Verdict.CLAIMED)
-        return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(now.outcome)}.")
+        return DecisionResult(Verdict.LATE, message=already_ended(now.outcome))
 
     async def _late(self, stored: StoredInteraction, judged: Outcome) -> DecisionResult:
         now = await self._store.interaction(stored.interaction.id)
         ended = now.outcome if now and now.outcome else judged
-        return DecisionResult(Verdict.LATE, message=f"That request was already {describe_status(ended)}.")
+        return DecisionResult(Verdict.LATE, message=already_ended(ended))
 
 
-async def not_waited_here(store: AsyncStore, elsewhere: Elsewhere | None,
+async def not_waited_here(store: CardStore, elsewhere: Elsewhere | None,
                           decision: DecisionIn) -> tuple[DecisionResult | None, ConversationKey | None]:
     """A decision on an interaction nobody waits on in this process: ended, held by another worker (`elsewhere`,
     on a shared store), or not yet resumed. None: it counted (claimed for the worker that waits on it)."""
     stored = await store.interaction(base_id(decision.interaction_id))
     if stored is None:
-        return DecisionResult(Verdict.UNKNOWN, message="That request is not known here."), None
+        return DecisionResult(Verdict.UNKNOWN, message=UNKNOWN_REQUEST), None
     conversation = stored.interaction.conversation
     if stored.outcome is None and elsewhere is not None:
         result = await elsewhere.decide(stored, decision)
         return (None if result.verdict is Verdict.CLAIMED else result), conversation
     if stored.outcome is None:
         # Open in the store but nobody waits on it yet (a restart is still resuming it).
-        restoring = "That request is being restored; try again in a moment."
-        return DecisionResult(Verdict.LATE, message=restoring), conversation
-    message = f"That request was already {describe_status(stored.outcome)}."
-    return DecisionResult(Verdict.LATE, message=message), conversation
+        return DecisionResult(Verdict.LATE, message=RESTORING), conversation
+    return DecisionResult(Verdict.LATE, message=already_ended(stored.outcome)), conversation

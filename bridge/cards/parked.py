@@ -13,18 +13,18 @@ from bridge.cards.decision_rules import approvals_in
 from bridge.cards.ending import Ending
 from bridge.cards.held import Waiter
 from bridge.cards.open_cards import OpenCards
+from bridge.cards.store_roles import BrokerStore
 from bridge.door.model import CardRef, ConversationKey, Interaction
 from bridge.door.ports import ChatPort
 from bridge.errors import AdapterError
 from bridge.observe import hooks as observe
-from bridge.storage import AsyncStore
 from bridge.storage.watch import DecisionWatch
 
 logger = logging.getLogger(__name__)
 
 
 class ParkedCards:
-    def __init__(self, store: AsyncStore, port_for: Callable[[ConversationKey], ChatPort], held: OpenCards,
+    def __init__(self, store: BrokerStore, port_for: Callable[[ConversationKey], ChatPort], held: OpenCards,
                  ending: Ending, tasks: BrokerTasks, watch: DecisionWatch | None) -> None:
         self._store = store
         self._port_for = port_for

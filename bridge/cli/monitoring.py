@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -29,7 +29,10 @@ from bridge.web.server import SECURITY_HEADERS, HttpServer, ReadinessCheck
 
 if TYPE_CHECKING:
     from bridge.host import Host
-    from bridge.storage import AsyncStore
+    from bridge.storage.api import AdapterValues, StoreLife
+
+    class ProbedStore(StoreLife, AdapterValues, Protocol):
+        """What the readiness probe needs of the store: where it is, and a small value to write."""
 
 STORE_TIMEOUT = 2.0
 """Seconds the store probe may wait for the write lock: longer, and the store counts as not writable."""
@@ -64,7 +67,7 @@ def install(http: HttpServer, host: Host, adapters: Sequence[Adapter], worker: s
         yield metrics
 
 
-def store_check(store: AsyncStore) -> ReadinessCheck:
+def store_check(store: ProbedStore) -> ReadinessCheck:
     """A readiness check that commits a small write to the store and reports why it could not. A SQLite file is
     written on a connection of its own (in a worker thread, so a slow disk never stalls the bridge): it sees what
     the store's open connections do not, another process holding the write lock, or the file gone. Postgres gets

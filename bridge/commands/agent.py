@@ -22,7 +22,7 @@ from bridge.door.model import Actor, ConversationKey, MessageIn
 from bridge.errors import AuthError, SessionError
 from bridge.llm import LLMError, LLMMessage, LLMProvider, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bridge.requests.budgets import Budgets
-from bridge.storage import AsyncStore
+from bridge.storage.api import HistoryStore
 from bridge.text.plain import result_text
 from bridge.web.apps import meta as app_meta
 
@@ -62,7 +62,7 @@ class CallRunner(Protocol):
 
 
 class Agent:
-    def __init__(self, llm: LLMProvider, config: Config, store: AsyncStore, tools: ToolLister, calls: CallRunner,
+    def __init__(self, llm: LLMProvider, config: Config, store: HistoryStore, tools: ToolLister, calls: CallRunner,
                  say: Say, budgets: Budgets) -> None:
         self._llm = llm
         self._budgets = budgets

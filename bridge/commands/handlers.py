@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 from mcp import Client, MCPError
@@ -39,7 +39,7 @@ from bridge.requests.request_context import new_interaction
 from bridge.requests.roots import RootsKeeper, check_uri
 from bridge.servers import catalog
 from bridge.servers.sessions import SessionPool
-from bridge.storage import AsyncStore
+from bridge.storage.api import CardStore, ConversationData, HistoryStore
 from bridge.text.content import block_text
 from bridge.text.details import interaction_text
 from bridge.text.grammar import count
@@ -50,12 +50,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class CommandStore(CardStore, ConversationData, HistoryStore, Protocol):
+    """What the command words need of the store: the cards (`cancel`, `pending`), roots and the agent's history."""
+
+
 @dataclass(frozen=True, slots=True)
 class CommandHandlers:
     """The command words, each a `_cmd_<name>` method."""
 
     config: Config
-    store: AsyncStore
+    store: CommandStore
     broker: Broker
     pool: SessionPool
     calls: ToolCalls

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from bridge.config.team import BudgetLimits
 from bridge.door.model import Actor, ConversationKey
 from bridge.llm import Usage
-from bridge.storage import AsyncStore
+from bridge.storage.api import UsageStore
 from bridge.text.grammar import possessive
 
 DAY = 86400.0
@@ -35,7 +35,7 @@ class Standing:
 
 
 class Budgets:
-    def __init__(self, limits: BudgetLimits, store: AsyncStore, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, limits: BudgetLimits, store: UsageStore, clock: Callable[[], float] = time.time) -> None:
         self._limits = limits
         self._store = store
         self.clock = clock

@@ -12,13 +12,19 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from bridge.cards.chat import Say
 from bridge.config.team import GrantScope, duration_text
 from bridge.door.model import Actor, ConversationKey, GrantOption, Outcome
 from bridge.requests.request_context import RequestContext, new_id
-from bridge.storage import AsyncStore, AuditRow
+from bridge.storage import AuditRow
+from bridge.storage.api import AuditLog, GrantStore
 from bridge.storage.codec import dump_actor, load_actor
+
+
+class GrantRecords(GrantStore, AuditLog, Protocol):
+    """What grants need of the store: the grants, and the audit rows of their use and revocation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,7 @@ def offers(scopes: tuple[GrantScope, ...]) -> tuple[GrantOption, ...]:
 
 
 class Grants:
-    def __init__(self, store: AsyncStore, say: Say, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: GrantRecords, say: Say, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._say = say
         self.clock = clock

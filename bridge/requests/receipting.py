@@ -19,7 +19,8 @@ from bridge.config.file import Config
 from bridge.door.model import Actor, Interaction, Kind, Outcome, Status
 from bridge.safety.receipts.canonical import digest, request_digest, tool_digest
 from bridge.safety.receipts.tokens import META_KEY, Decision, Receipt, mint
-from bridge.storage import AsyncStore, StoredInteraction
+from bridge.storage import StoredInteraction
+from bridge.storage.api import AuditLog
 from bridge.storage.rows import AuditRow
 
 AUDIT_KIND = "receipt"
@@ -51,7 +52,7 @@ def with_receipt(result: R, meta: Mapping[str, Any] | None) -> R:
 
 
 class Receipting:
-    def __init__(self, config: Config, store: AsyncStore) -> None:
+    def __init__(self, config: Config, store: AuditLog) -> None:
         self._config = config
         self._store = store
 

@@ -19,7 +19,7 @@ from bridge.errors import CommandError
 from bridge.requests.receipting import Receipting, result_json, with_receipt
 from bridge.requests.request_context import Asker, ContextSource, RequestContext, RequestHandler, new_interaction
 from bridge.safety.receipts.canonical import request_digest
-from bridge.storage import AsyncStore
+from bridge.storage.api import ConversationData
 
 
 def check_uri(uri: str) -> str:
@@ -37,7 +37,7 @@ def remember_key(server: str) -> str:
 class RootsKeeper(RequestHandler[None, ListRootsResult]):
     """The conversation's roots, and the handler of `roots/list` (registered only when the policy is not "deny")."""
 
-    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: AsyncStore,
+    def __init__(self, contexts: ContextSource, asker: Asker, config: Config, store: ConversationData,
                  receipts: Receipting | None = None) -> None:
         super().__init__(contexts, asker)
         self._config = config

@@ -18,7 +18,7 @@ from bridge.door.model import Outcome, Status
 from bridge.errors import BridgeError
 from bridge.safety.ratelimit import RateLimiter
 from bridge.servers.mcp_session import Session
-from bridge.storage import AsyncStore
+from bridge.storage.api import CardStore
 from bridge.text.plain import shorten
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ LINK_DONE = "the server reports the link flow complete"
 
 
 class ServerNotices:
-    def __init__(self, broker: Broker, store: AsyncStore, outbound: Outbound) -> None:
+    def __init__(self, broker: Broker, store: CardStore, outbound: Outbound) -> None:
         self._broker = broker
         self._store = store
         self._outbound = outbound

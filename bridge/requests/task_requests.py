@@ -40,8 +40,9 @@ from bridge.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from bridge.requests.request_context import CURRENT, NOBODY_TO_ASK, Asker, ContextSource, RequestContext
 from bridge.safety.limits import Limits
 from bridge.servers.task_client import Answer, TaskHost, wire
-from bridge.storage import AsyncStore, StoredInteraction
-from bridge.storage.served_tasks import ServedTask
+from bridge.storage import StoredInteraction
+from bridge.storage.api import CardStore
+from bridge.storage.served_tasks import ServedTask, ServedTaskStore
 from bridge.text.plain import shorten
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,10 @@ class _Running:
 
 RUNNING: contextvars.ContextVar[_Running | None] = contextvars.ContextVar("bridge_served_task", default=None)
 """The task whose request is being answered in this (anyio) task: its cards are the task's."""
+
+
+class TaskRequestStore(ServedTaskStore, CardStore, Protocol):
+    """What served tasks need of the store: the tasks, and the cards they wait on (answered on any worker)."""
 
 
 class Cards(Protocol):
@@ -120,7 +125,7 @@ def _completed(row: ServedTask, answer: dict[str, Any], outcome: Outcome | None)
 class ServedTasks:
     """Every task the bridge runs for servers in this process, and the answers for any task on the store."""
 
-    def __init__(self, store: AsyncStore, limits: Limits, contexts: ContextSource, cards: Cards) -> None:
+    def __init__(self, store: TaskRequestStore, limits: Limits, contexts: ContextSource, cards: Cards) -> None:
         self._store = store
         self._limits = limits
         self._contexts = contexts

@@ -1,6 +1,7 @@
-"""The store behind one async interface (`AsyncStore`) with two engines: SQLite, embedded, one process (the
-default), and Postgres for several workers. `open_store` picks the engine from the configured `store` value, runs
-the schema migrations and registers this worker."""
+"""The store behind one async interface (`AsyncStore`, the union of the small roles in `api`: a module asks for the
+roles it uses) with two engines: SQLite, embedded, one process (the default), and Postgres for several workers.
+`open_store` picks the engine from the configured `store` value, runs the schema migrations and registers this
+worker."""
 
 from __future__ import annotations
 

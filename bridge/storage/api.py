@@ -19,6 +19,9 @@ serves restarts and several workers:
   process, so nothing ever arrives); `decided()` is the polling fallback.
 - `prune` drops finished interaction rows past a retention (the audit log keeps the record).
 
+`AsyncStore` is the union of small roles (`CardStore`, `AuditLog`, `PendingCallStore`, `LeaseStore`, …), one per
+kind of use: a module asks for the roles it uses, so its signature says what of the store it touches.
+
 Timestamps are seconds since the epoch from the caller's clock (`time.time()` unless `now` is given, which tests use
 instead of sleeping).
 """
@@ -44,8 +47,10 @@ from bridge.storage.rows import (
 )
 from bridge.storage.served_tasks import ServedTaskStore
 
-__all__ = ["AsyncStore", "AuditRow", "Lease", "PendingCall", "Reaped", "SigninRow", "StoredInteraction",
-           "Unreadable"]
+__all__ = ["AdapterValues", "AsyncStore", "AuditLog", "AuditRow", "CardStore", "ConversationData", "DecisionFeed",
+           "GrantStore", "HistoryStore", "Housekeeping", "Lease", "LeaseStore", "PendingCall", "PendingCallStore",
+           "Reaped", "RunningCallStore", "ServedTaskStore", "SigninRow", "SigninRows", "StoreLife",
+           "StoredInteraction", "TaskStore", "TokenStore", "Unreadable", "UsageStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +93,8 @@ class SigninRows(Protocol):
     async def end_signin(self, state_hash: str, error: str | None) -> bool: ...
 
 
-class AsyncStore(SigninRows, ServedTaskStore, Protocol):
-    """Persistence for the bridge. Open with `bridge.storage.open_store`; `aclose()` when done."""
+class StoreLife(Protocol):
+    """The store as a whole: which worker holds it, whether others share it, its upkeep and end."""
 
     worker_id: str
     process_id: str
@@ -125,7 +130,10 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
         """One round trip to the store (readiness); `StoreError` when it cannot be reached."""
         ...
 
-    # -- audit -------------------------------------------------------------------------------------------------------
+
+class AuditLog(Protocol):
+    """The audit log: what ended how, and what else is on record (approvals, grants used, receipts)."""
+
     async def audit(self, interaction: Interaction, outcome: Outcome, detail: str = "") -> None: ...
     async def record(self, row: AuditRow) -> None:
         """One audit row as given (its `id` and `hash` are ignored): also what is not an interaction's end (one
@@ -134,7 +142,10 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
 
     async def audit_rows(self, interaction_id: str | None = None) -> list[AuditRow]: ...
 
-    # -- interactions ------------------------------------------------------------------------------------------------
+
+class CardStore(Protocol):
+    """Interactions (cards) on record: saved open, claimed to their end, read back."""
+
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
                                input_key: str | None = None, parked: bool = False) -> None:
         """Store a new open interaction, owned by this worker, with its deadline. `parked`: no task will wait on it
@@ -176,6 +187,10 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
         deleted."""
         ...
 
+
+class DecisionFeed(Protocol):
+    """How workers hear of decisions: those claimed anywhere, and those forwarded to the worker holding a card."""
+
     async def decided(self, interaction_ids: Collection[str]) -> set[str]:
         """Which of these are no longer open (the polling fallback for `decisions()`)."""
         ...
@@ -204,7 +219,10 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
         (a wake-up only: the messages are `take_forwarded`)."""
         ...
 
-    # -- deadlines ---------------------------------------------------------------------------------------------------
+
+class Housekeeping(Protocol):
+    """The fleet's periodic work on the store: deadlines due, retention."""
+
     async def next_deadline(self) -> float | None:
         """The earliest deadline of an open interaction."""
         ...
@@ -215,7 +233,15 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
         them meanwhile. Expire each with `claim`."""
         ...
 
-    # -- pending 2026 calls ------------------------------------------------------------------------------------------
+    async def prune(self, keep: float, *, now: float | None = None) -> int:
+        """Delete finished interactions created more than `keep` seconds ago (those of a stored call that is still
+        pending stay); the number deleted."""
+        ...
+
+
+class PendingCallStore(Protocol):
+    """Stored 2026 calls waiting on answers, one round each."""
+
     async def save_pending_call(self, call: PendingCall) -> None:
         """Store a 2026 call's round (replacing the one before). Written behind: its first card's interaction
         (`save_interaction`) carries it, so a round that asks people costs no commit of its own; one answered without
@@ -232,7 +258,10 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
     async def delete_pending_call(self, call_id: str) -> None: ...
     async def pending_calls(self) -> list[PendingCall]: ...
 
-    # -- workers -----------------------------------------------------------------------------------------------------
+
+class LeaseStore(Protocol):
+    """Workers' leases: alive on record, the open work of lapsed ones taken over, one leader per role."""
+
     async def heartbeat(self, lease: float, *, now: float | None = None) -> None:
         """Keep this worker alive for `lease` more seconds."""
         ...
@@ -245,41 +274,62 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
         """Wait until this worker leads `name` (one leader across the fleet), hold it for the block."""
         ...
 
-    # -- retention ---------------------------------------------------------------------------------------------------
-    async def prune(self, keep: float, *, now: float | None = None) -> int:
-        """Delete finished interactions created more than `keep` seconds ago (those of a stored call that is still
-        pending stay); the number deleted."""
-        ...
 
-    # -- per-conversation data ---------------------------------------------------------------------------------------
+class ConversationData(Protocol):
+    """What a conversation keeps: its roots and settings."""
+
     async def roots(self, conversation: ConversationKey) -> list[tuple[str, str]]: ...
     async def add_root(self, conversation: ConversationKey, uri: str, name: str) -> None: ...
     async def remove_root(self, conversation: ConversationKey, uri: str) -> bool: ...
     async def setting(self, conversation: ConversationKey, key: str) -> str | None: ...
     async def set_setting(self, conversation: ConversationKey, key: str, value: str) -> None: ...
-    async def adapter_value(self, namespace: str, key: str) -> str | None: ...
-    async def set_adapter_value(self, namespace: str, key: str, value: str) -> None: ...
+
+
+class HistoryStore(Protocol):
+    """The agent's message history per conversation."""
+
     async def history(self, conversation: ConversationKey) -> list[dict[str, Any]]: ...
     async def append_history(self, conversation: ConversationKey, messages: Sequence[Mapping[str, Any]]) -> None: ...
     async def clear_history(self, conversation: ConversationKey) -> None: ...
 
-    # -- team approvals: grants and token usage ----------------------------------------------------------------------
+
+class AdapterValues(Protocol):
+    """Small values an adapter keeps across restarts (a sync token, say)."""
+
+    async def adapter_value(self, namespace: str, key: str) -> str | None: ...
+    async def set_adapter_value(self, namespace: str, key: str, value: str) -> None: ...
+
+
+class GrantStore(Protocol):
+    """Standing approvals (grants) per place."""
+
     async def save_grant(self, grant_id: str, place: str, expires_at: float | None, body: str) -> None: ...
     async def grants(self, places: Sequence[str], now: float) -> list[str]: ...
     async def all_grants(self, now: float) -> list[str]: ...
     async def revoke_grant(self, grant_id: str, by: str) -> bool: ...
+
+
+class UsageStore(Protocol):
+    """Model tokens used per day and subject (the budgets)."""
+
     async def add_usage(self, day: str, subjects: Sequence[str], tokens: int) -> None: ...
     async def usage(self, day: str, subject: str) -> int: ...
     async def usage_on(self, day: str) -> list[tuple[str, int]]: ...
 
-    # -- OAuth tokens, sealed before they get here -------------------------------------------------------------------
+
+class TokenStore(Protocol):
+    """OAuth tokens, sealed before they get here."""
+
     async def sealed_token(self, server: str, identity: str, kind: str) -> bytes | None: ...
     async def keep_sealed_token(self, server: str, identity: str, kind: str, blob: bytes) -> None: ...
     async def forget_tokens(self, server: str, identity: str) -> None: ...
     async def token_servers(self, identity: str, kind: str) -> list[str]: ...
     async def token_identities(self, server: str, kind: str) -> list[str]: ...
 
-    # -- tool calls running as tasks (bridge.storage.task_rows) -------------------------------------------------------
+
+class TaskStore(Protocol):
+    """Tool calls running as tasks (`bridge.storage.task_rows`)."""
+
     async def record_task(self, task: StoredTask) -> None: ...
     async def task_status(self, call_id: str, status: str, message: str) -> None: ...
     async def end_task(self, call_id: str) -> None: ...
@@ -287,10 +337,20 @@ class AsyncStore(SigninRows, ServedTaskStore, Protocol):
         """The tasks no live worker holds (an earlier run's, a dead worker's), taken by this worker."""
         ...
 
-    # -- calls running (any era) -------------------------------------------------------------------------------------
+
+class RunningCallStore(Protocol):
+    """Calls running (any era), so a dead worker's conversations are told."""
+
     async def record_running_call(self, call_id: str, conversation: ConversationKey, server: str,
                                   tool: str) -> None: ...
     async def end_running_call(self, call_id: str) -> None: ...
     async def running_calls(self) -> list[RunningCall]:
         """This worker's calls on record (the start's own, before `reap_workers` disowns nothing of this run)."""
         ...
+
+
+class AsyncStore(StoreLife, AuditLog, CardStore, DecisionFeed, Housekeeping, PendingCallStore, LeaseStore,
+                 ConversationData, HistoryStore, AdapterValues, GrantStore, UsageStore, TokenStore, TaskStore,
+                 RunningCallStore, SigninRows, ServedTaskStore, Protocol):
+    """Persistence for the bridge: every role above, in one object. Open with `bridge.storage.open_store`;
+    `aclose()` when done. A module asks for the roles it uses (a `CardStore`, say), not for all of it."""

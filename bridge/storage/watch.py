@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from bridge.errors import StoreError
-from bridge.storage.api import AsyncStore
+from bridge.storage.api import DecisionFeed
 
 Heard = Callable[[str], None]
 T = TypeVar("T")
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 class DecisionWatch:
     """Run `run()` in a task group the owner holds; then `await watch.wait(interaction_id)`."""
 
-    def __init__(self, store: AsyncStore, *, poll: float = 1.0, poll_listening: float = 30.0,
+    def __init__(self, store: DecisionFeed, *, poll: float = 1.0, poll_listening: float = 30.0,
                  reconnect: float = 1.0) -> None:
         self._store = store
         self._poll = poll

@@ -43,6 +43,20 @@ def describe_status(outcome: Outcome, person: Person = plain) -> str:
     return text
 
 
+def already_ended(outcome: Outcome) -> str:
+    """The reply to a decision on a request that had ended: 'That request was already declined by Bob.'"""
+    return f"That request was already {describe_status(outcome)}."
+
+
+# Replies to a decision that did not count for other reasons; the broker and the forwarding to other workers give them.
+STORE_FAILED = "The bridge could not record that decision; try again in a moment."
+NOT_ANSWERING = ("The bridge worker holding that request is not answering (it may have stopped); if it did, the "
+                 "request will be closed shortly and the conversation told.")
+UNKNOWN_REQUEST = "That request is not known here."
+NO_LONGER_OPEN = "That request is no longer open here."
+RESTORING = "That request is being restored; try again in a moment."
+
+
 def describe_outcome(outcome: Outcome, person: Person = plain) -> str:
     """A one-line summary of an outcome for cards: 'accepted by Ada', 'expired', 'cancelled: the bridge restarted'.
 

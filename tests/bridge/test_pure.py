@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from mcp.types import ToolAnnotations
@@ -26,7 +27,7 @@ from bridge.door.model import (
 )
 from bridge.safety.ratelimit import RateLimiter
 from bridge.safety.secret_names import looks_secret
-from bridge.text.presentation import describe_outcome, describe_progress
+from bridge.text.presentation import already_ended, describe_outcome, describe_progress
 from bridge.text.questions import Dialog, StepKind, option_lines
 from tests.harness.hosts import ALICE, ROOM
 
@@ -209,6 +210,18 @@ def test_outcomes_and_progress_name_everyone_who_decided() -> None:
                                        "Also asked privately: U-cy."]
     assert describe_progress(card, lambda key, label: f"<{key}>")[1] == \
         "May approve: <test:U-alice> and <test:U-cy>. One decline ends it."
+
+
+def test_a_late_decision_is_told_how_the_request_ended_in_one_wording() -> None:
+    bob = Actor("test", "U-bob", "Bob")
+    assert already_ended(Outcome(Status.DECLINED, by=bob)) == "That request was already declined by Bob."
+    assert already_ended(Outcome(Status.ACCEPTED, by=bob, approvals=(ALICE, bob))) == \
+        "That request was already accepted by Alice and Bob."
+    assert already_ended(Outcome(Status.EXPIRED, reason="nobody answered")) == "That request was already expired."
+    # The sentence is written once, in bridge/text: the cards and forwarding ask for it rather than spell it.
+    root = Path(__file__).resolve().parents[2] / "bridge"
+    spelled = [str(p.relative_to(root)) for p in root.rglob("*.py") if "That request was already" in p.read_text()]
+    assert spelled == ["text/presentation.py"]
 
 
 def test_dialog_offers_and_takes_the_wider_grants() -> None:

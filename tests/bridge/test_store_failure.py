@@ -24,11 +24,11 @@ import anyio
 import pytest
 
 from bench.common import answer_for, bench_server, tag_of
-from bridge.cards.forwarding import STORE_FAILED
 from bridge.config.file import ProtocolEra, ServerConfig
 from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn, Status, Verdict
 from bridge.host import Host
 from bridge.storage import AsyncStore, open_store
+from bridge.text.presentation import STORE_FAILED
 from tests.harness.hosts import FakeChatPort, config_for, host_for, patient
 from tests.harness.postgres import PostgresCluster
 
