@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 
 from bridge.auth.oauth import OAuthClients
 from bridge.auth.terminal import TerminalConsent
-from bridge.cli.failures import leaves
+from bridge.cli.failures import EXIT_INTERRUPTED, leaves
 from bridge.config.file import Config, ServerConfig, load, parse_duration
 from bridge.errors import CommandError, ConfigError, SessionError
 from bridge.host import Host
@@ -298,7 +299,19 @@ async def _with_console(term: Terminal, body: Callable[[], Awaitable[int]]) -> i
         code = await body()
         tg.cancel_scope.cancel()
 
+    async def interrupted() -> None:
+        # Ctrl-C ends the call wherever it is. asyncio's own SIGINT handling cancels the main task, and a step of the
+        # call that is shielded at that moment (a store write, the status line's last edit) can absorb that, so the
+        # call would run on to its end.
+        nonlocal code
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                code = EXIT_INTERRUPTED
+                tg.cancel_scope.cancel()
+                return
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         tg.start_soon(term.console.serve)
+        tg.start_soon(interrupted)
     return code

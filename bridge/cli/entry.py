@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from bridge import DEFAULT_STORE, __version__
 from bridge.cli import receipts
-from bridge.cli.failures import EXIT_USAGE, brief, full_traceback, leaves, quiet_auth_tracebacks, report
+from bridge.cli.failures import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    brief,
+    full_traceback,
+    leaves,
+    quiet_auth_tracebacks,
+    report,
+)
 from bridge.errors import ConfigError
 from bridge.safety import redaction
 from bridge.text.grammar import count, listing
@@ -41,7 +49,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("bridge")
 
-EXIT_OK, EXIT_TOOL_ERROR, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_TOOL_ERROR = 0, 1
 
 
 class _JSONFormatter(logging.Formatter):

@@ -19,6 +19,8 @@ EXIT_USAGE = 2
 """Config, usage, input and connection errors: something the user can fix."""
 EXIT_INTERNAL = 3
 """Anything unexpected: a bug in the bridge (the traceback is shown with --debug)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, as shells report a process ended by SIGINT."""
 
 
 def leaves(exc: BaseException) -> Iterator[BaseException]:
