@@ -100,7 +100,10 @@ class Host:
         self.budgets = Budgets(config.budgets, store)
         self.accounts = Accounts(config, self.broker, self.outbound,
                                  shared=SigninsOnStore(store, watch) if watch is not None else None)
-        self.pool = SessionPool(config, auth=auth or self.accounts.auth_for, prestarts=prestarts)
+        # The pool and the handler table need each other (a session is answered by the handlers, which find a
+        # request's session in the pool): the pool gets a factory that reaches the table once sessions open.
+        self.pool = SessionPool(config, lambda session: self.handlers.callbacks(session),
+                                auth=auth or self.accounts.auth_for, prestarts=prestarts)
         # Who sees a server's requests, and (as the handlers' context source) whose call a legacy request is for.
         audience = Audience(config, self.pool)
         # Cards the handlers ask for go through the `limits:` bounds on their way to the broker.
@@ -115,7 +118,6 @@ class Host:
             roots=(roots := RootsKeeper(audience, asker, config, store, receipts)),
             tool_approval=(approval := ToolApproval(audience, asker, config, self.pool, self.grants, receipts)),
             notices=ServerNotices(self.broker, store, self.outbound), bounds=self.bounds, tasks=self.served_tasks)
-        self.pool.callbacks = self.handlers.callbacks
         self.apps = AppViews(config, self.outbound)  # MCP Apps offered in chat (served by `bridge.web.apps.routes`)
         self.calls = ToolCalls(self.pool, self.broker, store, audience, self.outbound, approval, elicitation,
                                KeptResults(config.limits), receipts=receipts, apps=self.apps,

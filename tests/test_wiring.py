@@ -16,9 +16,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 ALLOWED: dict[tuple[str, str], str] = {
-    ("bridge/host.py", "self.pool.callbacks"):
-        "the session pool and the handler table need each other: a session is answered by the handlers, which find "
-        "a request's session in the pool",
     ("bridge/auth/accounts.py", "self.consent.admin"):
         "the accounts set their own consent part when the CLI names the config file",
     ("bridge/auth/accounts.py", "self.consent.redirect"):
