@@ -1,7 +1,10 @@
 """A huge tool result (default 50 MB) from a real stdio server: where the time and the memory go.
 
 Each figure is a fresh child process (so its peak RSS is its own), calling one tool, `big(size)`, of an SDK
-`MCPServer` run over stdio by this module (`--serve`). The result is one JSON-RPC line of `size` bytes.
+`MCPServer` run over stdio by this module (`--serve`). `--shape text` (the default): the result is `size` characters of
+text, once, in one JSON-RPC line of about `size` bytes. `--shape twice`: the tool declares its output, so the SDK puts
+the same text in the structured content as well (as the spec asks of a tool with an output schema): one line of about
+twice `size`. The figures of the "lean where it counts" issue before this option were taken with `twice`.
 
 - **sdk**: a bare `mcp.Client` over stdio calls the tool (the SDK's transport and session, nothing of the bridge);
 - **bridge**: the bridge's `Host` with the same server configured as a stdio command and a fake chat port: `call
@@ -42,12 +45,12 @@ CHUNK = 65536
 """What anyio's `ByteReceiveStream.receive()` returns at most, so what the SDK's reader gets per iteration."""
 
 
-def serve() -> None:
+def serve(shape: str) -> None:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("big", log_level="WARNING")
 
-    @server.tool()
+    @server.tool(structured_output=shape == "twice")
     def big(size: int) -> str:
         """`size` characters of text on 100-character lines."""
         return ("x" * 99 + "\n") * (size // 100) + "x" * (size % 100)
@@ -55,8 +58,15 @@ def serve() -> None:
     server.run("stdio")
 
 
+SHAPES = ("text", "twice")
+
+
 def server_command() -> tuple[str, list[str]]:
-    return sys.executable, ["-m", "bench.big_result", "--serve"]
+    return sys.executable, ["-m", "bench.big_result", "--serve", "--shape", _shape]
+
+
+_shape = "text"
+"""The child's `--shape`, for `server_command` (set once, from the command line, before anything runs)."""
 
 
 async def sdk(size: int) -> int:
@@ -107,7 +117,7 @@ async def bridge(size: int, prestart: bool = False, refused: bool = False) -> in
 
     server = ServerConfig(name="big", command=command, args=tuple(args), protocol="legacy", tool_timeout=3600,
                           prestart=prestart)
-    # The result comes twice in its message (text and structured content): room for both, unless it is to be refused.
+    # Room for the whole message (the result twice with `--shape twice`), unless it is to be refused.
     limits = Limits() if refused else Limits(message_size=2 * size + 1024**2)
     prestarts = Prestarts()
     await prestarts.start([server])
@@ -160,11 +170,13 @@ def reader(size: int) -> dict[str, float]:
     return {"sdk_reader_s": sdk_s, "linear_reader_s": linear_s, "chunks": len(chunks)}
 
 
-def child(kind: str, size: int) -> None:
+def child(kind: str, size: int, shape: str) -> None:
     import logging
 
     import anyio
 
+    global _shape
+    _shape = shape
     logging.disable(logging.WARNING)
     figures: dict[str, Any]
     if kind == "reader":
@@ -179,9 +191,10 @@ def child(kind: str, size: int) -> None:
     print(json.dumps(figures))
 
 
-def run(kind: str, size: int) -> dict[str, Any]:
+def run(kind: str, size: int, shape: str) -> dict[str, Any]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bench.big_result", "--child", kind, "--size", str(size)],
+    done = subprocess.run([sys.executable, "-m", "bench.big_result", "--child", kind, "--size", str(size),
+                           "--shape", shape],
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"{kind} failed:\n{done.stderr[-3000:]}")
@@ -196,19 +209,23 @@ def main() -> None:
     parser.add_argument("--refused-mb", type=float, default=150.0, help="the result bridge-refused asks for")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="sdk,adopted,bridge,bridge-prestart,bridge-idle,bridge-refused,reader")
+    parser.add_argument("--shape", choices=SHAPES, default="text",
+                        help="text: the result once in its message (default); twice: also as structured content")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve()
+        return serve(args.shape)
     if args.child:
-        return child(args.child, args.size)
+        return child(args.child, args.size, args.shape)
     size = int(args.mb * 1024**2)
-    print(f"tool result of {size} characters ({args.mb:g} MB), {args.runs} runs each, python {sys.version.split()[0]}")
+    carried = "once (text)" if args.shape == "text" else "twice (text and structured content)"
+    print(f"tool result of {size} characters ({args.mb:g} MB) carried {carried} in its message, {args.runs} runs "
+          f"each, python {sys.version.split()[0]}")
     peaks: dict[str, list[float]] = {}
     for kind in args.only.split(","):
-        results = [run(kind, int(args.refused_mb * 1024**2) if kind == "bridge-refused" else size)
+        results = [run(kind, int(args.refused_mb * 1024**2) if kind == "bridge-refused" else size, args.shape)
                    for _ in range(args.runs)]
         for n, r in enumerate(results, 1):
             print(f"  {kind:15} run {n}: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
@@ -222,6 +239,9 @@ def main() -> None:
         over = [(p - idle) / args.mb for p in peaks["bridge"]]
         print(f"  bridge over bridge-idle ({idle:.1f} MB), in results of {args.mb:g} MB: "
               + ", ".join(f"{x:.2f}x" for x in over) + f" (target <= 3x: <= {idle + 3 * args.mb:.0f} MB)")
+        if args.shape == "twice":
+            print(f"  the same in messages of {2 * args.mb:g} MB (the result twice): "
+                  + ", ".join(f"{x / 2:.2f}x" for x in over))
 
 
 if __name__ == "__main__":
