@@ -318,22 +318,19 @@ class ToolCalls:
                                            meta=meta, approval=approval)
         if await self._as_task(session, call):
             return await self._task(session, call, arguments, meta)
-        # A legacy server's request does not say which open call it belongs to: one call at a time.
+        # A legacy server's request does not say which open call it belongs to: one call at a time. Written out here
+        # rather than in a function of its own: every frame the waiting call is in is entered again each time it
+        # wakes. Leaving the hold tells the pool the session is released.
         with self._pool.hold(session):
             async with session.call_lock:
-                return await self._legacy(session, call, arguments, meta)
-
-    async def _legacy(self, session: Session, call: ToolCall, arguments: dict[str, Any],
-                      meta: dict[str, Any] | None) -> CallToolResult:
-        session.calls[call.id] = call
-        try:
-            assert session.client is not None
-            result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
-                call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
-            return result
-        finally:
-            session.calls.pop(call.id, None)
-            self._pool.released(session)
+                session.calls[call.id] = call
+                try:
+                    assert session.client is not None
+                    result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
+                        call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
+                    return result
+                finally:
+                    session.calls.pop(call.id, None)
 
     async def _as_task(self, session: Session, call: ToolCall) -> bool:
         """Whether this call runs as a task: the tool requires it, or allows it on a server set to `tasks: prefer`;
