@@ -13,6 +13,7 @@ session. 2026-07-28 calls are driven by `bridge.calls.rounds`: a call whose resu
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -183,12 +184,18 @@ class ToolCalls:
             # The stored call goes only once its result is out: a worker that dies between the server's answer and
             # the report leaves it stored with its round marked sent, and whoever takes it over tells the
             # conversation (or sends it again, for a server that allows it) instead of the result vanishing
-            # unsaid. Shielded together, so a stop in between neither loses nor repeats it.
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    await self.report(record.conversation, record.server, record.tool, result,
-                                      requester=record.requester, arguments=record.arguments)
+            # unsaid. Shielded together, so a stop in between neither loses nor repeats it. One scope bounds the
+            # report and, its deadline lifted once the report is out, shields the delete too (a scope for each was
+            # two timers' and scopes' worth of calls on every continued call); a report cut short by the deadline
+            # left its scope cancelled, so the delete is done in a scope of its own (deleting twice changes nothing).
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + CLEANUP_TIMEOUT) as bounded:
+                await self.report(record.conversation, record.server, record.tool, result,
+                                  requester=record.requester, arguments=record.arguments)
+                bounded.deadline = math.inf
                 await self._store.delete_pending_call(record.id)
+            if bounded.cancel_called:
+                with anyio.CancelScope(shield=True):
+                    await self._store.delete_pending_call(record.id)
 
     async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult, *,
                      requester: Actor | None = None, arguments: Mapping[str, Any] | None = None) -> None:
@@ -322,15 +329,22 @@ class ToolCalls:
         # rather than in a function of its own: every frame the waiting call is in is entered again each time it
         # wakes. Leaving the hold tells the pool the session is released.
         with self._pool.hold(session):
-            async with session.call_lock:
+            # A free lock is taken without `acquire`'s check for cancellation (a walk up every scope of the call): the
+            # request's own send checks before anything leaves.
+            lock = session.call_lock
+            try:
+                lock.acquire_nowait()
+            except anyio.WouldBlock:
+                await lock.acquire()
+            try:
                 session.calls[call.id] = call
-                try:
-                    assert session.client is not None
-                    result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
-                        call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
-                    return result
-                finally:
-                    session.calls.pop(call.id, None)
+                assert session.client is not None
+                result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
+                    call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
+                return result
+            finally:
+                session.calls.pop(call.id, None)
+                lock.release()
 
     async def _as_task(self, session: Session, call: ToolCall) -> bool:
         """Whether this call runs as a task: the tool requires it, or allows it on a server set to `tasks: prefer`;
