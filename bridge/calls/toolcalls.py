@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,8 +160,7 @@ class ToolCalls:
         """
         call = ToolCall(new_id(), conversation, requester, server, tool)
         await self._store.record_running_call(call.id, conversation, server, tool)
-        return await self._supervised(call, lambda: self._start(call, dict(arguments), park, retry_after_links,
-                                                                from_app))
+        return await self._supervised(call, self._start(call, dict(arguments), park, retry_after_links, from_app))
 
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
@@ -169,8 +168,7 @@ class ToolCalls:
                         status=record.status, keep_pending=True)
         name = f"{record.server}.{record.tool}"
         try:
-            result = await self._supervised(call, lambda: self.rounds.resume(call, record, missing,
-                                                                             self._progress(call)))
+            result = await self._supervised(call, self.rounds.resume(call, record, missing, self._progress(call)))
         except BridgeError as exc:  # ServerUnavailable: the server was removed or disabled meanwhile
             await self._out.say(record.conversation, f"{name} could not be continued: {shorten(str(exc), 500)}")
             return
@@ -224,16 +222,15 @@ class ToolCalls:
             await self._apps.offer(conversation, requester, self._audience.label(server, session), listed[tool],
                                    arguments, result, session)
 
-    async def _supervised(self, call: ToolCall,
-                          body: Callable[[], Awaitable[CallToolResult | None]]) -> CallToolResult | None:
-        """Run `body` as `call`: registered (stoppable), its failures worded in its conversation. None when it failed,
-        was stopped or was parked."""
+    async def _supervised(self, call: ToolCall, body: Awaitable[CallToolResult | None]) -> CallToolResult | None:
+        """Await `body` as `call`: registered (stoppable), its failures worded in its conversation. None when it
+        failed, was stopped or was parked. Nothing before the await can fail, so `body` is always awaited."""
         self._calls[call.id] = call
         keep_record = False
         cut_short: str | None = None  # why the call ended without a result, when nothing else said so
         try:
             with call.scope, observe.tool_call(call.server, call.tool):
-                result = await body()
+                result = await body
                 keep_record = call.parked = result is None
                 if not (call.parked and call.scope.cancel_called):
                     return result
