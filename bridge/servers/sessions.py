@@ -184,7 +184,7 @@ class SessionPool:
             raise ServerUnavailable(f"There is no server named {server!r}. Try `servers`.")
         if cfg.disabled:
             raise ServerUnavailable(f"The server {server!r} is disabled in the config.")
-        if not server_allowed(self._config, conversation, server):
+        if self._config.channels and not server_allowed(self._config, conversation, server):  # most have none
             raise ServerUnavailable(f"The server {server!r} is not available in this channel.")
         if follows_era(cfg):
             modern = self._era(cfg)
