@@ -283,8 +283,11 @@ class ToolCalls:
         # A tool meant for its app only is refused in chat. Where the server is offered apps that may need its tool
         # list; elsewhere only a list already fetched is read, so a call whose rules decide alone lists nothing.
         if not from_app and (session.tools is not None or (self._apps is not None and self._apps.enabled(call.server))):
-            with self._pool.hold(session):
-                known = await self._pool.tool(session, call.tool)
+            if session.tools is not None and call.tool in session.tools:
+                known = session.tools[call.tool]  # listed already (`pool.tool` would await nothing): no hold needed
+            else:
+                with self._pool.hold(session):
+                    known = await self._pool.tool(session, call.tool)
             if known is not None and not app_meta.for_model(known):
                 return CallToolResult(content=[TextContent(type="text", text=(
                     f"{call.tool} is used by {call.server}'s app only. Open the app from a result of its tool."))],
