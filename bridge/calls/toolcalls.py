@@ -13,8 +13,9 @@ session. 2026-07-28 calls are driven by `bridge.calls.rounds`: a call whose resu
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,8 +160,7 @@ class ToolCalls:
         """
         call = ToolCall(new_id(), conversation, requester, server, tool)
         await self._store.record_running_call(call.id, conversation, server, tool)
-        return await self._supervised(call, lambda: self._start(call, dict(arguments), park, retry_after_links,
-                                                                from_app))
+        return await self._supervised(call, self._start(call, dict(arguments), park, retry_after_links, from_app))
 
     async def continue_call(self, record: ParkedCall, missing: Mapping[str, InputRequest]) -> None:
         """Continue a parked or restored 2026 call under its id, and report its result in its conversation."""
@@ -168,8 +168,7 @@ class ToolCalls:
                         status=record.status, keep_pending=True)
         name = f"{record.server}.{record.tool}"
         try:
-            result = await self._supervised(call, lambda: self.rounds.resume(call, record, missing,
-                                                                             self._progress(call)))
+            result = await self._supervised(call, self.rounds.resume(call, record, missing, self._progress(call)))
         except BridgeError as exc:  # ServerUnavailable: the server was removed or disabled meanwhile
             await self._out.say(record.conversation, f"{name} could not be continued: {shorten(str(exc), 500)}")
             return
@@ -183,12 +182,18 @@ class ToolCalls:
             # The stored call goes only once its result is out: a worker that dies between the server's answer and
             # the report leaves it stored with its round marked sent, and whoever takes it over tells the
             # conversation (or sends it again, for a server that allows it) instead of the result vanishing
-            # unsaid. Shielded together, so a stop in between neither loses nor repeats it.
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(CLEANUP_TIMEOUT):
-                    await self.report(record.conversation, record.server, record.tool, result,
-                                      requester=record.requester, arguments=record.arguments)
+            # unsaid. Shielded together, so a stop in between neither loses nor repeats it. One scope bounds the
+            # report and, its deadline lifted once the report is out, shields the delete too (a scope for each was
+            # two timers' and scopes' worth of calls on every continued call); a report cut short by the deadline
+            # left its scope cancelled, so the delete is done in a scope of its own (deleting twice changes nothing).
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + CLEANUP_TIMEOUT) as bounded:
+                await self.report(record.conversation, record.server, record.tool, result,
+                                  requester=record.requester, arguments=record.arguments)
+                bounded.deadline = math.inf
                 await self._store.delete_pending_call(record.id)
+            if bounded.cancel_called:
+                with anyio.CancelScope(shield=True):
+                    await self._store.delete_pending_call(record.id)
 
     async def report(self, conversation: ConversationKey, server: str, tool: str, result: CallToolResult, *,
                      requester: Actor | None = None, arguments: Mapping[str, Any] | None = None) -> None:
@@ -217,16 +222,15 @@ class ToolCalls:
             await self._apps.offer(conversation, requester, self._audience.label(server, session), listed[tool],
                                    arguments, result, session)
 
-    async def _supervised(self, call: ToolCall,
-                          body: Callable[[], Awaitable[CallToolResult | None]]) -> CallToolResult | None:
-        """Run `body` as `call`: registered (stoppable), its failures worded in its conversation. None when it failed,
-        was stopped or was parked."""
+    async def _supervised(self, call: ToolCall, body: Awaitable[CallToolResult | None]) -> CallToolResult | None:
+        """Await `body` as `call`: registered (stoppable), its failures worded in its conversation. None when it
+        failed, was stopped or was parked. Nothing before the await can fail, so `body` is always awaited."""
         self._calls[call.id] = call
         keep_record = False
         cut_short: str | None = None  # why the call ended without a result, when nothing else said so
         try:
             with call.scope, observe.tool_call(call.server, call.tool):
-                result = await body()
+                result = await body
                 keep_record = call.parked = result is None
                 if not (call.parked and call.scope.cancel_called):
                     return result
@@ -279,8 +283,11 @@ class ToolCalls:
         # A tool meant for its app only is refused in chat. Where the server is offered apps that may need its tool
         # list; elsewhere only a list already fetched is read, so a call whose rules decide alone lists nothing.
         if not from_app and (session.tools is not None or (self._apps is not None and self._apps.enabled(call.server))):
-            with self._pool.hold(session):
-                known = await self._pool.tool(session, call.tool)
+            if session.tools is not None and call.tool in session.tools:
+                known = session.tools[call.tool]  # listed already (`pool.tool` would await nothing): no hold needed
+            else:
+                with self._pool.hold(session):
+                    known = await self._pool.tool(session, call.tool)
             if known is not None and not app_meta.for_model(known):
                 return CallToolResult(content=[TextContent(type="text", text=(
                     f"{call.tool} is used by {call.server}'s app only. Open the app from a result of its tool."))],
@@ -318,22 +325,26 @@ class ToolCalls:
                                            meta=meta, approval=approval)
         if await self._as_task(session, call):
             return await self._task(session, call, arguments, meta)
-        # A legacy server's request does not say which open call it belongs to: one call at a time.
+        # A legacy server's request does not say which open call it belongs to: one call at a time. Written out here
+        # rather than in a function of its own: every frame the waiting call is in is entered again each time it
+        # wakes. Leaving the hold tells the pool the session is released.
         with self._pool.hold(session):
-            async with session.call_lock:
-                return await self._legacy(session, call, arguments, meta)
-
-    async def _legacy(self, session: Session, call: ToolCall, arguments: dict[str, Any],
-                      meta: dict[str, Any] | None) -> CallToolResult:
-        session.calls[call.id] = call
-        try:
-            assert session.client is not None
-            result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
-                call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
-            return result
-        finally:
-            session.calls.pop(call.id, None)
-            self._pool.released(session)
+            # A free lock is taken without `acquire`'s check for cancellation (a walk up every scope of the call): the
+            # request's own send checks before anything leaves.
+            lock = session.call_lock
+            try:
+                lock.acquire_nowait()
+            except anyio.WouldBlock:
+                await lock.acquire()
+            try:
+                session.calls[call.id] = call
+                assert session.client is not None
+                result: CallToolResult = await guarded(self._pool, session, session.client.call_tool(
+                    call.tool, arguments, progress_callback=self._progress(call), meta=meta))  # type: ignore[arg-type]
+                return result
+            finally:
+                session.calls.pop(call.id, None)
+                lock.release()
 
     async def _as_task(self, session: Session, call: ToolCall) -> bool:
         """Whether this call runs as a task: the tool requires it, or allows it on a server set to `tasks: prefer`;

@@ -61,7 +61,6 @@ from bridge.door.model import (
     DecisionIn,
     DecisionResult,
     Interaction,
-    Outcome,
     Status,
 )
 from bridge.door.ports import ChatPort
@@ -86,6 +85,10 @@ class Broker:
         elsewhere = Elsewhere(store, watch, self._ending.finish_stored, self._tasks.continue_elsewhere) \
             if watch is not None else None
         self._deciding = Deciding(store, cards, self._held, self._ending, self._tasks, elsewhere)
+        # The two entries of every decision are the parts' own methods, not methods here that forward to them: an
+        # `await` through a forwarding method is two calls more each way, every request and every click.
+        self.ask = self._asking.ask
+        self.decide = self._deciding.decide
 
     async def run(self, handoff: MemoryObjectSendStream[Handoff] | None = None, *,
                   task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -100,10 +103,6 @@ class Broker:
         await self._tasks.stop_handing_on()
 
     # -- asking --------------------------------------------------------------------------------------------------
-
-    async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
-                  input_key: str | None = None, park: bool = False) -> Outcome:
-        return await self._asking.ask(interaction, pending_call=pending_call, input_key=input_key, park=park)
 
     async def repark(self, interaction: Interaction, card: CardRef | None, pending_call: str, input_key: str) -> None:
         await self._parked.repark(interaction, card, pending_call, input_key)
@@ -124,9 +123,6 @@ class Broker:
         await self._takeover.show_final(stored)
 
     # -- deciding ------------------------------------------------------------------------------------------------
-
-    async def decide(self, decision: DecisionIn) -> DecisionResult:
-        return await self._deciding.decide(decision)
 
     async def decide_forwarded(self, decision: DecisionIn) -> DecisionResult | None:
         return await self._deciding.decide_forwarded(decision)

@@ -39,7 +39,7 @@ class Deciding:
             if result is None:
                 return DecisionResult(Verdict.CLAIMED)
         else:
-            copy = waiter.copy(decision.interaction_id) if waiter else None
+            copy = waiter.copy(decision.interaction_id) if waiter and waiter.copies else None
             conversation = (copy.interaction if copy else waiter.interaction).conversation if waiter else None
             if result.verdict is Verdict.CLAIMED and waiter is not None:
                 result = await self._durable(waiter)

@@ -74,10 +74,12 @@ class Actor:
     platform: str
     user_id: str
     display_name: str = ""
+    key: str = field(init=False, repr=False, compare=False)
+    """`platform:user_id`: made once, where a property made it again on every check of who decides (several a
+    decision). Not compared: it follows from the two fields that are."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.platform}:{self.user_id}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.platform}:{self.user_id}")
 
     def label(self) -> str:
         return self.display_name or self.user_id

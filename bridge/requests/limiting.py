@@ -85,10 +85,10 @@ class Bounds:
 
 
 def card_keys(interaction: Interaction, pending_call: str | None) -> CardKeys:
-    conversation = interaction.conversation
+    conversation = interaction.conversation.id()
     # A legacy session runs one call at a time, so its conversation, server and tool name the call.
-    call = pending_call or f"{conversation.id()}|{interaction.server.name}|{interaction.tool}"
-    return CardKeys(conversation.id(), interaction.requester.key if interaction.requester else None, call)
+    call = pending_call or f"{conversation}|{interaction.server.name}|{interaction.tool}"
+    return CardKeys(conversation, interaction.requester.key if interaction.requester else None, call)
 
 
 class Guarded:

@@ -65,8 +65,8 @@ class Receipting:
         """The `_meta` with a receipt for an accepted card (its request digest is on the interaction), or None.
         `content`: what is given back (hashed into `cnt`); `earlier`: outcomes of earlier cards of the same request
         (sampling's approval before its review), whose approvers the receipt names too."""
-        if outcome.status is not Status.ACCEPTED or not interaction.request:
-            return None
+        if outcome.status is not Status.ACCEPTED or not interaction.request or not self.on_for(interaction.server.name):
+            return None  # asked before the decision is built: with receipts off, nothing of it is needed
         decision = Decision(
             kind=KINDS[interaction.kind], server=interaction.server.name, conversation=interaction.conversation.id(),
             interaction=interaction.id, request=interaction.request, by=deciders([*earlier, outcome]),
@@ -78,14 +78,15 @@ class Receipting:
                         content: Any = None) -> dict[str, Any] | None:
         """A receipt for a request let through by a standing grant (a tool call, or a sampling request with no
         review): `by` is who gave the grant, `rule` names it; `content` as for `for_decision`."""
+        if not self.on_for(server):
+            return None
         decision = Decision(kind=kind, server=server, conversation=conversation, interaction=grant_id,
                             request=request, by=(given_by.key,), rule={"grant": grant_id},
                             content=None if content is None else digest(content), tool=tool)
         return await self._issue(decision, requester)
 
-    async def _issue(self, decision: Decision, requester: Actor | None) -> dict[str, Any] | None:
-        if not self.on_for(decision.server):
-            return None
+    async def _issue(self, decision: Decision, requester: Actor | None) -> dict[str, Any]:
+        """A receipt for `decision`; whoever calls has checked that receipts are on for its server (`on_for`)."""
         receipt = mint(self._config.receipts, decision)
         await self._store.record(audit_row(receipt, decision, requester))
         return {META_KEY: receipt.token}

@@ -9,7 +9,7 @@ tool-call owner finds theirs from the session (`ContextSource`). Every `Interact
 from __future__ import annotations
 
 import contextvars
-import secrets
+import os
 import time
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -134,8 +134,9 @@ class RequestHandler(Generic[P, R]):
 
 def new_id() -> str:
     """An id people can still type (`cancel 3f9a1c2e07b4`): 48 random bits, so collisions stay out of reach for
-    millions of stored interactions (and the store refuses a duplicate rather than overwrite)."""
-    return secrets.token_hex(6)
+    millions of stored interactions (and the store refuses a duplicate rather than overwrite). `secrets.token_hex(6)`,
+    read straight from the same source (three calls fewer, two ids a decision)."""
+    return os.urandom(6).hex()
 
 
 def new_interaction(ctx: RequestContext, kind: Kind, message: str, *, timeout: float, form: Form | None = None,

@@ -47,6 +47,11 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"mcp-chat-bridge audit key id\x00" + key).hexdigest()[:16]
 
 
+_LINKED = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""What `link` hashes: `json.dumps(..., ensure_ascii=False, separators=(",", ":"))`, the encoder built once (a row is
+linked on every decision)."""
+
+
 def link(previous: str | None, values: Sequence[Any], key: bytes | None = None, chain: int = 0) -> str:
     """The hash of a row with these `values` (in `FIELDS` order) that follows a row hashed `previous` in `chain`:
     HMAC-SHA256 with `key`, or plain SHA-256 without one."""
@@ -56,10 +61,10 @@ def link(previous: str | None, values: Sequence[Any], key: bytes | None = None, 
     # Chain 0 hashes as the single chain always did; another chain's number is hashed too (one more element, so no
     # body of one chain is ever that of another).
     head = [previous or GENESIS] if chain == 0 else [previous or GENESIS, chain]
-    body = json.dumps([*head, *values], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = _LINKED.encode([*head, *values]).encode("utf-8")
     if key is None:
         return hashlib.sha256(body).hexdigest()
-    return hmac.new(key, body, hashlib.sha256).hexdigest()
+    return hmac.digest(key, body, "sha256").hex()  # what `hmac.new(...).hexdigest()` gives, in one call
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,9 +34,18 @@ PENDING_COLUMNS = ("id, conversation, server, tool, arguments, request_state, in
 PENDING_READ = f"{PENDING_COLUMNS}, sent_by"
 AUDIT_COLUMNS = ", ".join(chain.FIELDS)
 
+_JSON = json.JSONEncoder()
+"""`json.dumps` with its defaults, built once: the same text, without building an encoder per value (several values
+are written on every decision)."""
+
+
+def dump(value: Any) -> str:
+    """`json.dumps(value)`."""
+    return _JSON.encode(value)
+
 
 def dump_actor(actor: Actor | None) -> str | None:
-    return json.dumps([actor.platform, actor.user_id, actor.display_name]) if actor else None
+    return _JSON.encode([actor.platform, actor.user_id, actor.display_name]) if actor else None
 
 
 def load_actor(text: str | None) -> Actor | None:
@@ -47,7 +56,8 @@ def load_actor(text: str | None) -> Actor | None:
 
 
 def dump_outcome(outcome: Outcome) -> str:
-    return json.dumps({"status": outcome.status.value, "content": dict(outcome.content) if outcome.content else None,
+    # `str()` of a StrEnum member is its value, without the `value` property's two calls.
+    return _JSON.encode({"status": str(outcome.status), "content": dict(outcome.content) if outcome.content else None,
                        "by": dump_actor(outcome.by), "reason": outcome.reason, "grant": outcome.grant,
                        "approvals": [dump_actor(a) for a in outcome.approvals]})
 
@@ -61,8 +71,8 @@ def load_outcome(text: str | None) -> Outcome | None:
 
 
 def dump_interaction(i: Interaction) -> str:
-    return json.dumps({
-        "id": i.id, "kind": i.kind.value, "server": [i.server.name, i.server.title],
+    return _JSON.encode({
+        "id": i.id, "kind": str(i.kind), "server": [i.server.name, i.server.title],
         "conversation": i.conversation.id(), "requester": dump_actor(i.requester), "approvers": sorted(i.approvers),
         "message": i.message, "schema": dict(i.form.schema), "expires_at": i.expires_at,
         "details": [[d.label, d.text, d.full_length] for d in i.details], "url": i.url,
@@ -115,8 +125,8 @@ def audit_values(interaction: Interaction, outcome: Outcome, detail: str, at: fl
     detail = detail or outcome.reason
     if interaction.tool:
         detail = f"tool {interaction.tool}" + (f": {detail}" if detail else "")
-    return (at, interaction.id, interaction.kind.value, interaction.server.name, interaction.conversation.id(),
-            outcome.status.value, outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
+    return (at, interaction.id, str(interaction.kind), interaction.server.name, interaction.conversation.id(),
+            str(outcome.status), outcome.by.key if outcome.by else None, outcome.by.label() if outcome.by else None,
             interaction.requester.key if interaction.requester else None, detail)
 
 
@@ -128,6 +138,6 @@ def row_values(row: AuditRow) -> tuple[Any, ...]:
 
 def pending_values(call: PendingCall, at: float) -> tuple[Any, ...]:
     """The values of `PENDING_COLUMNS` for one call (stamped `at` unless the round was stamped when it came)."""
-    return (call.id, call.conversation.id(), call.server, call.tool, json.dumps(dict(call.arguments)),
-            call.request_state, json.dumps(dict(call.input_requests)), dump_actor(call.requester),
+    return (call.id, call.conversation.id(), call.server, call.tool, _JSON.encode(dict(call.arguments)),
+            call.request_state, _JSON.encode(dict(call.input_requests)), dump_actor(call.requester),
             call.created_at or at, call.approval)

@@ -61,6 +61,7 @@ _SAVE_PENDING = (f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker)"
                  " worker = excluded.worker, sent_by = NULL, sent_at = NULL")
 _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
                        " expires_at, worker, parked)")
+_OPEN = Status.OPEN.value
 
 
 class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTaskRows):
@@ -198,7 +199,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
 
     async def save_interaction(self, interaction: Interaction, *, pending_call: str | None = None,
                                input_key: str | None = None, parked: bool = False) -> None:
-        values = (interaction.id, interaction.conversation.id(), Status.OPEN.value,
+        values = (interaction.id, interaction.conversation.id(), _OPEN,
                   codec.dump_interaction(interaction), pending_call, input_key, time.time(), interaction.expires_at,
                   self.worker_id, int(parked))
         if pending_call is None:
@@ -215,7 +216,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         # Written behind: the card is already posted and answerable from its interaction; the reference is for
         # editing it after a restart and for finding it from another worker, and a read waits for it.
         await self._db.write_behind([Step("UPDATE interactions SET card = ? WHERE id = ?",
-                                          (json.dumps(dict(card.data)), interaction_id))])
+                                          (codec.dump(dict(card.data)), interaction_id))])
 
     def _claiming(self, interaction: Interaction, outcome: Outcome, detail: str) -> tuple[int, Step, list[Step]]:
         """A claim's update, and its audit row's steps (guarded: only for the claim that won). On Postgres the winner

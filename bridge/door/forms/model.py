@@ -214,7 +214,9 @@ class Field:
             raise ValueError("enter a finite number")  # JSON has no infinity; the schema check would let it pass
         elif self.kind is FieldKind.INTEGER and isinstance(value, float) and value.is_integer():
             value = int(value)  # a whole number from a numeric widget: the server asked for an integer
-        self.check(value)
+        reason = self.problem(value)  # `check`, written out: once per field of every answer
+        if reason:
+            raise ValueError(reason)
         return value
 
     def check(self, value: Any) -> None:

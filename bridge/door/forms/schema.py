@@ -30,6 +30,8 @@ _ALLOWED_COMMON = {"type", "title", "description", "default"}
 CACHE_SIZE = 16 * 1024**2
 ENTRY_OVERHEAD = 4
 """A built form holds its schema as Python objects besides the JSON key: about four times the key's size."""
+_KEY = json.JSONEncoder(ensure_ascii=False)
+"""The cache's key, `json.dumps(schema, ensure_ascii=False)`, with the encoder built once (a key per request)."""
 _CACHE: ByteLRU[str, tuple[Form | UnsupportedSchema, SchemaShape]] = ByteLRU(CACHE_SIZE)
 
 
@@ -58,7 +60,7 @@ def form_from_schema(schema: Mapping[str, Any], limits: Limits | None = None) ->
     if not isinstance(schema, Mapping):
         raise UnsupportedSchema("requestedSchema must be an object")
     try:
-        key = json.dumps(schema, ensure_ascii=False)  # key order is field order, so it stays part of the key
+        key = _KEY.encode(schema)  # key order is field order, so it stays part of the key
     except (TypeError, ValueError):
         raise UnsupportedSchema("requestedSchema must be plain JSON") from None
     cached = _CACHE.get(key)

@@ -17,9 +17,12 @@ from typing import Any
 PREFIX = "sha256:"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""The `json.dumps` options above, built once (a request is hashed on every card)."""
+
+
 def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return _CANONICAL.encode(value).encode("utf-8")
 
 
 def digest(value: Any) -> str:

@@ -9,8 +9,13 @@ from typing import Any
 VISIBILITY_DEFAULT = frozenset({"model", "app"})
 
 
+_NO_UI: Mapping[str, Any] = {}
+
+
 def _ui(tool: Any) -> Mapping[str, Any]:
     meta = getattr(tool, "meta", None)
+    if not meta:
+        return _NO_UI  # most tools: no `_meta`, and no abstract class checks (a tool is looked at on every call)
     ui = meta.get("ui") if isinstance(meta, Mapping) else None
     return ui if isinstance(ui, Mapping) else {}
 
