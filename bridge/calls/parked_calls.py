@@ -1,8 +1,15 @@
 """Calls parked between rounds: a 2026 call whose round waits on parked cards is a small `ParkedCall` here (no task,
 no session) and a row in the store. Its round is stored before any card is posted; answers land as its cards end,
-and the store says which worker continues it (the one whose claim answered the round's last card) and which one
-sends the round's answers (`AsyncStore.send_round`, once). A call that ends, or is stopped, is deleted from the store
-before its open cards are withdrawn.
+and the store says which worker continues it and which process sends the round's answers, once: the claim that
+answers the round's last card takes both in its one synced commit (`AsyncStore.claim_parked`); a round reached
+another way (a take-over, a round answered without a card) is taken just before it is sent (`AsyncStore.send_round`).
+A call that ends, or is stopped, is deleted from the store before its open cards are withdrawn.
+
+Taken is what the store calls sent: after a crash the server may have had it. A process killed between its claim and
+the answers reaching the server (the card's final update, a session from the pool) leaves the round taken by a dead
+process: whoever takes the call over tells the conversation it was interrupted, or sends it again for a server that
+allows it (`on_interrupt: resend`), as for a round that went out; never sent twice, never silent. A process that stops
+cleanly before sending gives the round back (`AsyncStore.release_round`), to be sent after the restart.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from mcp.types import ElicitResult, InputRequest, InputResponse
 from bridge.calls.store_roles import RoundStore
 from bridge.cards.broker import Broker
 from bridge.door.model import Actor, ConversationKey, Interaction, MessageRef, Outcome, Status
+from bridge.errors import StoreError
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
 from bridge.servers.mcp_session import CallInfo
@@ -66,6 +74,9 @@ class ParkedCall:
     """When this round was stored (`PendingCall.created_at`): what names it to `AsyncStore.send_round`."""
     sent_by: str | None = None
     """A dead process that sent this round before, when it is sent again on purpose (`on_interrupt: resend`)."""
+    sending: bool = False
+    """The store has this round taken for sending by this process (its claim of the round's last card did it), and it
+    has not gone out yet: it is sent without asking the store again, and given back if the process stops first."""
     meta: dict[str, Any] | None = None
     """The `_meta` every round of the call carries (its approval's receipt). Kept in memory only: a call taken up
     after a restart gets a receipt made again from its stored approval (`approval`)."""
@@ -95,6 +106,8 @@ class ParkedCalls:
             return call_id if last else None
         if (interaction_id := record.waiting.pop(key, None)) is not None:
             record.responses[key] = await self._result(interaction_id, outcome, interaction)
+            if last:
+                record.sending = True  # the claim that answered the round's last card took its sending for this process
         if record.driving:
             return None  # the task answering the rest of this round continues the call itself
         if not last:
@@ -127,13 +140,30 @@ class ParkedCalls:
 
     async def send_round(self, call: Call, record: ParkedCall) -> bool:
         """Whether this worker sends the stored round's answers: the store says so, once, and durably before they
-        go (a click's claim and a take-over may both reach for the same round; the other one stops here)."""
+        go (a click's claim and a take-over may both reach for the same round; the other one stops here). A round
+        its last claim took for this process was said so in that claim's commit: no second one."""
+        if record.sending:
+            record.sending = False  # going out now: from here on it is sent, whatever happens to this process
+            return True
         if await self._store.send_round(call.id, record.round_at, taking_from=record.sent_by):
             return True
         logger.info("the round of call %s was continued by another worker (or ended); not sending it here", call.id)
         if self.calls.get(call.id) is record:
             del self.calls[call.id]
         return False
+
+    async def release(self, record: ParkedCall) -> None:
+        """This process stops (or asks the round again) before sending a round it took: it gives the sending back,
+        so whoever takes the call up next sends it as a round never sent instead of telling it interrupted."""
+        if not record.sending:
+            return
+        record.sending = False
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._store.release_round(record.id, record.round_at)
+        except StoreError as exc:
+            # Kept as taken: the call is then told as interrupted after a restart, never sent twice.
+            logger.warning("could not give back the round of call %s: %s", record.id, exc)
 
     async def stop(self, call_id: str, reason: str) -> ParkedCall | None:
         """Stop a parked call: its open cards end as cancelled and it is forgotten."""

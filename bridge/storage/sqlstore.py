@@ -250,10 +250,16 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             decide,
             Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
             *append,
-            # Only a card of the stored round answers it (one of an earlier round is merely retired).
-            Step(f"UPDATE pending_calls SET worker = ? WHERE id = ? AND NOT {rest_open} AND"
+            # Only a card of the stored round answers it (one of an earlier round is merely retired). The claim that
+            # answers it also takes the round's sending for this process (as `send_round` would, in this same synced
+            # commit: a decision costs one sync, as a legacy one does). From here the store says the server may have
+            # had the round: a crash before the answers go out leaves it taken by a dead process, which a take-over
+            # treats as sent (tells, or re-sends for `on_interrupt: resend`), never as a round to send on its own.
+            # (No round is sent with a card of it open, so whoever took it before, if anyone, has not sent it: a
+            # process that asked a card again after taking the round.)
+            Step(f"UPDATE pending_calls SET worker = ?, sent_by = ?, sent_at = ? WHERE id = ? AND NOT {rest_open} AND"
                  " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at RETURNING id",
-                 (self.worker_id, pending_call, interaction.id), guarded=True),
+                 (self.worker_id, self.process_id, time.time(), pending_call, interaction.id), guarded=True),
         ]
         if self._db.dialect == "postgres":
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
@@ -384,13 +390,20 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
 
     async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
         # One conditional update decides who continues a round, across workers and take-overs; synced like a
-        # decision, since after a crash it is what says the server may have had the round.
+        # decision, since after a crash it is what says the server may have had the round. (A round whose last card
+        # a claim answered was taken by that claim already: `claim_parked`.)
         done = await self._db.transaction([Step(
             "UPDATE pending_calls SET sent_by = ?, sent_at = ?, worker = ? WHERE id = ? AND created_at = ?"
             " AND (sent_by IS NULL OR sent_by = ? OR sent_by = ?)",
             (self.process_id, time.time(), self.worker_id, call_id, round_at, self.process_id, taking_from))],
             durable=True)
         return done[0].count == 1
+
+    async def release_round(self, call_id: str, round_at: float) -> None:
+        # Not synced: lost on a power cut, the round stays taken by a process that is gone, which is told as
+        # interrupted, never sent twice.
+        await self._write("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL"
+                          " WHERE id = ? AND created_at = ? AND sent_by = ?", (call_id, round_at, self.process_id))
 
     async def pending_call(self, call_id: str) -> PendingCall | None:
         rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls WHERE id = ?", (call_id,))
