@@ -9,7 +9,8 @@ Taken is what the store calls sent: after a crash the server may have had it. A 
 the answers reaching the server (the card's final update, a session from the pool) leaves the round taken by a dead
 process: whoever takes the call over tells the conversation it was interrupted, or sends it again for a server that
 allows it (`on_interrupt: resend`), as for a round that went out; never sent twice, never silent. A process that stops
-cleanly before sending gives the round back (`AsyncStore.release_round`), to be sent after the restart.
+cleanly before sending gives the round back (its store does, on closing: `AsyncStore.sending` says what went out), to
+be sent after the restart.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class ParkedCall:
     """A dead process that sent this round before, when it is sent again on purpose (`on_interrupt: resend`)."""
     sending: bool = False
     """The store has this round taken for sending by this process (its claim of the round's last card did it), and it
-    has not gone out yet: it is sent without asking the store again, and given back if the process stops first."""
+    has not gone out yet: it is sent without asking the store again."""
     meta: dict[str, Any] | None = None
     """The `_meta` every round of the call carries (its approval's receipt). Kept in memory only: a call taken up
     after a restart gets a receipt made again from its stored approval (`approval`)."""
@@ -144,6 +145,7 @@ class ParkedCalls:
         its last claim took for this process was said so in that claim's commit: no second one."""
         if record.sending:
             record.sending = False  # going out now: from here on it is sent, whatever happens to this process
+            self._store.sending(call.id)
             return True
         if await self._store.send_round(call.id, record.round_at, taking_from=record.sent_by):
             return True
@@ -153,8 +155,8 @@ class ParkedCalls:
         return False
 
     async def release(self, record: ParkedCall) -> None:
-        """This process stops (or asks the round again) before sending a round it took: it gives the sending back,
-        so whoever takes the call up next sends it as a round never sent instead of telling it interrupted."""
+        """A round this process took is asked again (an answer that was not kept) rather than sent: the sending goes
+        back, and the claim that answers the card asked again takes it."""
         if not record.sending:
             return
         record.sending = False

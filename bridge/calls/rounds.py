@@ -152,11 +152,9 @@ class Rounds:
                                                         "giving up")
         except BaseException:
             # Stopped, refused, failed or crashed: the call is over, so it must not come back after a restart. Only
-            # a shutdown keeps it, to be answered then (and a round taken here and not sent yet goes back unsent).
+            # a shutdown keeps it, to be answered then (a round taken here and not sent goes back as the store closes).
             if not self._broker.closing:
                 await self._parked.ended(call.id)
-            elif record is not None:
-                await self._parked.release(record)
             raise
 
     async def resume(self, call: Call, record: ParkedCall, missing: Mapping[str, InputRequest],
@@ -177,8 +175,6 @@ class Rounds:
         except BaseException:
             if not self._broker.closing:
                 await self._parked.ended(call.id)
-            else:
-                await self._parked.release(record)
             raise
         self.parked.pop(record.id, None)
         return await self.drive(call, record.arguments, progress, park=True, session=session, record=record)

@@ -258,10 +258,14 @@ class PendingCallStore(Protocol):
         round whoever else (a click's claim, a take-over) reaches for it. `taking_from`: the process that sent it
         before, which died (a take-over that re-sends, for servers that allow it)."""
         ...
+    def sending(self, call_id: str) -> None:
+        """The round of `call_id` this process's claim took (`claim_parked`) goes out now: from here on it stays
+        taken (sent), whatever happens to this process. Until then a clean stop (`StoreLife.aclose`) gives it back,
+        so the next process sends it as a round never sent; a crash leaves it taken (told as interrupted)."""
+        ...
     async def release_round(self, call_id: str, round_at: float) -> None:
-        """Give back the sending of a round this process took (`send_round`, `claim_parked`) and did not send: it
-        stopped first (a shutdown). The next process to take the call up sends it as a round never sent. Not
-        synced."""
+        """Give back the sending of a round this process took and will not send now (it asks a card of it again).
+        Not synced."""
         ...
     async def pending_call(self, call_id: str) -> PendingCall | None: ...
     async def delete_pending_call(self, call_id: str) -> None: ...

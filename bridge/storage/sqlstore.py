@@ -74,6 +74,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         self._chains = 1 if driver.exclusive else AUDIT_CHAINS
         self.process_id = f"{worker_id}/{uuid.uuid4().hex[:12]}"
         """This process among all that ever ran as `worker_id` (a restart under the same id is another one)."""
+        self._taken: dict[str, float] = {}
+        """Rounds this process's claims took for sending (`claim_parked`) that have not gone out (`sending`), by call
+        id: a clean stop gives them back."""
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
@@ -111,9 +114,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         return self._db.durable_commits
 
     async def aclose(self) -> None:
-        """Close the store; a clean stop signs the audit chain's head first (`bridge.storage.checkpoints`)."""
+        """Close the store; a clean stop gives back the rounds it took and did not send (`release_round`), and signs
+        the audit chain's head (`bridge.storage.checkpoints`)."""
         try:
             with anyio.CancelScope(shield=True):
+                await self._give_back()
                 await self._checkpoints.make()
         finally:
             await self._db.aclose()
@@ -258,17 +263,18 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             # (No round is sent with a card of it open, so whoever took it before, if anyone, has not sent it: a
             # process that asked a card again after taking the round.)
             Step(f"UPDATE pending_calls SET worker = ?, sent_by = ?, sent_at = ? WHERE id = ? AND NOT {rest_open} AND"
-                 " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at RETURNING id",
+                 " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at"
+                 " RETURNING created_at",
                  (self.worker_id, self.process_id, time.time(), pending_call, interaction.id), guarded=True),
         ]
         if self._db.dialect == "postgres":
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
-            done = await self._db.transaction(steps, durable=True)
-            await self._appended(number, done[0].count == 1)
-            return done[0].count == 1, bool(done[-2].rows)
         done = await self._db.transaction(steps, durable=True)
         await self._appended(number, done[0].count == 1)
-        return done[0].count == 1, bool(done[-1].rows)
+        last = done[-2 if self._db.dialect == "postgres" else -1].rows
+        if last:
+            self._taken[pending_call] = float(last[0][0])
+        return done[0].count == 1, bool(last)
 
     async def mark_shown(self, interaction_id: str) -> None:
         # Written behind: lost on a crash, the card is only shown final once more.
@@ -397,13 +403,31 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             " AND (sent_by IS NULL OR sent_by = ? OR sent_by = ?)",
             (self.process_id, time.time(), self.worker_id, call_id, round_at, self.process_id, taking_from))],
             durable=True)
+        if done[0].count == 1:
+            self._taken.pop(call_id, None)  # going out now
         return done[0].count == 1
+
+    def sending(self, call_id: str) -> None:
+        self._taken.pop(call_id, None)
 
     async def release_round(self, call_id: str, round_at: float) -> None:
         # Not synced: lost on a power cut, the round stays taken by a process that is gone, which is told as
         # interrupted, never sent twice.
+        self._taken.pop(call_id, None)
         await self._write("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL"
                           " WHERE id = ? AND created_at = ? AND sent_by = ?", (call_id, round_at, self.process_id))
+
+    async def _give_back(self) -> None:
+        taken, self._taken = self._taken, {}
+        if not taken:
+            return
+        try:
+            await self._db.transaction([
+                Step("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL WHERE id = ? AND created_at = ?"
+                     " AND sent_by = ?", (call_id, round_at, self.process_id)) for call_id, round_at in taken.items()])
+        except StoreError as exc:
+            # Kept as taken: told as interrupted after the restart, never sent twice.
+            logger.warning("could not give back %d rounds taken and not sent: %s", len(taken), exc)
 
     async def pending_call(self, call_id: str) -> PendingCall | None:
         rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls WHERE id = ?", (call_id,))
@@ -411,6 +435,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         return found[0] if found else None
 
     async def delete_pending_call(self, call_id: str) -> None:
+        self._taken.pop(call_id, None)
         await self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     async def pending_calls(self) -> list[PendingCall]:

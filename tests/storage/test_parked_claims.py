@@ -168,28 +168,38 @@ async def test_the_claim_that_answers_a_round_s_last_card_takes_its_sending_in_t
         [(sent_at,)] = await store.driver.fetch("SELECT sent_at FROM pending_calls WHERE id = 'call-1'")
         assert sent_at is not None
         me = store.process_id
+        store.sending("call-1")  # it goes out: from here on, not given back even by a clean stop
     # Another process (a restart, a take-over) finds the round sent by a process that is gone.
     async with worker(target, "w1") as restarted:
         assert not await restarted.send_round("call-1", taken.created_at)
         assert await restarted.send_round("call-1", taken.created_at, taking_from=me)  # `on_interrupt: resend`
 
 
-async def test_a_round_given_back_before_it_was_sent_is_sent_by_the_next_process(target: str) -> None:
+async def test_a_round_taken_and_not_sent_is_given_back_by_a_clean_stop_or_when_asked_again(target: str) -> None:
     async with worker(target, "w1") as store:
         await store.save_pending_call(pending("call-1"))
         card = interaction()
         await store.save_interaction(card, pending_call="call-1", input_key="a", parked=True)
         assert await store.claim_parked(card, accepted(), "", "call-1") == (True, True)
         [stored] = await store.pending_calls()
-        await store.release_round("call-1", stored.created_at)
-        assert (await store.pending_calls())[0].sent_by is None
+        assert stored.sent_by == store.process_id
+    # Closed before it went out (a shutdown): the next process sends it, as a round never sent.
     async with worker(target, "w1") as restarted:
+        assert (await restarted.pending_calls())[0].sent_by is None
         assert await restarted.send_round("call-1", stored.created_at)
         me = restarted.process_id
-        await restarted.release_round("call-1", stored.created_at - 1)  # not this round
+        await restarted.release_round("call-1", stored.created_at - 1)  # not this round: nothing given back
     async with worker(target, "w1") as other:
         await other.release_round("call-1", stored.created_at)  # given back only by the process that took it
         assert (await other.pending_calls())[0].sent_by == me
+        # A round taken and asked again is given back by its taker.
+        await other.save_pending_call(pending("call-1"))
+        again = interaction()
+        await other.save_interaction(again, pending_call="call-1", input_key="a", parked=True)
+        assert await other.claim_parked(again, accepted(), "", "call-1") == (True, True)
+        [taken] = await other.pending_calls()
+        await other.release_round("call-1", taken.created_at)
+        assert (await other.pending_calls())[0].sent_by is None
 
 
 async def test_a_take_over_of_a_round_its_last_claim_took_never_sends_it_a_second_time(pg_target: str) -> None:
