@@ -9,8 +9,7 @@ Taken is what the store calls sent: after a crash the server may have had it. A 
 the answers reaching the server (the card's final update, a session from the pool) leaves the round taken by a dead
 process: whoever takes the call over tells the conversation it was interrupted, or sends it again for a server that
 allows it (`on_interrupt: resend`), as for a round that went out; never sent twice, never silent. A process that stops
-cleanly before sending gives the round back (its store does, on closing: `AsyncStore.sending` says what went out), to
-be sent after the restart.
+cleanly before sending gives the round back (its store does, on closing), to be sent after the restart.
 """
 
 from __future__ import annotations
@@ -75,9 +74,6 @@ class ParkedCall:
     """When this round was stored (`PendingCall.created_at`): what names it to `AsyncStore.send_round`."""
     sent_by: str | None = None
     """A dead process that sent this round before, when it is sent again on purpose (`on_interrupt: resend`)."""
-    sending: bool = False
-    """The store has this round taken for sending by this process (its claim of the round's last card did it), and it
-    has not gone out yet: it is sent without asking the store again."""
     meta: dict[str, Any] | None = None
     """The `_meta` every round of the call carries (its approval's receipt). Kept in memory only: a call taken up
     after a restart gets a receipt made again from its stored approval (`approval`)."""
@@ -107,8 +103,6 @@ class ParkedCalls:
             return call_id if last else None
         if (interaction_id := record.waiting.pop(key, None)) is not None:
             record.responses[key] = await self._result(interaction_id, outcome, interaction)
-            if last:
-                record.sending = True  # the claim that answered the round's last card took its sending for this process
         if record.driving:
             return None  # the task answering the rest of this round continues the call itself
         if not last:
@@ -142,11 +136,7 @@ class ParkedCalls:
     async def send_round(self, call: Call, record: ParkedCall) -> bool:
         """Whether this worker sends the stored round's answers: the store says so, once, and durably before they
         go (a click's claim and a take-over may both reach for the same round; the other one stops here). A round
-        its last claim took for this process was said so in that claim's commit: no second one."""
-        if record.sending:
-            record.sending = False  # going out now: from here on it is sent, whatever happens to this process
-            self._store.sending(call.id)
-            return True
+        whose last card's claim here took it costs no second commit."""
         if await self._store.send_round(call.id, record.round_at, taking_from=record.sent_by):
             return True
         logger.info("the round of call %s was continued by another worker (or ended); not sending it here", call.id)
@@ -155,14 +145,10 @@ class ParkedCalls:
         return False
 
     async def release(self, record: ParkedCall) -> None:
-        """A round this process took is asked again (an answer that was not kept) rather than sent: the sending goes
-        back, and the claim that answers the card asked again takes it."""
-        if not record.sending:
-            return
-        record.sending = False
+        """A round this process's claim took is asked again (an answer that was not kept) rather than sent: the
+        sending goes back, and the claim that answers the card asked again takes it."""
         try:
-            with anyio.CancelScope(shield=True):
-                await self._store.release_round(record.id, record.round_at)
+            await self._store.release_round(record.id, record.round_at)
         except StoreError as exc:
             # Kept as taken: the call is then told as interrupted after a restart, never sent twice.
             logger.warning("could not give back the round of call %s: %s", record.id, exc)

@@ -154,8 +154,8 @@ class Resumer:
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         record = ParkedCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool,
                             dict(pending.arguments), pending.request_state, {}, {}, round_at=pending.created_at,
-                            sent_by=None if taken_here else pending.sent_by, sending=taken_here,
-                            meta=await self._receipt_again(pending), approval=pending.approval)
+                            sent_by=None if taken_here else pending.sent_by, meta=await self._receipt_again(pending),
+                            approval=pending.approval)
         waits: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
         for stored in await self._store.interactions_for_call(pending.id, since=pending.created_at):

@@ -256,16 +256,14 @@ class PendingCallStore(Protocol):
         `PendingCall.created_at`) to the server now: True if it may, False if another process sent it (or the round
         is no longer the stored one, or the call ended). One atomic statement, so exactly one worker continues a
         round whoever else (a click's claim, a take-over) reaches for it. `taking_from`: the process that sent it
-        before, which died (a take-over that re-sends, for servers that allow it)."""
-        ...
-    def sending(self, call_id: str) -> None:
-        """The round of `call_id` this process's claim took (`claim_parked`) goes out now: from here on it stays
-        taken (sent), whatever happens to this process. Until then a clean stop (`StoreLife.aclose`) gives it back,
-        so the next process sends it as a round never sent; a crash leaves it taken (told as interrupted)."""
+        before, which died (a take-over that re-sends, for servers that allow it). A round this process's own claim
+        took (`claim_parked`) is its to send without a second commit; until it is sent, a clean stop
+        (`StoreLife.aclose`) gives it back, so the next process sends it as a round never sent (a crash leaves it
+        taken: told as interrupted)."""
         ...
     async def release_round(self, call_id: str, round_at: float) -> None:
-        """Give back the sending of a round this process took and will not send now (it asks a card of it again).
-        Not synced."""
+        """Give back a round this process's claim took (`claim_parked`) and that it will not send now (it asks a card
+        of it again): the claim of that card takes it then. Nothing for a round taken otherwise. Not synced."""
         ...
     async def pending_call(self, call_id: str) -> PendingCall | None: ...
     async def delete_pending_call(self, call_id: str) -> None: ...

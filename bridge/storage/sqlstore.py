@@ -75,8 +75,8 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         self.process_id = f"{worker_id}/{uuid.uuid4().hex[:12]}"
         """This process among all that ever ran as `worker_id` (a restart under the same id is another one)."""
         self._taken: dict[str, float] = {}
-        """Rounds this process's claims took for sending (`claim_parked`) that have not gone out (`sending`), by call
-        id: a clean stop gives them back."""
+        """Rounds this process's claims took for sending (`claim_parked`) and did not send yet (`send_round`), by call
+        id: sending one needs no second commit, and a clean stop gives the rest back."""
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
@@ -395,25 +395,26 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         await self._db.write_behind([Step(_SAVE_PENDING, (*codec.pending_values(call, time.time()), self.worker_id))])
 
     async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
+        if self._taken.get(call_id) == round_at:
+            # Taken by this process's claim of the round's last card, in that claim's synced commit: no second one.
+            # From here it is sent (not given back by a clean stop).
+            del self._taken[call_id]
+            return True
         # One conditional update decides who continues a round, across workers and take-overs; synced like a
-        # decision, since after a crash it is what says the server may have had the round. (A round whose last card
-        # a claim answered was taken by that claim already: `claim_parked`.)
+        # decision, since after a crash it is what says the server may have had the round.
         done = await self._db.transaction([Step(
             "UPDATE pending_calls SET sent_by = ?, sent_at = ?, worker = ? WHERE id = ? AND created_at = ?"
             " AND (sent_by IS NULL OR sent_by = ? OR sent_by = ?)",
             (self.process_id, time.time(), self.worker_id, call_id, round_at, self.process_id, taking_from))],
             durable=True)
-        if done[0].count == 1:
-            self._taken.pop(call_id, None)  # going out now
         return done[0].count == 1
 
-    def sending(self, call_id: str) -> None:
-        self._taken.pop(call_id, None)
-
     async def release_round(self, call_id: str, round_at: float) -> None:
+        if self._taken.get(call_id) != round_at:
+            return  # not taken by a claim here, or sent already
+        del self._taken[call_id]
         # Not synced: lost on a power cut, the round stays taken by a process that is gone, which is told as
         # interrupted, never sent twice.
-        self._taken.pop(call_id, None)
         await self._write("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL"
                           " WHERE id = ? AND created_at = ? AND sent_by = ?", (call_id, round_at, self.process_id))
 

@@ -168,7 +168,9 @@ async def test_the_claim_that_answers_a_round_s_last_card_takes_its_sending_in_t
         [(sent_at,)] = await store.driver.fetch("SELECT sent_at FROM pending_calls WHERE id = 'call-1'")
         assert sent_at is not None
         me = store.process_id
-        store.sending("call-1")  # it goes out: from here on, not given back even by a clean stop
+        # Sent by this process: the claim said so, no second commit; from here not given back even by a clean stop.
+        assert await store.send_round("call-1", taken.created_at)
+        assert store.durable_commits == synced + 1
     # Another process (a restart, a take-over) finds the round sent by a process that is gone.
     async with worker(target, "w1") as restarted:
         assert not await restarted.send_round("call-1", taken.created_at)
