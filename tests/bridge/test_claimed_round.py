@@ -128,3 +128,33 @@ async def test_a_round_claimed_and_not_yet_sent_at_ctrl_c_is_sent_after_the_rest
             assert await chat2.wait_message("counted.say:") == "counted.say:\nsaid: later"
     assert counted.runs == ["later"] and await second.pending_calls() == []
     await second.aclose()
+
+
+@pytest.mark.parametrize("park", [True, False], ids=["parked", "waiting"])
+async def test_a_2026_decision_is_one_synced_commit_which_also_says_the_round_goes_out(
+        store_target: str, park: bool) -> None:
+    counted = Counted()
+    store = await open_store(store_target)
+    host, chat = await host_for(config_for({"counted": config(counted)}), store)
+    returned = anyio.Event()
+    with anyio.fail_after(patient(20)):
+        async with host, anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                await host.calls.run(ROOM, ALICE, "counted", "say", {}, park=park)
+                returned.set()
+
+            tg.start_soon(run)
+            card = await chat.wait_card()
+            await host.broker.wait_open(card.id)
+            before = store.durable_commits
+            assert (await host.decide(DecisionIn(card.id, ALICE, "accept", {"word": "one"}))).verdict \
+                is Verdict.CLAIMED
+            if park:
+                await chat.wait_message("counted.say:")
+            else:
+                await returned.wait()
+            synced = store.durable_commits - before
+    await store.aclose()
+    assert counted.runs == ["one"]
+    assert synced == 1  # the claim, its audit row, and the round taken for sending: one sync
