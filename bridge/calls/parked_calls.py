@@ -9,7 +9,8 @@ Taken is what the store calls sent: after a crash the server may have had it. A 
 the answers reaching the server (the card's final update, a session from the pool) leaves the round taken by a dead
 process: whoever takes the call over tells the conversation it was interrupted, or sends it again for a server that
 allows it (`on_interrupt: resend`), as for a round that went out; never sent twice, never silent. A process that stops
-cleanly before sending gives the round back (its store does, on closing), to be sent after the restart.
+cleanly before sending gives the round back as it stops (before its lease ends), to be sent by whoever takes the
+call up.
 """
 
 from __future__ import annotations

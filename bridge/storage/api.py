@@ -258,8 +258,8 @@ class PendingCallStore(Protocol):
         round whoever else (a click's claim, a take-over) reaches for it. `taking_from`: the process that sent it
         before, which died (a take-over that re-sends, for servers that allow it). A round this process's own claim
         took (`claim_parked`) is its to send without a second commit; until it is sent, a clean stop
-        (`StoreLife.aclose`) gives it back, so the next process sends it as a round never sent (a crash leaves it
-        taken: told as interrupted)."""
+        (`LeaseStore.give_back_rounds`) gives it back, so the next process sends it as a round never sent (a crash
+        leaves it taken: told as interrupted)."""
         ...
     async def release_round(self, call_id: str, round_at: float) -> None:
         """Give back a round this process's claim took (`claim_parked`) and that it will not send now (it asks a card
@@ -279,6 +279,13 @@ class LeaseStore(Protocol):
 
     async def reap_workers(self, *, now: float | None = None) -> Reaped:
         """Take over the open work of every worker whose lease lapsed (exactly one caller gets each)."""
+        ...
+
+    async def give_back_rounds(self) -> None:
+        """A stopping process gives back the 2026 rounds its claims took (`CardStore.claim_parked`) and it did not
+        send: whoever takes their calls over sends them as rounds never sent. Before the lease ends, so a survivor
+        reaping at once finds them given back. Not synced (lost on a power cut, they stay taken: told as
+        interrupted, never sent twice)."""
         ...
 
     def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:

@@ -114,11 +114,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         return self._db.durable_commits
 
     async def aclose(self) -> None:
-        """Close the store; a clean stop gives back the rounds it took and did not send (`release_round`), and signs
-        the audit chain's head (`bridge.storage.checkpoints`)."""
+        """Close the store; a clean stop gives back the rounds it took and did not send (`give_back_rounds`), and
+        signs the audit chain's head (`bridge.storage.checkpoints`)."""
         try:
             with anyio.CancelScope(shield=True):
-                await self._give_back()
+                await self.give_back_rounds()  # done already if a fleet stopped first (`Fleet.stopped`)
                 await self._checkpoints.make()
         finally:
             await self._db.aclose()
@@ -418,7 +418,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         await self._write("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL"
                           " WHERE id = ? AND created_at = ? AND sent_by = ?", (call_id, round_at, self.process_id))
 
-    async def _give_back(self) -> None:
+    async def give_back_rounds(self) -> None:
         taken, self._taken = self._taken, {}
         if not taken:
             return
