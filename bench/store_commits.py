@@ -19,8 +19,9 @@ the chat platform between them), in one process:
 * a **burst**: `--burst` decisions at once (2026 era), wall time and synced commits per decision (group commit);
 * **the core's path**: a `Host` on a SQLite file store runs `--core` real tool calls against an inline server, each
   asking one form that a person accepts the moment it is posted (legacy: the call waits; 2026: the call is parked
-  and continued after the decision), and the store's synced commits are counted per decision: the decision's claim
-  should be the only one, and for a 2026 call the record that its answers went out (`AsyncStore.send_round`).
+  and continued after the decision; 2026 waiting: the agent's way, the call waits for the card), and the store's
+  synced commits are counted per decision: the decision's claim should be the only one (it also records, for a 2026
+  call, that the round's answers go out: `AsyncStore.claim_parked`).
 
 Run: `python -m bench.store_commits [--help]`.
 """
@@ -199,11 +200,15 @@ async def burst(engine: str, path: Path, size: int) -> str:
         await store.close()
 
 
+CORE = {"legacy": ("legacy", False), "2026 parked": ("auto", True), "2026 waiting": ("auto", False)}
+"""The core path's modes: protocol, and whether the call is parked (the `call` command) or waited on (the agent)."""
+
+
 async def core_path(era: str, path: Path, decisions: int) -> str:
     """Real calls through a `Host` on the file store: synced commits per decision, and the whole call's median."""
     store = await open_store(path, worker_id="bench")
     port = AnsweringPort(ALICE, ANSWER)
-    protocol, park = ("legacy", False) if era == "legacy" else ("auto", True)
+    protocol, park = CORE[era]
     config = config_for({SERVER: bench_server()}, server_protocol=protocol, limits=bench_limits(decisions + 5))
     host, _ = await host_for(config, store, port)
     wholes: list[float] = []
@@ -287,9 +292,9 @@ def main() -> None:
         for engine in ENGINES:
             label = "bridge.store (old)" if engine == "old" else "bridge.storage"
             print(f"burst {label:<24} {anyio.run(burst, engine, folder / f'burst-{engine}.db', args.burst)}")
-        for era in ERAS if args.core else ():
-            label = f"core: Host, {'legacy' if era == 'legacy' else '2026 parked'}"
-            print(f"{label:<30} {anyio.run(core_path, era, folder / f'core-{era}.db', args.core, backend='asyncio')}")
+        for n, era in enumerate(CORE if args.core else ()):
+            label = f"core: Host, {era}"
+            print(f"{label:<30} {anyio.run(core_path, era, folder / f'core-{n}.db', args.core, backend='asyncio')}")
 
 
 if __name__ == "__main__":

@@ -67,8 +67,9 @@ class Fleet:
             task_status.started()
 
     async def stopped(self) -> None:
-        """This worker is stopping: its lease ends now."""
+        """This worker is stopping: the rounds it took and did not send go back, then its lease ends."""
         with anyio.CancelScope(shield=True):
+            await self._store.give_back_rounds()
             try:
                 await self._store.heartbeat(0)
             except StoreError as exc:

@@ -1,8 +1,16 @@
 """Calls parked between rounds: a 2026 call whose round waits on parked cards is a small `ParkedCall` here (no task,
 no session) and a row in the store. Its round is stored before any card is posted; answers land as its cards end,
-and the store says which worker continues it (the one whose claim answered the round's last card) and which one
-sends the round's answers (`AsyncStore.send_round`, once). A call that ends, or is stopped, is deleted from the store
-before its open cards are withdrawn.
+and the store says which worker continues it and which process sends the round's answers, once: the claim that
+answers the round's last card takes both in its one synced commit (`AsyncStore.claim_parked`); a round reached
+another way (a take-over, a round answered without a card) is taken just before it is sent (`AsyncStore.send_round`).
+A call that ends, or is stopped, is deleted from the store before its open cards are withdrawn.
+
+Taken is what the store calls sent: after a crash the server may have had it. A process killed between its claim and
+the answers reaching the server (the card's final update, a session from the pool) leaves the round taken by a dead
+process: whoever takes the call over tells the conversation it was interrupted, or sends it again for a server that
+allows it (`on_interrupt: resend`), as for a round that went out; never sent twice, never silent. A process that stops
+cleanly before sending gives the round back as it stops (before its lease ends), to be sent by whoever takes the
+call up.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from mcp.types import ElicitResult, InputRequest, InputResponse
 from bridge.calls.store_roles import RoundStore
 from bridge.cards.broker import Broker
 from bridge.door.model import Actor, ConversationKey, Interaction, MessageRef, Outcome, Status
+from bridge.errors import StoreError
 from bridge.requests.elicitation import receipted, to_result
 from bridge.requests.receipting import Receipting
 from bridge.servers.mcp_session import CallInfo
@@ -127,13 +136,23 @@ class ParkedCalls:
 
     async def send_round(self, call: Call, record: ParkedCall) -> bool:
         """Whether this worker sends the stored round's answers: the store says so, once, and durably before they
-        go (a click's claim and a take-over may both reach for the same round; the other one stops here)."""
+        go (a click's claim and a take-over may both reach for the same round; the other one stops here). A round
+        whose last card's claim here took it costs no second commit."""
         if await self._store.send_round(call.id, record.round_at, taking_from=record.sent_by):
             return True
         logger.info("the round of call %s was continued by another worker (or ended); not sending it here", call.id)
         if self.calls.get(call.id) is record:
             del self.calls[call.id]
         return False
+
+    async def release(self, record: ParkedCall) -> None:
+        """A round this process's claim took is asked again (an answer that was not kept) rather than sent: the
+        sending goes back, and the claim that answers the card asked again takes it."""
+        try:
+            await self._store.release_round(record.id, record.round_at)
+        except StoreError as exc:
+            # Kept as taken: the call is then told as interrupted after a restart, never sent twice.
+            logger.warning("could not give back the round of call %s: %s", record.id, exc)
 
     async def stop(self, call_id: str, reason: str) -> ParkedCall | None:
         """Stop a parked call: its open cards end as cancelled and it is forgotten."""

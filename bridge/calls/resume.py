@@ -14,9 +14,13 @@ audited and reported in its conversation, and the rest goes on.
 - **Receipts**: a stored call approved by a person carries, on the rounds it sends after the restart, a new receipt of
   that approval, made from the tool card (or grant) stored with it, and only when that card was accepted for exactly
   this server, conversation, tool and arguments (`bridge.requests.receipting.approval_mismatch`).
-- **Interrupted 2026 calls**: a round whose answers were sent (`AsyncStore.send_round`) by a worker that died before
-  the result was out may have run at the server: it is not sent again (at most once) unless its server says its
-  tools may be (`on_interrupt: resend`); the conversation is told, with the command that runs it again.
+- **Interrupted 2026 calls**: a round whose answers were taken for sending (`AsyncStore.send_round`, or the claim of
+  its last card) by a worker that died before the result was out may have run at the server: it is not sent again
+  (at most once) unless its server says its tools may be (`on_interrupt: resend`); the conversation is told, with the
+  command that runs it again. (Taken is not always sent: the worker may have died between the claim and the send,
+  the card's final update or a session from the pool in between. The store cannot tell these apart without a second
+  synced commit per decision, so both are told as interrupted: never sent twice, never silent.) A round taken by
+  this very process (a claim here answered the last card of a call held elsewhere) is this process's to send.
 - **Legacy calls**: their cards end as failed (the server session that waited for them died with its process); the
   card says so and the conversation is told. Calls that were running with no card open are reported as interrupted.
 """
@@ -143,13 +147,14 @@ class Resumer:
             await self._abandon(pending, f"there is no server named {pending.server!r} any more" if server is None
                                 else f"the server {pending.server!r} is disabled in the config")
             return
-        if pending.sent_by is not None and server.on_interrupt != "resend":
+        taken_here = pending.sent_by == self._store.process_id  # by a claim made here: not sent yet
+        if pending.sent_by is not None and not taken_here and server.on_interrupt != "resend":
             await self._interrupted(pending)
             return
         requests = {k: _INPUT_REQUEST.validate_python(v) for k, v in pending.input_requests.items()}
         record = ParkedCall(pending.id, pending.conversation, pending.requester, pending.server, pending.tool,
                             dict(pending.arguments), pending.request_state, {}, {}, round_at=pending.created_at,
-                            sent_by=pending.sent_by, meta=await self._receipt_again(pending),
+                            sent_by=None if taken_here else pending.sent_by, meta=await self._receipt_again(pending),
                             approval=pending.approval)
         waits: dict[str, StoredInteraction] = {}
         # Only this round's cards: a server may reuse a key, and an earlier round's answer is not this one's.
@@ -262,9 +267,9 @@ def interrupted_text(pending: PendingCall) -> str:
     arguments = json.dumps(dict(pending.arguments), ensure_ascii=False, separators=(",", ":"))
     command = f"call {pending.server} {pending.tool}" + (f" {arguments}" if pending.arguments else "")
     again = f"`{command}`" if len(arguments) <= AGAIN_MAX and "`" not in command else "the command again"
-    return (f"{name} was interrupted after its answers were sent to the server: the bridge worker running it "
-            "stopped before the result came back, so the server may have run it. It was not sent again (a tool "
-            f"never runs twice without someone asking). To run it again, send {again}.")
+    return (f"{name} was interrupted after its answers were sent to the server, or as they were about to be: the "
+            "bridge worker running it stopped before the result came back, so the server may have run it. It was not "
+            f"sent again (a tool never runs twice without someone asking). To run it again, send {again}.")
 
 
 def _what(stored: StoredInteraction) -> str:

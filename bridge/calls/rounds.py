@@ -11,8 +11,10 @@ process is held while a person thinks. The call is a small `ParkedCall` here and
 card of the round is answered, the broker hands the outcome on (`bridge.calls.continuing`), and the call continues on
 a session taken from the pool (waiting for room if need be: `max_sessions` bounds running calls, not waiting people); a
 restart takes the same path (`bridge.calls.resume`). Whoever continues, the answers to a stored round are sent by one
-process only: it claims the round in the store (`AsyncStore.send_round`, synced) just before sending, and any other
-that reaches for the same round (a click claimed on one worker as another takes the call over) stops there.
+process only: the store records who sends it, synced, before it goes (the claim of the round's last card does it in
+its own commit, `AsyncStore.claim_parked`; any other way to the round claims it with `AsyncStore.send_round` just
+before sending), and any other that reaches for the same round (a click claimed on one worker as another takes the
+call over) stops there.
 
 A server may no longer accept the stored state (it restarted with an ephemeral key, or the state's TTL passed) or
 may have died while its card waited. Then the call is run again on a fresh session, and re-asked inputs identical to
@@ -96,7 +98,8 @@ class Rounds:
                 try:
                     with self._on(session, call):
                         assert session.client is not None
-                        # Answers to a stored round go out once: claimed (and synced) just before they are sent.
+                        # Answers to a stored round go out once: taken (and synced) before they are sent, by the
+                        # claim of its last card or here.
                         if record is not None and responses is not None \
                                 and not await self._parked.send_round(call, record):
                             return None
@@ -149,7 +152,7 @@ class Rounds:
                                                         "giving up")
         except BaseException:
             # Stopped, refused, failed or crashed: the call is over, so it must not come back after a restart. Only
-            # a shutdown keeps it, to be answered then.
+            # a shutdown keeps it, to be answered then (a round taken here and not sent goes back as the store closes).
             if not self._broker.closing:
                 await self._parked.ended(call.id)
             raise
@@ -165,6 +168,9 @@ class Rounds:
                 with self._on(session, call):
                     await self.answer(session, record, missing, park=True)
                 if record.waiting:
+                    # Asked again (an answer not kept): the round is not to be sent until that card is answered,
+                    # and the claim that answers it takes it.
+                    await self._parked.release(record)
                     return None
         except BaseException:
             if not self._broker.closing:

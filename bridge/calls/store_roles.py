@@ -28,8 +28,9 @@ class CallStore(RoundStore, TaskCallStore, Protocol):
     """Tool calls of both eras: what rounds and task calls need, and the running calls of both."""
 
 
-class ResumeStore(CardStore, PendingCallStore, RunningCallStore, LeaseStore, Protocol):
-    """Taking over work: the lapsed workers' cards, stored calls and running calls."""
+class ResumeStore(CardStore, PendingCallStore, RunningCallStore, LeaseStore, StoreLife, Protocol):
+    """Taking over work: the lapsed workers' cards, stored calls and running calls (and which process this is: a
+    round taken for sending by this one is not an interrupted one)."""
 
 
 class FleetStore(Housekeeping, LeaseStore, DecisionFeed, StoreLife, Protocol):

@@ -49,7 +49,8 @@ class Asking:
         if self._routing is not None:
             interaction = await self._routing.prepare(interaction)
         park = park and pending_call is not None and input_key is not None
-        waiter = Waiter(interaction, durable=pending_call is not None)
+        waiter = Waiter(interaction, durable=pending_call is not None,
+                        round_of=pending_call if input_key is not None else None)
         # Registered before the first await: a server may end the request (a completion notice) at once.
         self._held.waiters[interaction.id] = waiter
         try:

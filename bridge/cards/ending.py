@@ -152,9 +152,12 @@ class Ending:
     async def _claim_durably(self, waiter: Waiter, claimed: Outcome) -> bool:
         interaction = waiter.interaction
         record, detail = for_the_record(interaction, claimed), end_detail(interaction, claimed)
-        if waiter.parked is None:
+        pending_call = waiter.parked[0] if waiter.parked is not None else waiter.round_of
+        if pending_call is None:
             return await self._store.claim(interaction, record, detail)
-        won, waiter.last = await self._store.claim_parked(interaction, record, detail, waiter.parked[0])
+        # A card of a stored round, parked or waited on: the claim of its last card takes the round's sending too, so
+        # the call that waits sends it with no second synced commit (`AsyncStore.send_round`).
+        won, waiter.last = await self._store.claim_parked(interaction, record, detail, pending_call)
         return won
 
     async def unrecorded(self, waiter: Waiter, exc: StoreError) -> None:

@@ -84,6 +84,9 @@ class Waiter:
     """Set once a parked card's private copies are posted (its end finishes them too); None when nothing is posting."""
     last: bool = False
     """A parked interaction's claim answered the last open card of its round (the store's word): continue here."""
+    round_of: str | None = None
+    """The stored 2026 call whose round this card asks for (parked or waited on): its claim is the round's
+    (`claim_parked`), which takes the round's sending when it answers the round's last card."""
 
     def woken(self) -> None:
         if self.wake is not None:

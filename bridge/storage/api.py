@@ -7,9 +7,11 @@ serves restarts and several workers:
   transaction, reporting whether this caller won. It is the one commit per decision that is synced to disk; every
   other write may be lost on a power cut and is synced by the next claim (SQLite WAL and Postgres WAL are both
   replayed as a prefix).
-- `send_round` is the other synced commit: one conditional update, just before a stored 2026 round's answers go to
-  the server, that decides who continues the round (a click's claim and a take-over may both reach for it) and
-  leaves the record, after a crash, that the server may have had it.
+- A stored 2026 round's answers go to the server once: the process that sends them is recorded first, synced, and
+  after a crash that record says the server may have had them ("sent": taken for sending). The claim that answers a
+  round's last open card records it in its own commit (`claim_parked`), so a parked decision costs one sync too;
+  `send_round` is the synced commit of the other ways to a round (a take-over, a round answered without a card), one
+  conditional update that decides who continues it (a click's claim and a take-over may both reach for it).
 - Deadlines are stored with the interaction; `take_expired` leases due cards to one worker, and the claim of the
   expiry settles ties, so a card is never expired twice.
 - Workers register and heartbeat a lease; `reap_workers` hands the open work of workers whose lease lapsed (or who
@@ -98,7 +100,7 @@ class StoreLife(Protocol):
 
     worker_id: str
     process_id: str
-    """This process among all that ran as `worker_id` (what `send_round` records)."""
+    """This process among all that ran as `worker_id` (what `send_round` and a round's last claim record)."""
 
     @property
     def shared(self) -> bool:
@@ -164,7 +166,9 @@ class CardStore(Protocol):
                            pending_call: str) -> tuple[bool, bool]:
         """`claim` for a card of a stored 2026 call's round: (won, last). `last`: this claim won and answered the
         round's last open card while the call is still stored; the call then belongs to this worker, which continues
-        it. Exactly one claim of a round is last, across workers. One durable commit, as `claim`."""
+        it, and the round's sending is recorded as this process's (as `send_round` would: the process may send it
+        without asking again). Exactly one claim of a round is last, across workers. One durable commit, as
+        `claim`."""
         ...
 
     async def mark_shown(self, interaction_id: str) -> None:
@@ -252,7 +256,14 @@ class PendingCallStore(Protocol):
         `PendingCall.created_at`) to the server now: True if it may, False if another process sent it (or the round
         is no longer the stored one, or the call ended). One atomic statement, so exactly one worker continues a
         round whoever else (a click's claim, a take-over) reaches for it. `taking_from`: the process that sent it
-        before, which died (a take-over that re-sends, for servers that allow it)."""
+        before, which died (a take-over that re-sends, for servers that allow it). A round this process's own claim
+        took (`claim_parked`) is its to send without a second commit; until it is sent, a clean stop
+        (`LeaseStore.give_back_rounds`) gives it back, so the next process sends it as a round never sent (a crash
+        leaves it taken: told as interrupted)."""
+        ...
+    async def release_round(self, call_id: str, round_at: float) -> None:
+        """Give back a round this process's claim took (`claim_parked`) and that it will not send now (it asks a card
+        of it again): the claim of that card takes it then. Nothing for a round taken otherwise. Not synced."""
         ...
     async def pending_call(self, call_id: str) -> PendingCall | None: ...
     async def delete_pending_call(self, call_id: str) -> None: ...
@@ -268,6 +279,13 @@ class LeaseStore(Protocol):
 
     async def reap_workers(self, *, now: float | None = None) -> Reaped:
         """Take over the open work of every worker whose lease lapsed (exactly one caller gets each)."""
+        ...
+
+    async def give_back_rounds(self) -> None:
+        """A stopping process gives back the 2026 rounds its claims took (`CardStore.claim_parked`) and it did not
+        send: whoever takes their calls over sends them as rounds never sent. Before the lease ends, so a survivor
+        reaping at once finds them given back. Not synced (lost on a power cut, they stay taken: told as
+        interrupted, never sent twice)."""
         ...
 
     def leadership(self, name: str, *, retry: float = 5.0) -> AbstractAsyncContextManager[Lease]:

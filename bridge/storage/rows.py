@@ -62,8 +62,9 @@ class PendingCall:
     """When this round was stored: interactions of this round were created at or after it. It names the round
     (`AsyncStore.send_round`)."""
     sent_by: str | None = None
-    """The process that sent this round's answers to the server (`AsyncStore.send_round`), if one did: the server may
-    have run the call, and no result was recorded."""
+    """The process that took this round's answers to send them to the server (`AsyncStore.send_round`, or the claim
+    that answered its last card: `AsyncStore.claim_parked`), if one did: once that process is gone the server may
+    have run the call (it may also have died just before sending), and no result was recorded."""
     approval: str | None = None
     """What let the call run, if a person approved it: the id of the tool card they accepted, or of their standing
     grant. A call continued after a restart carries a receipt of that approval again (`bridge.calls.resume`)."""

@@ -75,6 +75,9 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         self._chains = 1 if driver.exclusive else AUDIT_CHAINS
         self.process_id = f"{worker_id}/{uuid.uuid4().hex[:12]}"
         """This process among all that ever ran as `worker_id` (a restart under the same id is another one)."""
+        self._taken: dict[str, float] = {}
+        """Rounds this process's claims took for sending (`claim_parked`) and did not send yet (`send_round`), by call
+        id: sending one needs no second commit, and a clean stop gives the rest back."""
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
@@ -112,9 +115,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         return self._db.durable_commits
 
     async def aclose(self) -> None:
-        """Close the store; a clean stop signs the audit chain's head first (`bridge.storage.checkpoints`)."""
+        """Close the store; a clean stop gives back the rounds it took and did not send (`give_back_rounds`), and
+        signs the audit chain's head (`bridge.storage.checkpoints`)."""
         try:
             with anyio.CancelScope(shield=True):
+                await self.give_back_rounds()  # done already if a fleet stopped first (`Fleet.stopped`)
                 await self._checkpoints.make()
         finally:
             await self._db.aclose()
@@ -251,19 +256,26 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             decide,
             Step("UPDATE pending_calls SET worker = worker WHERE id = ?", (pending_call,), guarded=True),
             *append,
-            # Only a card of the stored round answers it (one of an earlier round is merely retired).
-            Step(f"UPDATE pending_calls SET worker = ? WHERE id = ? AND NOT {rest_open} AND"
-                 " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at RETURNING id",
-                 (self.worker_id, pending_call, interaction.id), guarded=True),
+            # Only a card of the stored round answers it (one of an earlier round is merely retired). The claim that
+            # answers it also takes the round's sending for this process (as `send_round` would, in this same synced
+            # commit: a decision costs one sync, as a legacy one does). From here the store says the server may have
+            # had the round: a crash before the answers go out leaves it taken by a dead process, which a take-over
+            # treats as sent (tells, or re-sends for `on_interrupt: resend`), never as a round to send on its own.
+            # (No round is sent with a card of it open, so whoever took it before, if anyone, has not sent it: a
+            # process that asked a card again after taking the round.)
+            Step(f"UPDATE pending_calls SET worker = ?, sent_by = ?, sent_at = ? WHERE id = ? AND NOT {rest_open} AND"
+                 " (SELECT created_at FROM interactions WHERE id = ?) >= pending_calls.created_at"
+                 " RETURNING created_at",
+                 (self.worker_id, self.process_id, time.time(), pending_call, interaction.id), guarded=True),
         ]
         if self._db.dialect == "postgres":
             steps.append(Step("SELECT pg_notify(?, ?)", (DECIDED_CHANNEL, interaction.id), guarded=True))
-            done = await self._db.transaction(steps, durable=True)
-            await self._appended(number, done[0].count == 1)
-            return done[0].count == 1, bool(done[-2].rows)
         done = await self._db.transaction(steps, durable=True)
         await self._appended(number, done[0].count == 1)
-        return done[0].count == 1, bool(done[-1].rows)
+        last = done[-2 if self._db.dialect == "postgres" else -1].rows
+        if last:
+            self._taken[pending_call] = float(last[0][0])
+        return done[0].count == 1, bool(last)
 
     async def mark_shown(self, interaction_id: str) -> None:
         # Written behind: lost on a crash, the card is only shown final once more.
@@ -384,6 +396,11 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         await self._db.write_behind([Step(_SAVE_PENDING, (*codec.pending_values(call, time.time()), self.worker_id))])
 
     async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
+        if self._taken.get(call_id) == round_at:
+            # Taken by this process's claim of the round's last card, in that claim's synced commit: no second one.
+            # From here it is sent (not given back by a clean stop).
+            del self._taken[call_id]
+            return True
         # One conditional update decides who continues a round, across workers and take-overs; synced like a
         # decision, since after a crash it is what says the server may have had the round.
         done = await self._db.transaction([Step(
@@ -393,12 +410,34 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             durable=True)
         return done[0].count == 1
 
+    async def release_round(self, call_id: str, round_at: float) -> None:
+        if self._taken.get(call_id) != round_at:
+            return  # not taken by a claim here, or sent already
+        del self._taken[call_id]
+        # Not synced: lost on a power cut, the round stays taken by a process that is gone, which is told as
+        # interrupted, never sent twice.
+        await self._write("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL"
+                          " WHERE id = ? AND created_at = ? AND sent_by = ?", (call_id, round_at, self.process_id))
+
+    async def give_back_rounds(self) -> None:
+        taken, self._taken = self._taken, {}
+        if not taken:
+            return
+        try:
+            await self._db.transaction([
+                Step("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL WHERE id = ? AND created_at = ?"
+                     " AND sent_by = ?", (call_id, round_at, self.process_id)) for call_id, round_at in taken.items()])
+        except StoreError as exc:
+            # Kept as taken: told as interrupted after the restart, never sent twice.
+            logger.warning("could not give back %d rounds taken and not sent: %s", len(taken), exc)
+
     async def pending_call(self, call_id: str) -> PendingCall | None:
         rows = await self._db.fetch(f"SELECT {PENDING_READ} FROM pending_calls WHERE id = ?", (call_id,))
         found = _readable(rows, codec.pending_call)
         return found[0] if found else None
 
     async def delete_pending_call(self, call_id: str) -> None:
+        self._taken.pop(call_id, None)
         await self._write("DELETE FROM pending_calls WHERE id = ?", (call_id,))
 
     async def pending_calls(self) -> list[PendingCall]:

@@ -4,6 +4,8 @@ apart, closed and audited."""
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 
@@ -147,3 +149,86 @@ async def test_of_two_workers_reaching_for_one_round_one_sends_it(pg_target: str
             tg.start_soon(send, a)
             tg.start_soon(send, b)
     assert sorted(won) == [False, True]
+
+
+async def test_the_claim_that_answers_a_round_s_last_card_takes_its_sending_in_the_same_commit(target: str) -> None:
+    async with worker(target, "w1") as store:
+        await store.save_pending_call(pending("call-1"))
+        a, b = interaction(), interaction()
+        await store.save_interaction(a, pending_call="call-1", input_key="a", parked=True)
+        await store.save_interaction(b, pending_call="call-1", input_key="b", parked=True)
+        assert await store.claim_parked(a, accepted(), "", "call-1") == (True, False)
+        before = await store.pending_call("call-1")
+        assert before is not None and before.sent_by is None  # b is still open: nobody may send the round yet
+        synced = store.durable_commits
+        assert await store.claim_parked(b, accepted(), "", "call-1") == (True, True)
+        assert store.durable_commits == synced + 1  # one synced commit: the decision, its audit row, the sending
+        taken = await store.pending_call("call-1")
+        assert taken is not None and taken.sent_by == store.process_id
+        [(sent_at,)] = await store.driver.fetch("SELECT sent_at FROM pending_calls WHERE id = 'call-1'")
+        assert sent_at is not None
+        me = store.process_id
+        # Sent by this process: the claim said so, no second commit; from here not given back even by a clean stop.
+        assert await store.send_round("call-1", taken.created_at)
+        assert store.durable_commits == synced + 1
+    # Another process (a restart, a take-over) finds the round sent by a process that is gone.
+    async with worker(target, "w1") as restarted:
+        assert not await restarted.send_round("call-1", taken.created_at)
+        assert await restarted.send_round("call-1", taken.created_at, taking_from=me)  # `on_interrupt: resend`
+
+
+async def test_a_round_taken_and_not_sent_is_given_back_by_a_clean_stop_or_when_asked_again(target: str) -> None:
+    async with worker(target, "w1") as store:
+        await store.save_pending_call(pending("call-1"))
+        card = interaction()
+        await store.save_interaction(card, pending_call="call-1", input_key="a", parked=True)
+        assert await store.claim_parked(card, accepted(), "", "call-1") == (True, True)
+        [stored] = await store.pending_calls()
+        assert stored.sent_by == store.process_id
+    # Closed before it went out (a shutdown): the next process sends it, as a round never sent.
+    async with worker(target, "w1") as restarted:
+        assert (await restarted.pending_calls())[0].sent_by is None
+        assert await restarted.send_round("call-1", stored.created_at)
+        me = restarted.process_id
+        await restarted.release_round("call-1", stored.created_at - 1)  # not this round: nothing given back
+    async with worker(target, "w1") as other:
+        await other.release_round("call-1", stored.created_at)  # given back only by the process that took it
+        assert (await other.pending_calls())[0].sent_by == me
+        # A round taken and asked again is given back by its taker.
+        await other.save_pending_call(pending("call-1"))
+        again = interaction()
+        await other.save_interaction(again, pending_call="call-1", input_key="a", parked=True)
+        assert await other.claim_parked(again, accepted(), "", "call-1") == (True, True)
+        [taken] = await other.pending_calls()
+        await other.release_round("call-1", taken.created_at)
+        assert (await other.pending_calls())[0].sent_by is None
+
+
+async def test_a_take_over_of_a_round_its_last_claim_took_never_sends_it_a_second_time(pg_target: str) -> None:
+    async with worker(pg_target, "a") as a, worker(pg_target, "b") as b:
+        await a.save_pending_call(pending("call-1"))
+        card = interaction()
+        await a.save_interaction(card, pending_call="call-1", input_key="k", parked=True)
+        await a.heartbeat(30)
+        await b.heartbeat(30)
+        # a's claim answers the round and takes its sending; a take-over racing it (b) stops at the store.
+        assert await a.claim_parked(card, accepted(), "", "call-1") == (True, True)
+        [stored] = await b.pending_calls()
+        assert not await b.send_round("call-1", stored.created_at)
+        # a dies before sending: b reaps the call, and finds its round taken by a, as if it had been sent.
+        await a.heartbeat(0, now=time.time() - 60)
+        reaped = await b.reap_workers()
+        [call] = reaped.pending_calls
+        assert reaped.workers == ("a",) and call.sent_by == a.process_id
+        assert not await b.send_round("call-1", call.created_at)  # `on_interrupt: tell`: told, not sent
+        sends: list[bool] = []
+        async with worker(pg_target, "c") as c:
+            # `on_interrupt: resend`: re-sent on purpose, by exactly one of those reaching for it at once.
+            async def resend(store: SqlStore) -> None:
+                sends.append(await store.send_round("call-1", call.created_at, taking_from=call.sent_by))
+
+            with anyio.fail_after(patient(20)):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(resend, b)
+                    tg.start_soon(resend, c)
+    assert sorted(sends) == [False, True]
