@@ -43,6 +43,9 @@ REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
 
 AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key of audit chain 0: "mcpbrid" + 3; chain n's is this + n
 AUDIT_CHAINS = 16
+LEASE_MARGIN = 1.0
+"""Seconds a worker's lease must still run for it to send a round its own claim took without asking the store again
+(`send_round`): room for clocks a little apart between the machines of a fleet."""
 """Audit chains a shared store (Postgres) spreads rows over. Each chain's appends wait for one another (to their
 synced commit), those of different chains do not: with one chain every decision of every worker waited for the one
 before it to be synced. 16 is above the connections a worker's pool holds (10), so the decisions of one worker rarely
@@ -78,6 +81,8 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         self._taken: dict[str, float] = {}
         """Rounds this process's claims took for sending (`claim_parked`) and did not send yet (`send_round`), by call
         id: sending one needs no second commit, and a clean stop gives the rest back."""
+        self._lease_until = 0.0
+        """Until when this worker's lease runs, as its last heartbeat wrote it."""
 
     async def start(self, lease: float) -> None:
         """Bring the schema up to date and register this worker. Open work recorded under this worker's id is an
@@ -397,10 +402,13 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
 
     async def send_round(self, call_id: str, round_at: float, *, taking_from: str | None = None) -> bool:
         if self._taken.get(call_id) == round_at:
-            # Taken by this process's claim of the round's last card, in that claim's synced commit: no second one.
-            # From here it is sent (not given back by a clean stop).
-            del self._taken[call_id]
-            return True
+            del self._taken[call_id]  # from here it is sent (not given back by a clean stop)
+            if self._leased():
+                # Taken by this process's claim of the round's last card, in that claim's synced commit: no second.
+                return True
+        # Otherwise (and for a round taken here while this worker's lease lapsed: a stall longer than the lease, in
+        # which a survivor may have taken the round over and sent it) the store decides, as below; a round still
+        # taken by this process is its to send.
         # One conditional update decides who continues a round, across workers and take-overs; synced like a
         # decision, since after a crash it is what says the server may have had the round.
         done = await self._db.transaction([Step(
@@ -446,8 +454,14 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
 
     # -- workers -----------------------------------------------------------------------------------------------------
 
+    def _leased(self) -> bool:
+        """Whether no other worker can have taken this one's work over: the only process (an exclusive store), or
+        its lease holds for a while yet (a margin for clocks a little apart between machines)."""
+        return self._db.exclusive or time.time() + LEASE_MARGIN < self._lease_until
+
     async def heartbeat(self, lease: float, *, now: float | None = None) -> None:
         now = time.time() if now is None else now
+        self._lease_until = now + lease
         await self._write("INSERT INTO workers (id, started_at, heartbeat_at, lease_until) VALUES (?,?,?,?)"
                           " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
                           " lease_until = excluded.lease_until", (self.worker_id, now, now, now + lease))

@@ -232,3 +232,21 @@ async def test_a_take_over_of_a_round_its_last_claim_took_never_sends_it_a_secon
                     tg.start_soon(resend, b)
                     tg.start_soon(resend, c)
     assert sorted(sends) == [False, True]
+
+
+async def test_a_worker_that_stalled_past_its_lease_asks_the_store_before_sending_a_round_its_claim_took(
+        pg_target: str) -> None:
+    async with worker(pg_target, "a") as a, worker(pg_target, "b") as b:
+        await a.save_pending_call(pending("call-1"))
+        card = interaction()
+        await a.save_interaction(card, pending_call="call-1", input_key="k", parked=True)
+        await b.heartbeat(30)
+        await a.heartbeat(30)
+        assert await a.claim_parked(card, accepted(), "", "call-1") == (True, True)
+        # a stalls longer than its lease (its last heartbeat ran out a minute ago) before sending: b takes the call
+        # over and, as `on_interrupt: resend` asks, sends the round itself.
+        await a.heartbeat(30, now=time.time() - 90)
+        [call] = (await b.reap_workers()).pending_calls
+        assert await b.send_round("call-1", call.created_at, taking_from=call.sent_by)
+        # a wakes up: the round its claim took is no longer its to send.
+        assert not await a.send_round("call-1", call.created_at)
