@@ -11,11 +11,12 @@
   guarded step its job's first count, parameters made from the rows before). Each statement was a round trip to a
   server process on the same cores; a claim now takes three, a transaction of independent steps one.
 - **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card's reference, a card
-  shown final, a 2026 call's round), as with SQLite: queued without a round trip and committed in batches by
-  `upkeep`, in the background as they come (those queued while a batch is in flight make the next), so that other
-  workers see them within a round trip or so; any later transaction or read of this process starts only once those
-  queued before it are committed (a card's row needs its round's, a read must see them), and closing commits the
-  rest. A crash of the process can lose the last of them, never a decision (a claim is its own synced transaction).
+  shown final, a 2026 call's round), as with SQLite: queued without a round trip; a transaction that follows at
+  once carries them in front of its own steps (a 2026 round and its first card: one commit), else `upkeep` commits
+  them in batches in the background (those queued while a batch is in flight make the next), so that other workers
+  see them within a round trip or so. A later transaction or read of this process starts only once those queued
+  before it are committed (a card's row needs its round's, a read must see them); closing commits the rest. A crash
+  of the process can lose the last of them, never a decision (a claim is its own synced transaction).
 - Notifications and leadership each hold a dedicated connection outside the pool (a session-level `LISTEN` or
   advisory lock must stay on one session).
 - psycopg errors are translated to `StoreError` here, once; the URL's password never reaches a message.
@@ -168,26 +169,54 @@ class PostgresDriver:
     async def transaction(self, steps: Sequence[Step], *, durable: bool = False) -> list[Done]:
         self._check_open()
         started = time.perf_counter()
-        if self._asked != self._written:
+        carried = self._take_along(steps, durable)
+        if not carried and self._asked != self._written:
             await self.flush()  # a later write commits after the jobs written behind before it
         # Shielded: a write, once sent, finishes and reports, so a cancelled caller never half-knows its outcome.
         with anyio.CancelScope(shield=True):
-            async with self._connection() as conn:
-                if len(steps) == 1 and not durable:
-                    done = [await _run(conn, steps[0], [])]  # autocommit: one round trip
-                elif any(_SCHEMA_CHANGE(step.sql) for step in steps):
-                    done = await _one_by_one(conn, steps)
-                else:
-                    done = (await _pipelined(conn, [steps], durable))[0]
+            done = await self._carrying(carried, steps) if carried else await self._alone(steps, durable)
         self.commits += 1
         if durable and any(d.count > 0 for d in done):
             self.durable_commits += 1
         observe.store_committed(started)
         return done
 
+    def _take_along(self, steps: Sequence[Step], durable: bool) -> list[Sequence[Step]]:
+        """The jobs written behind that this transaction carries in front of its own steps (committed with them,
+        without a transaction or a round trip of their own): all those queued, when no batch is in flight. Not in
+        a decision's transaction (whoever waits for the jobs would wait for its sync too), nor a schema change's."""
+        if durable or self._behind is not None or not self._queued or len(self._queued) > MAX_BATCH \
+                or any(_SCHEMA_CHANGE(step.sql) for step in steps):
+            return []
+        carried, self._queued = self._queued, []
+        self._behind = anyio.Event()
+        return carried
+
+    async def _carrying(self, carried: list[Sequence[Step]], steps: Sequence[Step]) -> list[Done]:
+        try:
+            try:
+                async with self._connection() as conn:
+                    return (await _pipelined(conn, [*carried, steps], durable=False))[-1]
+            except StoreError:
+                # A job or this transaction failed, and rolled the rest back with it: the jobs again on their own
+                # (only a failing one is lost, and logged), then this transaction alone (its failure is its caller's).
+                await self._commit_each(carried)
+                return await self._alone(steps, durable=False)
+        finally:
+            self._batch_ended(len(carried))
+
+    async def _alone(self, steps: Sequence[Step], durable: bool) -> list[Done]:
+        async with self._connection() as conn:
+            if len(steps) == 1 and not durable:
+                return [await _run(conn, steps[0], [])]  # autocommit: one round trip
+            if any(_SCHEMA_CHANGE(step.sql) for step in steps):
+                return await _one_by_one(conn, steps)
+            return (await _pipelined(conn, [steps], durable))[0]
+
     async def write_behind(self, steps: Sequence[Step]) -> None:
-        """Queued, without a round trip: committed in a batch by `upkeep` at once, or before the next transaction or
-        read starts, at `flush` or at close, whichever comes first."""
+        """Queued, without a round trip: carried by this process's next transaction if one starts before `upkeep`
+        takes it (in front of its steps, in its commit), else committed in a batch by `upkeep`, before the next
+        transaction or read starts, at `flush` or at close, whichever comes first."""
         self._check_open()
         self._queued.append(steps)
         self._asked += 1
@@ -202,7 +231,8 @@ class PostgresDriver:
 
     async def upkeep(self) -> None:
         """Commit the jobs written behind as they come, in the background (those queued while a batch is in flight
-        make the next one), so that no later transaction or read has to carry them. Runs until cancelled."""
+        make the next one), so that other workers see them soon and no later transaction waits for them. Runs until
+        cancelled."""
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
@@ -221,17 +251,23 @@ class PostgresDriver:
             except StoreError as exc:
                 if len(batch) == 1:
                     logger.error("a store write nobody waited on failed: %s", exc)
-                    return
-                # One failing job rolled its whole batch back: each again on its own, so only that one is lost.
-                for job in batch:
-                    try:
-                        await self._commit([job])
-                    except StoreError as exc_alone:
-                        logger.error("a store write nobody waited on failed: %s", exc_alone)
+                else:  # one failing job rolled its whole batch back: each again on its own, so only that one is lost
+                    await self._commit_each(batch)
         finally:
-            self._written += len(batch)
-            self._behind.set()
-            self._behind = None
+            self._batch_ended(len(batch))
+
+    def _batch_ended(self, jobs: int) -> None:
+        assert self._behind is not None
+        self._written += jobs
+        ended, self._behind = self._behind, None
+        ended.set()
+
+    async def _commit_each(self, jobs: list[Sequence[Step]]) -> None:
+        for job in jobs:
+            try:
+                await self._commit([job])
+            except StoreError as exc:
+                logger.error("a store write nobody waited on failed: %s", exc)
 
     async def _commit(self, jobs: list[Sequence[Step]]) -> None:
         async with self._connection() as conn:

@@ -152,3 +152,30 @@ async def test_jobs_written_behind_are_read_back_committed_before_later_writes_a
         assert shown == [(1,)]
     finally:
         await other.close()
+
+
+async def test_a_2026_round_rides_its_first_cards_commit_and_a_failed_one_refuses_the_card(
+        pg_store: SqlStore, caplog: pytest.LogCaptureFixture) -> None:
+    """The round written behind costs no transaction of its own: the first card's, which needs its row, carries it
+    in one commit. If the round's write fails, the card's own write still runs on its own and is refused (no card
+    for a call nobody could continue), and the failure is logged."""
+    driver = pg_store.driver
+    assert isinstance(driver, PostgresDriver)
+    commits = driver.commits
+    await pg_store.save_pending_call(pending("call-1"))
+    card = interaction()
+    await pg_store.save_interaction(card, pending_call="call-1", input_key="k", parked=True)
+    assert driver.commits == commits + 1  # one transaction carried both
+    stored = await pg_store.interaction(card.id)
+    assert stored is not None and stored.pending_call == "call-1"
+
+    await driver.write_behind([Step("INSERT INTO pending_calls (id) VALUES ('call-2')")])  # NOT NULL columns
+    refused = interaction()
+    with pytest.raises(StoreError, match="call-2 is not on record"):
+        await pg_store.save_interaction(refused, pending_call="call-2", input_key="k", parked=True)
+    assert "a store write nobody waited on failed" in caplog.text
+    assert await pg_store.interaction(refused.id) is None
+    # A job that fails beside a transaction that works: the transaction still commits.
+    await driver.write_behind([Step("INSERT INTO nowhere VALUES (1)")])
+    await pg_store.set_setting(ROOM, "k", "v")
+    assert await pg_store.setting(ROOM, "k") == "v"
