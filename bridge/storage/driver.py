@@ -64,7 +64,7 @@ class Driver(Protocol):
 
     async def write_behind(self, steps: Sequence[Step]) -> None:
         """Run the steps in a transaction the caller need not wait for: committed before any later transaction and
-        any read, and soon (`upkeep`) otherwise; a failure is logged. Engines without a cheaper way just run it."""
+        any read, and soon (`upkeep`) otherwise, and at close; a failure is logged."""
         ...
 
     async def flush(self) -> None:
