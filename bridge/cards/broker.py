@@ -47,6 +47,7 @@ from bridge.cards.broker_tasks import BrokerTasks
 from bridge.cards.card_updates import CardUpdates
 from bridge.cards.deciding import Deciding
 from bridge.cards.ending import Ending
+from bridge.cards.final_updates import WORKERS, FinalUpdates
 from bridge.cards.forwarding import Elsewhere
 from bridge.cards.held import Handoff
 from bridge.cards.open_cards import OpenCards
@@ -81,7 +82,9 @@ class Broker:
         self._tasks = BrokerTasks()
         self._ending = Ending(store, cards, self._held, self._tasks, watch)
         self._parked = ParkedCards(store, port_for, self._held, self._ending, self._tasks, watch)
-        self._asking = Asking(store, port_for, cards, routing, watch, self._held, self._ending, self._parked)
+        self._finals = FinalUpdates(self._ending.show_end)
+        self._asking = Asking(store, port_for, cards, routing, watch, self._held, self._ending, self._parked,
+                              self._finals)
         self._takeover = Takeover(self._held, self._ending, self._tasks)
         elsewhere = Elsewhere(store, watch, self._ending.finish_stored, self._tasks.continue_elsewhere) \
             if watch is not None else None
@@ -93,6 +96,8 @@ class Broker:
         `handoff`: where ended parked cards go (`handoff_stream`), to the calls layer that continues their calls
         (the stream is its runner's to close)."""
         async with self._tasks.running(handoff):
+            for _ in range(WORKERS):
+                await self._tasks.keep(self._finals.run)
             task_status.started()
             await self._ending.deadlines.run()
 
