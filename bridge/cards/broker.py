@@ -102,7 +102,10 @@ class Broker:
             await self._ending.deadlines.run()
 
     async def stop_handing_on(self) -> None:
+        """Shutdown: hand on the decisions being recorded now, then let the cards' final updates asked for so far
+        be done while the chat adapters still serve."""
         await self._tasks.stop_handing_on()
+        await self._finals.settled()
 
     # -- asking --------------------------------------------------------------------------------------------------
 

@@ -35,6 +35,9 @@ class FinalUpdates:
         self._idle: list[anyio.Event] = []
         """One event per worker waiting for work (made only while it waits)."""
         self._workers = 0
+        self._busy = 0
+        self._settled: anyio.Event | None = None
+        """Made only while someone waits for the queue to empty (`settled`)."""
 
     async def show(self, waiter: Waiter, final: Outcome) -> None:
         """Bring `waiter`'s card to `final` soon (queued; at once in this task when no worker runs). Never raises
@@ -46,15 +49,21 @@ class FinalUpdates:
         if self._idle:
             self._idle.pop().set()
 
+    async def settled(self) -> None:
+        """Wait until every final update asked for so far is done (shutdown: while the chat adapters still serve)."""
+        while self._workers and (self._busy or self._queue):
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """One worker, until cancelled; then it finishes what is queued (bounded)."""
         self._workers += 1
         task_status.started()
         try:
             while True:
-                if self._queue:
+                while self._queue:
                     await self._one(*self._queue.popleft())
-                    continue
                 wake = anyio.Event()
                 self._idle.append(wake)
                 try:
@@ -71,14 +80,23 @@ class FinalUpdates:
                         await self._one(*self._queue.popleft())
             finally:
                 self._workers -= 1
-                if not self._workers and self._queue:
-                    logger.warning("%d card(s) left without their final state; shown after the restart",
-                                   len(self._queue))
-                    self._queue.clear()
+                if not self._workers:
+                    if self._queue:
+                        logger.warning("%d card(s) left without their final state; shown after the restart",
+                                       len(self._queue))
+                        self._queue.clear()
+                    if self._settled is not None:
+                        self._settled.set()
 
     async def _one(self, waiter: Waiter, final: Outcome) -> None:
+        self._busy += 1
         try:
             await self._show(waiter, final)
         except Exception:
             # The top of a broker task: one card failing must not stop the others' final updates.
             logger.exception("bringing card %s to its final state failed", waiter.interaction.id)
+        finally:
+            self._busy -= 1
+            if self._settled is not None and not (self._busy or self._queue):
+                self._settled.set()
+                self._settled = None
