@@ -1,8 +1,8 @@
 """How a card held here ends: its outcome claimed in memory (`settle`, the first writer wins), then durably (`end`,
-`AsyncStore.claim` or `claim_parked`), its card brought to that final state and marked shown. A claim the store
-refuses is undone in memory (`unrecorded`): the card opens again. A parked card's end runs in a task of the broker's
-own (`BrokerTasks`), which hands the outcome on to the calls layer (`ParkedEnded`); its deadline is kept here too, in
-the broker's one timer (`Deadlines`).
+`AsyncStore.claim` or `claim_parked`), then, without holding up the answer, its card brought to that final state
+and marked shown (`show_end`). A claim the store refuses is undone in memory (`unrecorded`): the card opens again. A
+parked card's end runs in a task of the broker's own (`BrokerTasks`), which hands the outcome on to the calls layer
+(`ParkedEnded`); its deadline is kept here too, in the broker's one timer (`Deadlines`).
 """
 
 from __future__ import annotations
