@@ -87,6 +87,7 @@ class FinalUpdates:
                         self._queue.clear()
                     if self._settled is not None:
                         self._settled.set()
+                        self._settled = None
 
     async def _one(self, waiter: Waiter, final: Outcome) -> None:
         self._busy += 1
