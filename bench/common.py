@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ElicitRequestFormParams, InputRequiredResult, TextContent
 
 from bridge.cli.demo.server import ask
-from bridge.door.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, MessageRef
+from bridge.door.model import Actor, CardRef, ConversationKey, DecisionIn, Interaction, MessageRef, Outcome
 from bridge.host import Host
 from bridge.safety.limits import Limits
 from tests.harness.hosts import FakeChatPort
@@ -126,10 +126,12 @@ class AnsweringPort(ResultsPort):
     """A chat port whose person answers every card the moment it is posted: `post_card` schedules
     `host.decide(accept)` in the bench's task group, so the round trip has no think time and no sleeps."""
 
-    def __init__(self, actor: Actor, content: Mapping[str, Any]) -> None:
+    def __init__(self, actor: Actor, content: Mapping[str, Any], *, finish_delay: float = 0.0) -> None:
         super().__init__()
         self._actor = actor
         self._content = dict(content)
+        self._finish_delay = finish_delay
+        """Seconds each final card update takes (a real chat.update: 0.1–0.3 s), instead of the fake's none."""
         self._host: Host | None = None
         self._tg: TaskGroup | None = None
         self.refused = 0
@@ -142,6 +144,11 @@ class AnsweringPort(ResultsPort):
         assert self._tg is not None, "bind() the port before use"
         self._tg.start_soon(self._decide, interaction.id)
         return ref
+
+    async def finish_card(self, ref: CardRef, interaction: Interaction, outcome: Outcome) -> None:
+        if self._finish_delay:
+            await anyio.sleep(self._finish_delay)  # the platform's round trip, modelled
+        await super().finish_card(ref, interaction, outcome)
 
     async def _decide(self, interaction_id: str) -> None:
         assert self._host is not None

@@ -100,13 +100,13 @@ class Sides:
 
 @asynccontextmanager
 async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path,
-                profiled: int = 0) -> AsyncIterator[Sides]:
+                profiled: int = 0, finish_delay: float = 0.0) -> AsyncIterator[Sides]:
     """A host on its own store and a bare client, on one server, for `warmup + rounds + profiled` rounds of
-    `mode`."""
+    `mode`; each final card update takes `finish_delay` seconds."""
     protocol, park = MODES[mode]
     server = bench_server()
     store = await open_store(":memory:" if store_kind == "memory" else tmp / f"bridge-{mode.replace(' ', '-')}.db")
-    port = AnsweringPort(ALICE, ANSWER)
+    port = AnsweringPort(ALICE, ANSWER, finish_delay=finish_delay)
     limits = bench_limits(warmup + rounds + profiled)  # one form per round, all within a minute
     host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
     try:
@@ -135,9 +135,10 @@ async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path,
         await store.aclose()
 
 
-async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path, profiled: int = 0) -> Row:
+async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path, profiled: int = 0,
+                  finish_delay: float = 0.0) -> Row:
     out = Row(mode, store_kind)
-    async with sides(mode, store_kind, rounds, warmup, tmp, profiled) as two:
+    async with sides(mode, store_kind, rounds, warmup, tmp, profiled, finish_delay) as two:
         for i in range(warmup + rounds):
             order = [("bridge", two.via_bridge), ("bare", two.via_bare)]
             if i % 2:
@@ -177,9 +178,12 @@ async def main_async(args: argparse.Namespace) -> int:
     level = "NORMAL, one synced commit per decision"  # `bridge.storage.sqlite`
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         for mode, store_kind in wanted(args):
-            rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp), args.profiled))
+            rows.append(await run_row(mode, store_kind, args.rounds, args.warmup, Path(tmp), args.profiled,
+                                      args.finish_delay_ms / 1000))
     print(f"elicitation round trip: {args.rounds} rounds per side after {args.warmup} warm-up rounds; file store: "
           f"SQLite WAL, synchronous={level}")
+    if args.finish_delay_ms:
+        print(f"each final card update takes {args.finish_delay_ms:g} ms (a slow chat platform)")
     print(f"{'mode':<13} {'store':<7} {'era':<11} {'bridge med':>10} {'p90':>7} {'bare med':>9} {'p90':>7} "
           f"{'ratio med':>9} {'p90':>7} {'cpu':>7} {'target':>7}  (ms; cpu: ratio of CPU time)")
     failed = False
@@ -211,8 +215,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def parse_args(argv: list[str] | None = None, *, prog: str = "python -m bench.elicitation_roundtrip",
-               description: str = __doc__.split("\n")[0]) -> argparse.Namespace:
-    """The round-trip benches' arguments (`bench.roundtrip_segments` takes the same)."""
+               description: str = __doc__.split("\n")[0], finish_delay: bool = True) -> argparse.Namespace:
+    """The round-trip benches' arguments (`bench.roundtrip_segments` takes the same, but `--finish-delay-ms`)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--protocol", choices=["legacy", "auto", "both"], default="both",
                         help="legacy rows, 2026 rows (auto) or both (default)")
@@ -222,9 +226,13 @@ def parse_args(argv: list[str] | None = None, *, prog: str = "python -m bench.el
     parser.add_argument("--warmup", type=int, default=30, help="untimed rounds first (default 30)")
     parser.add_argument("--profiled", type=int, default=5,
                         help="rounds per side counted by a profile hook after the timed ones (default 5; 0: none)")
+    if finish_delay:
+        parser.add_argument("--finish-delay-ms", type=float, default=0.0,
+                            help="how long the fake chat takes to bring a card to its final state (default 0; a "
+                                 "real chat.update takes 100-300)")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.warmup < 0 or args.profiled < 0:
-        parser.error("--rounds must be at least 1, --warmup and --profiled at least 0")
+    if args.rounds < 1 or args.warmup < 0 or args.profiled < 0 or getattr(args, "finish_delay_ms", 0) < 0:
+        parser.error("--rounds must be at least 1, --warmup, --profiled and --finish-delay-ms at least 0")
     return args
 
 

@@ -193,7 +193,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv, prog="python -m bench.roundtrip_segments", description=__doc__.split("\n")[0])
+    args = parse_args(argv, prog="python -m bench.roundtrip_segments", description=__doc__.split("\n")[0],
+                      finish_delay=False)
     code: int = anyio.run(main_async, args, backend="asyncio")
     return code
 

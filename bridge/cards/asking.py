@@ -1,7 +1,8 @@
 """Asking: a card posted through the chat port of its conversation's platform, and waited on until a person decides
-it, it expires, or it is withdrawn. Whatever happens the card is brought to a final state in a shielded scope, except
-for durable (2026-era) interactions at shutdown: those stay open in the store and are answered after a restart. With
-`park` a durable card is posted and left to `ParkedCards` (`Parked` is raised): no task waits on it.
+it, it expires, or it is withdrawn. Whatever happens the card is brought to a final state (`FinalUpdates`: once the
+outcome is durable, and without holding up its return), except for durable (2026-era) interactions at shutdown:
+those stay open in the store and are answered after a restart. With `park` a durable card is posted and left to
+`ParkedCards` (`Parked` is raised): no task waits on it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import anyio
 
 from bridge.cards.card_updates import CardUpdates
 from bridge.cards.ending import STORE_RETRY, Ending
+from bridge.cards.final_updates import FinalUpdates
 from bridge.cards.held import Parked, Waiter
 from bridge.cards.open_cards import OpenCards
 from bridge.cards.parked import ParkedCards
@@ -24,7 +26,6 @@ from bridge.door.ports import ChatPort
 from bridge.errors import AdapterError, StoreError
 from bridge.observe import hooks as observe
 from bridge.storage.watch import DecisionWatch
-from bridge.text.presentation import already_ended
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 class Asking:
     def __init__(self, store: BrokerStore, port_for: Callable[[ConversationKey], ChatPort], cards: CardUpdates,
                  routing: Routing | None, watch: DecisionWatch | None, held: OpenCards, ending: Ending,
-                 parked: ParkedCards) -> None:
+                 parked: ParkedCards, finals: FinalUpdates) -> None:
         self._store = store
         self._port_for = port_for
         self._cards = cards
@@ -41,6 +42,7 @@ class Asking:
         self._held = held
         self._ending = ending
         self._parked = parked
+        self._finals = finals
 
     async def ask(self, interaction: Interaction, *, pending_call: str | None = None,
                   input_key: str | None = None, park: bool = False) -> Outcome:
@@ -141,11 +143,8 @@ class Asking:
                         logger.warning("could not record that interaction %s ended: %s", interaction.id, exc)
                         final = Outcome(Status.CANCELLED, reason=reason)
             if final is not None:
-                if waiter.lost and waiter.answered_early is not None:
-                    await self._cards.notify(interaction.conversation, waiter.answered_early, already_ended(final))
-                if not waiter.lost:
-                    # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
-                    await self._ending.finish_card(waiter, final)
+                # Durable: the outcome goes back now, and the card shows it right after (off this path).
+                await self._finals.show(waiter, final)
 
     async def _watch_card(self, waiter: Waiter, post_copies: bool) -> None:
         """Until an outcome is claimed: post the private copies, record approvals and show them as they come."""

@@ -11,8 +11,10 @@ server, the person is told, the card stays open and its wait goes on, so the sam
 card stays open. Whatever happens (a decision, expiry, the
 request being withdrawn, shutdown) the card is brought to a final state in a shielded scope and the outcome is
 written to the audit log, except for durable (2026-era) interactions at shutdown: those stay open in the store and
-are answered after a restart. Once the card shows its final state the store is told (`mark_shown`): a worker that
-dies between the claim and the chat edit leaves the card to whoever takes its work over (`Reaped.decided`).
+are answered after a restart. The final update comes after the outcome is answered, off the server's path
+(`final_updates`; a parked card's in its own broker task, after the hand-on). Once the card shows its final state the
+store is told (`mark_shown`): a worker that dies between the claim and the chat edit leaves the card to whoever takes
+its work over (`Reaped.decided`).
 
 Cards that need several approvers (`Interaction.required`) count each person's approval once, as its own audit row,
 and show the progress on every copy of the card; one decline or cancel by an approver ends them
@@ -23,9 +25,9 @@ A durable interaction may also be *parked* (`ask(..., park=True)`): its card (an
 `Parked`, and no task waits for it. The broker's one timer (`bridge.cards.deadlines`) keeps its deadline, and on a
 shared store the one `DecisionWatch` of this worker tells it (by id, without a task per card) of a claim made elsewhere.
 Once its decision is claimed in memory, a task of the broker's own (`run`) makes the claim durable first
-(`AsyncStore.claim_parked`), then finishes its cards and hands the outcome on (`ParkedEnded`, over the `handoff`
-stream the calls layer reads in its own tasks: it continues the call, if the store says this claim answered the
-round's last card). A claim made here that answered the last card of a round not parked here is handed on too
+(`AsyncStore.claim_parked`), then hands the outcome on (`ParkedEnded`, over the `handoff` stream the calls layer
+reads in its own tasks: it continues the call, if the store says this claim answered the round's last card) and
+finishes its cards. A claim made here that answered the last card of a round not parked here is handed on too
 (`RoundClaimed`): the call is this worker's to continue.
 
 The broker is a façade over one part per lifecycle, wired in its constructor: the cards held here
@@ -47,6 +49,7 @@ from bridge.cards.broker_tasks import BrokerTasks
 from bridge.cards.card_updates import CardUpdates
 from bridge.cards.deciding import Deciding
 from bridge.cards.ending import Ending
+from bridge.cards.final_updates import WORKERS, FinalUpdates
 from bridge.cards.forwarding import Elsewhere
 from bridge.cards.held import Handoff
 from bridge.cards.open_cards import OpenCards
@@ -80,7 +83,9 @@ class Broker:
         self._tasks = BrokerTasks()
         self._ending = Ending(store, cards, self._held, self._tasks, watch)
         self._parked = ParkedCards(store, port_for, self._held, self._ending, self._tasks, watch)
-        self._asking = Asking(store, port_for, cards, routing, watch, self._held, self._ending, self._parked)
+        self._finals = FinalUpdates(self._ending.show_end)
+        self._asking = Asking(store, port_for, cards, routing, watch, self._held, self._ending, self._parked,
+                              self._finals)
         self._takeover = Takeover(self._held, self._ending, self._tasks)
         elsewhere = Elsewhere(store, watch, self._ending.finish_stored, self._tasks.continue_elsewhere) \
             if watch is not None else None
@@ -96,11 +101,16 @@ class Broker:
         `handoff`: where ended parked cards go (`handoff_stream`), to the calls layer that continues their calls
         (the stream is its runner's to close)."""
         async with self._tasks.running(handoff):
+            for _ in range(WORKERS):
+                await self._tasks.keep(self._finals.run)
             task_status.started()
             await self._ending.deadlines.run()
 
     async def stop_handing_on(self) -> None:
+        """Shutdown: hand on the decisions being recorded now, then let the cards' final updates asked for so far
+        be done while the chat adapters still serve."""
         await self._tasks.stop_handing_on()
+        await self._finals.settled()
 
     # -- asking --------------------------------------------------------------------------------------------------
 

@@ -34,6 +34,12 @@ class BrokerTasks:
             finally:
                 self._tg = self._handoff = None
 
+    async def keep(self, fn: Callable[..., Coroutine[Any, Any, None]]) -> None:
+        """Start a task that lives as long as the broker runs (a worker, started once it says so: `task_status`);
+        not counted as handing a call on."""
+        assert self._tg is not None, "the broker is not running"
+        await self._tg.start(fn)
+
     def start(self, fn: Callable[[Waiter], Coroutine[Any, Any, None]], waiter: Waiter) -> None:
         if self._tg is None:
             logger.warning("parked interaction %s changed while the broker is not running", waiter.interaction.id)

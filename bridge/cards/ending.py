@@ -1,8 +1,8 @@
 """How a card held here ends: its outcome claimed in memory (`settle`, the first writer wins), then durably (`end`,
-`AsyncStore.claim` or `claim_parked`), its card brought to that final state and marked shown. A claim the store
-refuses is undone in memory (`unrecorded`): the card opens again. A parked card's end runs in a task of the broker's
-own (`BrokerTasks`), which hands the outcome on to the calls layer (`ParkedEnded`); its deadline is kept here too, in
-the broker's one timer (`Deadlines`).
+`AsyncStore.claim` or `claim_parked`), then, without holding up the answer, its card brought to that final state
+and marked shown (`show_end`). A claim the store refuses is undone in memory (`unrecorded`): the card opens again. A
+parked card's end runs in a task of the broker's own (`BrokerTasks`), which hands the outcome on to the calls layer
+(`ParkedEnded`); its deadline is kept here too, in the broker's one timer (`Deadlines`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bridge.cards.open_cards import OpenCards
 from bridge.cards.secret_answers import for_the_record
 from bridge.cards.store_roles import BrokerStore
 from bridge.door.model import Outcome, Status
+from bridge.door.ports import CLEANUP_TIMEOUT
 from bridge.errors import StoreError
 from bridge.observe import hooks as observe
 from bridge.storage import StoredInteraction
@@ -56,7 +57,7 @@ class Ending:
 
     async def _after_parked(self, waiter: Waiter) -> None:
         """A parked interaction's outcome was claimed in memory: make the claim durable (the decision's one synced
-        commit), then finish its cards and hand it on; only then may its call continue."""
+        commit), then hand it on (its call may continue) and finish its cards."""
         interaction = waiter.interaction
         assert waiter.parked is not None and waiter.outcome is not None
         expired = waiter.outcome.status is Status.EXPIRED
@@ -70,17 +71,28 @@ class Ending:
         self._held.waiters.pop(interaction.id, None)
         if self._watch is not None:
             self._watch.unfollow(interaction.id)
+        # Durable: the call may continue now; its cards are brought to their final state after, in this same task.
+        self._tasks.hand_on(ParkedEnded(*waiter.parked, final, waiter.last, interaction))
         try:
-            if waiter.posting is not None:
-                await waiter.posting.wait()  # its private copies are out: they end with the card
-            if waiter.lost and waiter.answered_early is not None:
-                await self._cards.notify(interaction.conversation, waiter.answered_early, already_ended(final))
-            if not waiter.lost:
-                await self.finish_card(waiter, final)
-            self._tasks.hand_on(ParkedEnded(*waiter.parked, final, waiter.last, interaction))
+            await self.show_end(waiter, final)
         except Exception:
-            # The top of a broker task: one call failing after its decision must not stop every card.
-            logger.exception("continuing after interaction %s failed", interaction.id)
+            # The top of a broker task: one card failing after its decision must not stop every card.
+            logger.exception("showing the end of interaction %s failed", interaction.id)
+
+    async def show_end(self, waiter: Waiter, final: Outcome) -> None:
+        """Once its end is durable, what the card shows: its final state (and its private copies'), or, if the end
+        came from elsewhere after this worker answered someone at once, a notice to them that it came too late."""
+        if waiter.posting is not None:
+            # Its private copies are still being posted: they end with the card (bounded: also at shutdown).
+            with anyio.move_on_after(CLEANUP_TIMEOUT, shield=True):
+                await waiter.posting.wait()
+        if waiter.lost:
+            if waiter.answered_early is not None:
+                await self._cards.notify(waiter.interaction.conversation, waiter.answered_early,
+                                         already_ended(final))
+        else:
+            # Whoever's claim won finishes the card: this worker, or the one that decided or expired it.
+            await self.finish_card(waiter, final)
 
     async def show_progress(self, waiter: Waiter) -> None:
         """An approval counted on a parked card (nobody waits on it): record it and show it now."""

@@ -17,7 +17,7 @@ from bridge.storage import AuditRow
 
 @dataclass(frozen=True, slots=True)
 class ParkedEnded:
-    """A parked interaction has ended: its claim is durable and (if it was this worker's) its card final. `last`: the
+    """A parked interaction has ended: its claim is durable (its card is finished right after). `last`: the
     store says every card of the call's round is answered now and this worker continues the call (exactly one worker
     is told so, whichever claimed the round's last answer)."""
 

@@ -29,10 +29,10 @@ class Takeover:
             waiter.parked = (stored.pending_call, stored.input_key)  # not `park`ed: nothing here follows it
         waiter.outcome = Outcome(status, reason=reason)
         await self._ending.end(waiter, waiter.outcome)
-        if not waiter.lost:
-            await self._ending.finish_card(waiter, waiter.final or Outcome(status, reason=reason))
         if continuing and waiter.last and waiter.parked is not None:
             await self._tasks.continue_elsewhere(waiter.parked[0])  # it answered the last card of a parked round
+        if not waiter.lost:  # durable, and its call may go on: the card shows it after
+            await self._ending.finish_card(waiter, waiter.final or Outcome(status, reason=reason))
         return not waiter.lost
 
     async def expire(self, stored: StoredInteraction) -> bool:
