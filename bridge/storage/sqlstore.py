@@ -223,10 +223,15 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             raise StoreError(f"the call {pending_call} is not on record, so its request cannot be asked")
 
     async def set_card(self, interaction_id: str, card: CardRef) -> None:
-        # Written behind: the card is already posted and answerable from its interaction; the reference is for
-        # editing it after a restart and for finding it from another worker, and a read waits for it.
-        await self._db.write_behind([Step("UPDATE interactions SET card = ? WHERE id = ?",
-                                          (codec.dump(dict(card.data)), interaction_id))])
+        # The card is already posted and answerable from its interaction; the reference is for editing it after a
+        # restart and for finding it from another worker. One process (SQLite) writes it behind: its own reads wait
+        # for it. Workers sharing a store commit it now: the next click on the card may reach another worker, which
+        # finishes the card it claimed only if it finds the reference (written behind, it was often not there yet).
+        step = Step("UPDATE interactions SET card = ? WHERE id = ?", (codec.dump(dict(card.data)), interaction_id))
+        if self._db.exclusive:
+            await self._db.write_behind([step])
+        else:
+            await self._db.transaction([step])
 
     def _claiming(self, interaction: Interaction, outcome: Outcome, detail: str) -> tuple[int, Step, list[Step]]:
         """A claim's update, and its audit row's steps (guarded: only for the claim that won). On Postgres the winner
