@@ -8,6 +8,7 @@
   batch (`AsyncBackend.run_sync_soon` of the loop's `anyio.lowlevel.current_token()`: the loop's own
   thread-safe "call soon", without waiting for it). `anyio.to_thread` per batch cost twice as much (its pool, its
   limiter, a future per call), and `anyio.from_thread.run_sync` blocks the writer until the loop has run the wake-up.
+  So a file store is used from the event loop that opened it (as every store is, by the one task group that owns it).
 - **Group commit.** The thread takes whatever is queued (up to about `MAX_BATCH` jobs) and commits it as one
   transaction, each job in its own savepoint (a failing job is rolled back alone); what queues while a batch is being
   synced is the next batch. A burst of clicks costs a few commits, not one each.
@@ -309,8 +310,8 @@ class SqliteDriver:
                 for job in batch:
                     if job.result is None:
                         job.result = StoreError(f"the store write was interrupted: {exc}")
+            self._wake(batch)  # first: the waiters are what the loop is waiting for
             _report_behind(batch)
-            self._wake(batch)
             if not ending:
                 self._keep_wal(db, wal, idle=jobs.empty())
         try:
