@@ -20,10 +20,13 @@
   keeping a second connection at FULL would save them by depending on SQLite's file layout or re-reading pages.)
 - **Checkpoints off the decision's path.** SQLite's own checkpoint (every 1000 WAL pages) runs inside whichever commit
   crosses the line, syncing the database file on that decision's path. It is off (`wal_autocheckpoint=0`); the
-  writer thread checkpoints when the WAL passes `WAL_LIMIT` bytes and nothing is queued, and then restarts the WAL at
-  once with a one-page write (the first commit of a restarted WAL syncs its header: that sync is paid there, not by
-  the next decision). Under a load that never leaves the queue empty it checkpoints anyway past `4 x WAL_LIMIT`, so
-  the WAL stays bounded; `journal_size_limit` gives the space back after a restart.
+  writer thread checkpoints when the WAL holds about `WAL_LIMIT` bytes and nothing is queued, and then restarts the
+  WAL at once with a one-page write (the first commit of a restarted WAL syncs its header: that sync is paid there,
+  not by the next decision). Python's `sqlite3` cannot tell how many pages the WAL holds (no WAL hook), so the thread
+  counts its commits and learns their pages from each checkpoint's report. The WAL file keeps its size across
+  restarts: a commit that overwrites pages in place syncs faster than one that extends the file (which also syncs
+  the file's size). Past `4 x WAL_LIMIT` (a load that never leaves the queue empty, or larger commits than counted)
+  it checkpoints even with writes waiting, and `journal_size_limit` gives that space back at the next restart.
 - **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card's reference, a 2026
   call's round, which its first card's interaction must find in the same commit or be refused):
   kept on the loop without a hop, handed to the writer with the next write, before any read, and within `BEHIND`
@@ -74,6 +77,9 @@ BEHIND = 0.05
 WAL_LIMIT = 4 * 1024 * 1024
 """Bytes of WAL past which the writer checkpoints when idle (SQLite's own default is 1000 pages, about as much)."""
 
+FRAME = 4096 + 24
+"""Bytes of WAL per page written (SQLite's default page size, and the frame's header)."""
+
 
 @dataclass(slots=True, eq=False)
 class _Job:
@@ -101,7 +107,7 @@ def _connections(path: str) -> tuple[sqlite3.Connection, sqlite3.Connection | No
     if path == MEMORY:
         return writer, None
     writer.execute("PRAGMA wal_autocheckpoint=0")  # the writer thread checkpoints between decisions (`_keep_wal`)
-    writer.execute(f"PRAGMA journal_size_limit={WAL_LIMIT // 4}")
+    writer.execute(f"PRAGMA journal_size_limit={4 * WAL_LIMIT}")
     reader = _connect(path)
     reader.execute("PRAGMA query_only=ON")
     return writer, reader
@@ -152,6 +158,8 @@ class SqliteDriver:
         self.durable_commits = 0
         self.commits = 0
         self.checkpoints = 0
+        self._commits_since_restart = 0  # the writer thread's: what the WAL holds, counted in commits
+        self._pages_per_commit = 8.0  # learned from each checkpoint; guessed high at first, to checkpoint early
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteDriver:
@@ -327,14 +335,16 @@ class SqliteDriver:
             token.backend_class.run_sync_soon(_set_done, (batch,), token.native_token)
 
     def _keep_wal(self, db: sqlite3.Connection, wal: str, *, idle: bool) -> None:
-        """Checkpoint when the WAL has grown past `WAL_LIMIT` and no write is waiting (past four times that, even
+        """Checkpoint when the WAL holds about `WAL_LIMIT` bytes and no write is waiting (past four times that, even
         then, so that it stays bounded under a load that never pauses)."""
-        try:
-            size = os.stat(wal).st_size
-        except OSError:
-            return
-        if size < WAL_LIMIT or (not idle and size < 4 * WAL_LIMIT):
-            return
+        self._commits_since_restart += 1
+        held = self._commits_since_restart * self._pages_per_commit * FRAME
+        if held < WAL_LIMIT or (not idle and held < 4 * WAL_LIMIT):
+            try:  # more pages per commit than learned so far: the file tells (it grows once the WAL passes its size)
+                if os.stat(wal).st_size <= 4 * WAL_LIMIT:
+                    return
+            except OSError:
+                return
         try:
             _, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             if frames == copied:
@@ -342,7 +352,9 @@ class SqliteDriver:
                 # A one-page write (the header's own value, unchanged) does that now, instead of the next decision.
                 version = int(db.execute("PRAGMA user_version").fetchone()[0])
                 db.execute(f"PRAGMA user_version={version}")
-        except sqlite3.Error as exc:  # tried again at the next idle moment
+                self._pages_per_commit = max(1.0, frames / self._commits_since_restart)
+                self._commits_since_restart = 0
+        except sqlite3.Error as exc:  # tried again after the next commit
             logger.warning("store checkpoint failed: %s", exc)
         self.checkpoints += 1
 
