@@ -318,8 +318,8 @@ class SqliteDriver:
                 for job in batch:
                     if job.result is None:
                         job.result = StoreError(f"the store write was interrupted: {exc}")
-            self._wake(batch)  # first: the waiters are what the loop is waiting for
-            _report_behind(batch)
+            _report_behind(batch)  # before the wake-up: whoever waited on the batch finds its failures logged
+            self._wake(batch)
             if not ending:
                 self._keep_wal(db, wal, idle=jobs.empty())
         try:
