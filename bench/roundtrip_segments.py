@@ -14,6 +14,10 @@ other code in between):
 * `bridge`: everything else: the call's own bookkeeping, request context, form, card routing, the decision's
   checks, the handoffs between the tasks.
 
+For a file store, a second table splits the store's writes: how long a round awaited them on the event loop, how long
+their batches took in the writer thread (the statements and the sync), and so what each hop to the writer and back
+cost beyond its commit.
+
 Each moment of a round is counted once, for the innermost of these it lies in (the round runs one task at a time, so
 their intervals nest in time). Means per round, in microseconds; the target's budget is what `(target - 1) x bare`
 leaves for everything the bridge adds. The instrumentation wraps a few functions and costs a few microseconds a round
@@ -93,6 +97,49 @@ def _timed_async(timeline: Timeline, category: str, fn: Callable[..., Any]) -> C
     return wrapper
 
 
+@dataclass
+class Hops:
+    """The store's writes during the rounds measured: awaited on the loop (`transaction`) and committed in the writer
+    thread (`_commit`, whichever thread runs it), in seconds, with the count of each."""
+
+    on: bool = False
+    awaited: float = 0.0
+    writes: int = 0
+    committed: float = 0.0
+    batches: int = 0
+
+
+def _hops_counted(hops: Hops, driver: Any) -> Callable[[], None]:
+    """Wrap the driver's `transaction` and its class's `_commit` (runs in the writer thread); returns the undo."""
+    transaction, commit = driver.transaction, type(driver)._commit
+
+    async def timed_transaction(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return await transaction(*args, **kwargs)
+        finally:
+            if hops.on:
+                hops.awaited += time.perf_counter() - t
+                hops.writes += 1
+
+    def timed_commit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return commit(self, *args, **kwargs)
+        finally:
+            if hops.on:
+                hops.committed += time.perf_counter() - t
+                hops.batches += 1
+
+    driver.transaction = timed_transaction
+    type(driver)._commit = timed_commit
+
+    def undo() -> None:
+        del driver.transaction
+        type(driver)._commit = commit
+    return undo
+
+
 @contextmanager
 def instrumented(timeline: Timeline, store: object, port: AnsweringPort) -> Iterator[None]:
     """Wrap the SDK's call, the bridge's callback (the time inside it is the bridge's again), the store's methods
@@ -130,21 +177,25 @@ class Row:
     bridge: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
     failures: int = 0
+    hops: Hops = field(default_factory=Hops)
 
 
 async def run_row(mode: str, store_kind: str, rounds_: int, warmup: int, tmp: Path) -> Row:
     out = Row(mode, store_kind)
     timeline = Timeline()
     async with sides(mode, store_kind, rounds_, warmup, tmp) as two:
+        driver = getattr(two.store, "driver", None)
+        undo = _hops_counted(out.hops, driver) if store_kind == "file" and driver is not None else None
         with instrumented(timeline, two.store, two.port):
             for i in range(warmup + rounds_):
                 for side in ["bridge", "bare"] if i % 2 == 0 else ["bare", "bridge"]:
                     timeline.events.clear()
                     timeline.on = side == "bridge"
+                    out.hops.on = timeline.on and i >= warmup
                     start = time.perf_counter()
                     result = await (two.via_bridge() if side == "bridge" else two.via_bare())
                     end = time.perf_counter()
-                    timeline.on = False
+                    timeline.on = out.hops.on = False
                     if not answered(result):
                         out.failures += 1
                     if i < warmup:
@@ -156,6 +207,8 @@ async def run_row(mode: str, store_kind: str, rounds_: int, warmup: int, tmp: Pa
                     for category, seconds in timeline.split(start, end).items():
                         out.parts[category].append(seconds)
                 two.port.forget()
+        if undo is not None:
+            undo()
     return out
 
 
@@ -180,6 +233,15 @@ def report(rows: list[Row]) -> bool:
         if r.failures:
             failed = True
             print(f"  ! {r.failures} round(s) did not return the answer", file=sys.stderr)
+    hopped = [r for r in rows if r.hops.writes]
+    if hopped:
+        print("The file store's awaited writes, per round (µs): awaited on the loop, committed in the writer thread, "
+              "and per write what the hop added beyond its commit.")
+        print(f"{'mode':<13} {'writes':>7} {'batches':>8} {'awaited':>8} {'in thread':>10} {'per hop':>8}")
+        for r in hopped:
+            h, n = r.hops, len(r.bridge)
+            print(f"{r.mode:<13} {h.writes / n:>7.2f} {h.batches / n:>8.2f} {us(h.awaited / n):>8} "
+                  f"{us(h.committed / n):>10} {us((h.awaited - h.committed) / h.writes):>8}")
     return not failed
 
 

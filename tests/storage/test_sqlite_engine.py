@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -17,6 +18,7 @@ import pytest
 from bridge.door.model import CardRef
 from bridge.errors import StoreError, StoreLocked
 from bridge.storage import SqlStore, open_store
+from bridge.storage import sqlite as sqlite_engine
 from bridge.storage.driver import Step
 from bridge.storage.sqlite import SqliteDriver
 from tests.harness.hosts import ROOM, patient
@@ -262,7 +264,7 @@ async def test_an_in_memory_store_works_through_its_one_connection() -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_the_sqlite_engine_runs_on_trio_too(tmp_path: Path) -> None:
-    """Plain anyio (threads, events), so the core's trio tests can use it."""
+    """Plain anyio (its writer thread wakes the loop through anyio's token), so the core's trio tests can use it."""
     store = await open_store(tmp_path / "bridge.db")
     try:
         items = [interaction() for _ in range(10)]
@@ -278,5 +280,112 @@ async def test_the_sqlite_engine_runs_on_trio_too(tmp_path: Path) -> None:
                 tg.start_soon(claim, n)
         assert wins.count(True) == 10
         assert await store.open_interactions() == []
+        last = interaction()
+        await store.save_interaction(last)
+        with anyio.CancelScope() as scope:  # the thread wakes a trio task as well, and a queued write still ends
+            scope.cancel()
+            assert await store.claim(last, accepted()) is True
+        stored = await store.interaction(last.id)
+        assert stored is not None and stored.outcome == accepted()
+    finally:
+        await store.aclose()
+
+
+def writer_threads(path: Path) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"sqlite writer {path}"]
+
+
+async def test_the_writer_thread_is_started_by_open_and_joined_by_aclose(tmp_path: Path) -> None:
+    """The thread that runs every write belongs to the store: `aclose` commits what was queued, then the thread
+    closes its connection and ends; nothing is left behind."""
+    path = tmp_path / "bridge.db"
+    store = await open_store(path)
+    [thread] = writer_threads(path)
+    assert thread.is_alive()
+    item = interaction()
+    await store.save_interaction(item)
+    await store.set_card(item.id, CardRef(item.id, {"ts": "1.2"}))  # written behind: committed by `aclose`
+    await store.aclose()
+    assert not thread.is_alive() and writer_threads(path) == []
+    assert not (tmp_path / "bridge.db-wal").exists()  # the writer's connection was the last one, and it is closed
+    with sqlite3.connect(path) as other:
+        card = other.execute("SELECT card FROM interactions WHERE id = ?", (item.id,)).fetchall()
+    assert card == [('{"ts": "1.2"}',)]
+
+
+async def test_a_read_waits_for_bookkeeping_another_write_carries(sqlite_store: SqlStore, tmp_path: Path) -> None:
+    """A write-behind job handed to the writer with someone else's write is still waited for by a read."""
+    item = interaction()
+    await sqlite_store.save_interaction(item)
+    other = sqlite3.connect(tmp_path / "bridge.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the writer waits for it: the batch stays in flight
+    try:
+        with anyio.fail_after(patient(4)):
+            async with anyio.create_task_group() as tg:
+                await sqlite_store.set_card(item.id, CardRef(item.id, {"ts": "7"}))
+                tg.start_soon(sqlite_store.set_setting, ROOM, "k", "v")  # takes the card's reference along
+                await anyio.lowlevel.checkpoint()
+
+                async def release() -> None:
+                    other.execute("COMMIT")
+
+                tg.start_soon(release)
+                stored = await sqlite_store.interaction(item.id)
+                assert stored is not None and stored.card == CardRef(item.id, {"ts": "7"})
+    finally:
+        other.close()
+
+
+async def test_no_write_pays_for_a_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's own checkpoint runs inside whichever commit crosses 1000 WAL pages, syncing the database file on
+    that write's way. Here writes of some 1500 pages leave the database file as it was: below `WAL_LIMIT`, only the
+    WAL takes them."""
+    monkeypatch.setattr(sqlite_engine, "WAL_LIMIT", 64 * 1024 * 1024, raising=False)
+    path = tmp_path / "bridge.db"
+    store = await open_store(path)
+    driver = store.driver
+    assert isinstance(driver, SqliteDriver)
+    try:
+        await driver.transaction([Step("CREATE TABLE blobs (b BLOB)")])
+        before = path.stat()
+        for n in range(300):
+            await driver.transaction([Step("INSERT INTO blobs VALUES (?)", (os.urandom(16 * 1024),))],
+                                     durable=n % 10 == 0)
+        after = path.stat()
+        assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        assert driver.checkpoints == 0
+    finally:
+        await store.aclose()
+
+
+async def test_the_wal_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of writes, one at a time and in bursts: the writer checkpoints between them, and the WAL file never
+    grows past four times `WAL_LIMIT` (and a batch)."""
+    limit = 64 * 1024
+    monkeypatch.setattr(sqlite_engine, "WAL_LIMIT", limit, raising=False)
+    path = tmp_path / "bridge.db"
+    wal = tmp_path / "bridge.db-wal"
+    store = await open_store(path)
+    driver = store.driver
+    assert isinstance(driver, SqliteDriver)
+    largest = 0
+    try:
+        await driver.transaction([Step("CREATE TABLE rows (n INTEGER, v TEXT)")])
+
+        async def write(n: int) -> None:
+            await driver.transaction([Step("INSERT INTO rows VALUES (?, ?)", (n, "x" * 300))], durable=n % 7 == 0)
+
+        with anyio.fail_after(patient(120)):
+            for n in range(2000):
+                await write(n)
+                largest = max(largest, wal.stat().st_size)
+            for burst in range(50):
+                async with anyio.create_task_group() as tg:
+                    for n in range(20):
+                        tg.start_soon(write, 10_000 + burst * 20 + n)
+                largest = max(largest, wal.stat().st_size)
+        assert largest <= 5 * limit, largest
+        assert await driver.fetch("SELECT count(*) FROM rows") == [(3000,)]
+        assert driver.checkpoints > 0
     finally:
         await store.aclose()
