@@ -10,6 +10,10 @@ Each round calls a tool that elicits a small form and is answered at once:
   posted, and the decision continues it on a pooled session; the result is reported in the conversation) and `2026
   waiting` (what the agent does: the call's task waits for the card).
 * bare: `mcp.Client(server, mode=..., elicitation_callback=...)` whose callback returns the answer.
+* floor: the same bare client whose callback first writes what any decision must (the card's row, then the claim
+  with its audit row: `save_interaction`, `claim`, in the bridge's own store) and then returns the answer: the round
+  trip of a host that did nothing but its store writes. `floor` / `bare` is the part of the ratio the store alone
+  takes, whatever the rest of the bridge does.
 
 Rounds of the two are interleaved (alternating which goes first) so drift hits both alike, once with the store in
 memory and once in a file. Prints medians and p90 in milliseconds and the bridge/bare ratios beside the targets; then,
@@ -33,6 +37,7 @@ from pathlib import Path
 import anyio
 from mcp import Client
 from mcp.client import ClientRequestContext
+from mcp.client.session import ElicitationFnT
 from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorData
 
 from bench.call_count import Calls, counted
@@ -49,12 +54,15 @@ from bench.common import (
     p90,
     quiet_logs,
 )
+from bridge.door.model import Outcome, Status
 from bridge.host import Host
 from bridge.storage import AsyncStore, open_store
 from tests.harness.hosts import ALICE, ROOM, config_for, host_for
+from tests.storage.support import interaction
 
 MODES = {"legacy": ("legacy", False), "2026 parked": ("auto", True), "2026 waiting": ("auto", False)}
-TARGETS = {"memory": 1.3, "file": 1.5}
+TARGETS = {"memory": 1.3, "file": 2.0}
+"""Bridge / bare, median (the "lean where it counts" issue: 1.3x on a `:memory:` store, 2.0x on a file)."""
 
 Round = Callable[[], Awaitable[CallToolResult | str | None]]
 """One round on one side; returns its result (a parked call's as the text it reported)."""
@@ -68,7 +76,8 @@ class Row:
     bare_era: str = ""
     bridge: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
-    cpu: dict[str, float] = field(default_factory=lambda: {"bridge": 0.0, "bare": 0.0})
+    floor: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=lambda: {"bridge": 0.0, "bare": 0.0, "floor": 0.0})
     failures: int = 0
     refused: int = 0
     calls: dict[str, list[Calls]] = field(default_factory=lambda: {"bridge": [], "bare": []})
@@ -77,6 +86,18 @@ class Row:
 
 async def _bare_answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
     return ElicitResult(action="accept", content=ANSWER)
+
+
+def _floor_answer(store: AsyncStore) -> ElicitationFnT:
+    """The bare answer after the store writes of one decision: the card's row, then the claim and its audit row."""
+    async def answer(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        card = interaction()
+        await store.save_interaction(card)
+        if not await store.claim(card, Outcome(Status.ACCEPTED, ANSWER, ALICE)):
+            return ErrorData(code=-32603, message="the claim was refused")
+        return ElicitResult(action="accept", content=ANSWER)
+
+    return answer
 
 
 async def _timed(call: Round) -> tuple[float, float, CallToolResult | str | None]:
@@ -96,6 +117,7 @@ class Sides:
     client: Client
     via_bridge: Round
     via_bare: Round
+    via_floor: Round
 
 
 @asynccontextmanager
@@ -111,6 +133,7 @@ async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path,
     host, _ = await host_for(config_for({SERVER: server}, server_protocol=protocol, limits=limits), store, port)
     try:
         async with host, Client(server, mode=protocol, elicitation_callback=_bare_answer) as client, \
+                Client(server, mode=protocol, elicitation_callback=_floor_answer(store)) as floor, \
                 anyio.create_task_group() as tg:
             port.bind(host, tg)
             # As `run` does once started: what start-up made lives as long as the process, so it is kept out of the
@@ -129,7 +152,10 @@ async def sides(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Path,
             async def via_bare() -> CallToolResult | str | None:
                 return await client.call_tool(TOOL, {})
 
-            yield Sides(host, store, port, client, via_bridge, via_bare)
+            async def via_floor() -> CallToolResult | str | None:
+                return await floor.call_tool(TOOL, {})
+
+            yield Sides(host, store, port, client, via_bridge, via_bare, via_floor)
     finally:
         gc.unfreeze()
         await store.aclose()
@@ -140,15 +166,14 @@ async def run_row(mode: str, store_kind: str, rounds: int, warmup: int, tmp: Pat
     out = Row(mode, store_kind)
     async with sides(mode, store_kind, rounds, warmup, tmp, profiled, finish_delay) as two:
         for i in range(warmup + rounds):
-            order = [("bridge", two.via_bridge), ("bare", two.via_bare)]
-            if i % 2:
-                order.reverse()
+            order = [("bridge", two.via_bridge), ("bare", two.via_bare), ("floor", two.via_floor)]
+            order = order[i % 3:] + order[:i % 3]  # each side goes first, second and third alike
             for name, call in order:
                 elapsed, cpu, result = await _timed(call)
                 if not answered(result):
                     out.failures += 1
                 if i >= warmup:
-                    (out.bridge if name == "bridge" else out.bare).append(elapsed)
+                    {"bridge": out.bridge, "bare": out.bare, "floor": out.floor}[name].append(elapsed)
                     out.cpu[name] += cpu
             two.port.forget()
         for _ in range(profiled):  # after the timed rounds: the hook slows every call it sees
@@ -185,14 +210,15 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.finish_delay_ms:
         print(f"each final card update takes {args.finish_delay_ms:g} ms (a slow chat platform)")
     print(f"{'mode':<13} {'store':<7} {'era':<11} {'bridge med':>10} {'p90':>7} {'bare med':>9} {'p90':>7} "
-          f"{'ratio med':>9} {'p90':>7} {'cpu':>7} {'target':>7}  (ms; cpu: ratio of CPU time)")
+          f"{'ratio med':>9} {'p90':>7} {'cpu':>7} {'target':>7} {'floor':>7}  (ms; cpu: ratio of CPU time; floor: "
+          "median of the bare client plus a decision's store writes, over bare)")
     failed = False
     for r in rows:
         era = r.bridge_era if r.bridge_era == r.bare_era else f"{r.bridge_era}/{r.bare_era}"
         print(f"{r.mode:<13} {r.store:<7} {era:<11} {ms(median(r.bridge)):>10} {ms(p90(r.bridge)):>7} "
               f"{ms(median(r.bare)):>9} {ms(p90(r.bare)):>7} {median(r.bridge) / median(r.bare):>8.2f}x "
               f"{p90(r.bridge) / p90(r.bare):>6.2f}x {r.cpu['bridge'] / r.cpu['bare']:>6.2f}x "
-              f"{TARGETS[r.store]:>6.1f}x")
+              f"{TARGETS[r.store]:>6.1f}x {median(r.floor) / median(r.bare):>6.2f}x")
         if r.failures or r.refused:
             failed = True
             print(f"  ! {r.failures} round(s) did not return the answer, {r.refused} decision(s) not claimed",
