@@ -6,7 +6,7 @@ another way (a take-over, a round answered without a card) is taken just before 
 A call that ends, or is stopped, is deleted from the store before its open cards are withdrawn.
 
 Taken is what the store calls sent: after a crash the server may have had it. A process killed between its claim and
-the answers reaching the server (the card's final update, a session from the pool) leaves the round taken by a dead
+the answers reaching the server (the hand-over to the calls, a pooled session) leaves the round taken by a dead
 process: whoever takes the call over tells the conversation it was interrupted, or sends it again for a server that
 allows it (`on_interrupt: resend`), as for a round that went out; never sent twice, never silent. A process that stops
 cleanly before sending gives the round back as it stops (before its lease ends), to be sent by whoever takes the

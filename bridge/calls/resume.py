@@ -18,7 +18,7 @@ audited and reported in its conversation, and the rest goes on.
   its last card) by a worker that died before the result was out may have run at the server: it is not sent again
   (at most once) unless its server says its tools may be (`on_interrupt: resend`); the conversation is told, with the
   command that runs it again. (Taken is not always sent: the worker may have died between the claim and the send,
-  the card's final update or a session from the pool in between. The store cannot tell these apart without a second
+  the hand-over to the calls or a pooled session in between. The store cannot tell these apart without a second
   synced commit per decision, so both are told as interrupted: never sent twice, never silent.) A round taken by
   this very process (a claim here answered the last card of a call held elsewhere) is this process's to send.
 - **Legacy calls**: their cards end as failed (the server session that waited for them died with its process); the
