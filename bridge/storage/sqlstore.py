@@ -43,13 +43,13 @@ REAP_LOCK = 0x6D63_7062_7269_6402  # pg advisory lock key: "mcpbrid" + 2
 
 AUDIT_LOCK = 0x6D63_7062_7269_6403  # pg advisory lock key of audit chain 0: "mcpbrid" + 3; chain n's is this + n
 AUDIT_CHAINS = 16
-LEASE_MARGIN = 1.0
-"""Seconds a worker's lease must still run for it to send a round its own claim took without asking the store again
-(`send_round`): room for clocks a little apart between the machines of a fleet."""
 """Audit chains a shared store (Postgres) spreads rows over. Each chain's appends wait for one another (to their
 synced commit), those of different chains do not: with one chain every decision of every worker waited for the one
 before it to be synced. 16 is above the connections a worker's pool holds (10), so the decisions of one worker rarely
 meet on a chain, and few enough that `audit --verify` stays short. SQLite has one writer: one chain."""
+LEASE_MARGIN = 1.0
+"""Seconds a worker's lease must still run for it to send a round its own claim took without asking the store again
+(`send_round`): room for clocks a little apart between the machines of a fleet."""
 
 T = TypeVar("T")
 
@@ -65,6 +65,9 @@ _SAVE_PENDING = (f"INSERT INTO pending_calls ({PENDING_COLUMNS}, worker)"
 _INSERT_INTERACTION = ("INSERT INTO interactions (id, conversation, status, body, pending_call, input_key, created_at,"
                        " expires_at, worker, parked)")
 _OPEN = Status.OPEN.value
+_GIVE_BACK = ("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL WHERE id = ? AND created_at = ?"
+              " AND sent_by = ?")
+"""A round this process took for sending (its claim did) and did not send, given back: as never sent."""
 
 
 class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTaskRows):
@@ -429,8 +432,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
         del self._taken[call_id]
         # Not synced: lost on a power cut, the round stays taken by a process that is gone, which is told as
         # interrupted, never sent twice.
-        await self._write("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL"
-                          " WHERE id = ? AND created_at = ? AND sent_by = ?", (call_id, round_at, self.process_id))
+        await self._write(_GIVE_BACK, (call_id, round_at, self.process_id))
 
     async def give_back_rounds(self) -> None:
         taken, self._taken = self._taken, {}
@@ -438,8 +440,7 @@ class SqlStore(TeamRows, TokenRows, RunningRows, TaskRows, SigninRows, ServedTas
             return
         try:
             await self._db.transaction([
-                Step("UPDATE pending_calls SET sent_by = NULL, sent_at = NULL WHERE id = ? AND created_at = ?"
-                     " AND sent_by = ?", (call_id, round_at, self.process_id)) for call_id, round_at in taken.items()])
+                Step(_GIVE_BACK, (call_id, round_at, self.process_id)) for call_id, round_at in taken.items()])
         except StoreError as exc:
             # Kept as taken: told as interrupted after the restart, never sent twice.
             logger.warning("could not give back %d rounds taken and not sent: %s", len(taken), exc)
