@@ -10,13 +10,14 @@
   COMMIT are sent together, and the client waits for the server only where a step needs an earlier one's outcome (a
   guarded step its job's first count, parameters made from the rows before). Each statement was a round trip to a
   server process on the same cores; a claim now takes three, a transaction of independent steps one.
-- **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card's reference, a card
-  shown final, a 2026 call's round), as with SQLite: queued without a round trip; a transaction that follows at
-  once carries them in front of its own steps (a 2026 round and its first card: one commit), else `upkeep` commits
-  them in batches in the background (those queued while a batch is in flight make the next), so that other workers
-  see them within a round trip or so. A later transaction or read of this process starts only once those queued
-  before it are committed (a card's row needs its round's, a read must see them); closing commits the rest. A crash
-  of the process can lose the last of them, never a decision (a claim is its own synced transaction).
+- **Write-behind** for bookkeeping nobody waits on (a running call's record and its end, a card shown final, a 2026
+  call's round; not a card's reference, which another worker may need at the next click), as with SQLite: queued without
+  a round trip; a transaction that follows at once carries them in front of its own steps (a 2026 round and its first
+  card: one commit), else `upkeep` commits them in batches in the background (those queued while a batch is in flight
+  make the next), so that other workers see them within a round trip or so. A later transaction or read of this process
+  starts only once those queued before it are committed (a card's row needs its round's, a read must see them); closing
+  commits the rest. A crash of the process can lose the last of them, never a decision (a claim is its own synced
+  transaction).
 - Notifications and leadership each hold a dedicated connection outside the pool (a session-level `LISTEN` or
   advisory lock must stay on one session).
 - psycopg errors are translated to `StoreError` here, once; the URL's password never reaches a message.
@@ -314,7 +315,11 @@ class PostgresDriver:
 
 
 async def _run(conn: Connection, step: Step, before: list[Done]) -> Done:
-    cur = await conn.execute(_pg(step.sql), step.values(before))
+    return await _outcome(await conn.execute(_pg(step.sql), step.values(before)))
+
+
+async def _outcome(cur: Cursor) -> Done:
+    """What a statement did: its rows, or the rows it changed."""
     if cur.description is not None:
         rows = await cur.fetchall()
         return Done(rows, len(rows))
@@ -386,11 +391,7 @@ async def _run_steps(conn: Connection, steps: Sequence[Step]) -> list[Done]:
 async def _read(waiting: list[tuple[list[Done], int, Cursor]]) -> None:
     """Put each sent step's outcome in its place, once the pipeline has synced (no round trip here)."""
     for done, index, cur in waiting:
-        if cur.description is not None:
-            rows = await cur.fetchall()
-            done[index] = Done(rows, len(rows))
-        else:
-            done[index] = Done([], cur.rowcount)
+        done[index] = await _outcome(cur)
     waiting.clear()
 
 
