@@ -35,6 +35,11 @@ from bridge.storage import PendingCall
 
 logger = logging.getLogger(__name__)
 
+POSTING = ""
+"""What `ParkedCall.waiting` holds for an input whose card is being posted: a person may answer it, and its end be
+handed on, before its posting returns (`Parked`) with the interaction's id (on a shared store, the card's reference is
+still being committed then). Never an interaction's id."""
+
 
 class Call(CallInfo, Protocol):
     @property
@@ -68,7 +73,8 @@ class ParkedCall:
     request_state: str | None
     responses: dict[str, InputResponse]
     waiting: dict[str, str]
-    """Input key -> id of its parked interaction, for the inputs of this round still waiting for a person."""
+    """Input key -> id of its parked interaction (or `POSTING`), for the inputs of this round still waiting for a
+    person."""
     driving: bool = False
     """A task is still answering other inputs of this round; it continues the call itself when it is done."""
     round_at: float = 0.0
@@ -94,16 +100,17 @@ class ParkedCalls:
         """Calls whose round waits on parked cards (and calls being continued), by call id."""
 
     async def answered(self, call_id: str, key: str, outcome: Outcome, last: bool,
-                       interaction: Interaction | None = None) -> ParkedCall | str | None:
-        """A parked card ended (its claim durable, its card final): record the answer. What to continue now, if the
-        store says this was the last open card of its round (then the call is this worker's, whoever held it): the
-        parked call, or the id of a call held by no one here (taken over meanwhile), to continue from the store.
-        `interaction`: the card's, as stored (else it is read back for the receipt)."""
+                       interaction: Interaction) -> ParkedCall | str | None:
+        """A parked card ended (its claim durable): record the answer. What to continue now, if the store says this
+        was the last open card of its round (then the call is this worker's, whoever held it): the parked call, or the
+        id of a call held by no one here (taken over meanwhile), to continue from the store. `interaction`: the
+        card's, as stored (what its receipt names)."""
         record = self.calls.get(call_id)
         if record is None:
             return call_id if last else None
         if (interaction_id := record.waiting.pop(key, None)) is not None:
-            record.responses[key] = await self._result(interaction_id, outcome, interaction)
+            # Popped before any await: the task posting this card (`POSTING`) then knows it was answered.
+            record.responses[key] = await self._result(interaction_id or interaction.id, outcome, interaction)
         if record.driving:
             return None  # the task answering the rest of this round continues the call itself
         if not last:
@@ -125,11 +132,11 @@ class ParkedCalls:
                 del record.waiting[key]
                 record.responses[key] = await receipted(self._receipts, stored.interaction, stored.outcome)
 
-    async def _result(self, interaction_id: str, outcome: Outcome, interaction: Interaction | None) -> ElicitResult:
+    async def _result(self, interaction_id: str, outcome: Outcome, interaction: Interaction) -> ElicitResult:
         """A parked card's answer, with its receipt (the card's request digest is in the store)."""
         if self._receipts is None or outcome.status is not Status.ACCEPTED:
             return to_result(outcome)
-        if interaction is not None and interaction.id == interaction_id:
+        if interaction.id == interaction_id:
             return await receipted(self._receipts, interaction, outcome)
         stored = await self._store.interaction(interaction_id)
         return await receipted(self._receipts, stored.interaction if stored else None, outcome)

@@ -46,7 +46,7 @@ from mcp.types import (
 )
 
 from bridge.calls.answer_reuse import RERUN_NOTE, Signature, answers_given, invalid_state, signature
-from bridge.calls.parked_calls import Call, ParkedCall, ParkedCalls
+from bridge.calls.parked_calls import POSTING, Call, ParkedCall, ParkedCalls
 from bridge.calls.session_death import guarded
 from bridge.calls.store_roles import RoundStore
 from bridge.cards.broker import Broker
@@ -145,6 +145,9 @@ class Rounds:
                         with self._on(session, call):
                             await self.answer(session, record, outstanding, park=park, again=asked_before)
                 if record.waiting:
+                    # Parked. A card answered while the others were being posted may have taken the round here (the
+                    # store saw no other open yet): it goes back, for the claim of the round's last card to take.
+                    await self._parked.release(record)
                     return None
                 self.parked.pop(call.id, None)
                 responses = record.responses
@@ -189,20 +192,27 @@ class Rounds:
         refusal: list[ErrorData] = []
 
         async def one(key: str, request: InputRequest, cancel: anyio.CancelScope | None) -> None:
+            parks = park and isinstance(request, ElicitRequest)
             ctx = self._audience.context(record.server, session, record.conversation, record.requester,
-                                         record.tool, pending_call=record.id, input_key=key,
-                                         park=park and isinstance(request, ElicitRequest),
+                                         record.tool, pending_call=record.id, input_key=key, park=parks,
                                          note=RERUN_NOTE if key in again else "")
+            if parks:
+                # Waiting from before its card goes out: a person may answer it before `Parked` gets here, and that
+                # answer (`ParkedCalls.answered`) is then kept, not dropped for a card not yet known here.
+                record.waiting[key] = POSTING
             token = CURRENT.set(ctx)
             try:
                 meta = request.params.meta if request.params else None
                 answer = await client_session.dispatch_input_request(
                     ClientRequestContext(session=client_session, request_id=key, meta=meta), request)
             except Parked as parked:
-                record.waiting[key] = parked.interaction_id
+                if record.waiting.get(key) == POSTING:  # else answered already (its answer is in `responses`)
+                    record.waiting[key] = parked.interaction_id
                 return
             finally:
                 CURRENT.reset(token)
+                if record.waiting.get(key) == POSTING:
+                    del record.waiting[key]  # not parked after all: answered at once, refused or failed
             if isinstance(answer, ErrorData):
                 refusal.append(answer)
                 if cancel is not None:
@@ -227,7 +237,7 @@ class Rounds:
     # -- parked calls --------------------------------------------------------------------------------------------
 
     async def answered(self, call_id: str, key: str, outcome: Outcome, last: bool,
-                       interaction: Interaction | None = None) -> ParkedCall | str | None:
+                       interaction: Interaction) -> ParkedCall | str | None:
         return await self._parked.answered(call_id, key, outcome, last, interaction)
 
     async def stop(self, call_id: str, reason: str) -> ParkedCall | None:

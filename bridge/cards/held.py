@@ -25,7 +25,7 @@ class ParkedEnded:
     input_key: str
     outcome: Outcome
     last: bool
-    interaction: Interaction | None = None
+    interaction: Interaction
     """The interaction as stored (what its receipt names), so the answer needs no read back from the store."""
 
 

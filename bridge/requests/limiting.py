@@ -125,15 +125,22 @@ class _BoundedAsker:
                 f"{interaction.server.text()} asked for more than the bridge shows at once ({why}), so it was "
                 "refused. Answer or cancel what is waiting (`pending`).")
             raise LimitExceeded(error)
-        parked = False
+        slot = (pending_call, input_key) if park and pending_call is not None and input_key is not None else None
+        if slot is not None:
+            # Counted as parked from before its card goes out: its end may be reported (`release_parked`) before
+            # `Parked` gets here, and must find it.
+            self._bounds.parked[slot] = keys
+        kept = False
         try:
             return await self._inner.ask(interaction, pending_call=pending_call, input_key=input_key, park=park)
         except Parked:
-            # The card stays open with nobody waiting: it counts until the broker reports it ended (`releasing`).
-            parked = pending_call is not None and input_key is not None
-            if parked:
-                self._bounds.parked[(pending_call or "", input_key or "")] = keys
+            # The card stays open with nobody waiting: it counts until the broker reports it ended (`release_parked`,
+            # which may have come already).
+            kept = slot is not None
             raise
         finally:
-            if not parked:
-                self._bounds.cards.release(keys)
+            if not kept:
+                if slot is None:
+                    self._bounds.cards.release(keys)
+                else:
+                    self._bounds.release_parked(*slot)

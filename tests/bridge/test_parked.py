@@ -15,13 +15,23 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ElicitRequestFormParams, InputRequiredResult
 
-from bench.common import SMALL_FORM, answer_for, bench_server, tag_of
+from bench.common import ANSWER, SERVER, SMALL_FORM, TOOL, answer_for, bench_server, tag_of
 from bridge.cli.demo.server import ask
 from bridge.config.file import ServerConfig
-from bridge.door.model import Actor, ConversationKey, DecisionIn, MessageIn, MessageRef, Status, StatusView, Verdict
+from bridge.door.model import (
+    Actor,
+    CardRef,
+    ConversationKey,
+    DecisionIn,
+    MessageIn,
+    MessageRef,
+    Status,
+    StatusView,
+    Verdict,
+)
 from bridge.host import Host
 from bridge.safety.limits import Limits
-from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, patient
+from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, host_store, patient
 from tests.servers.inline import two_forms_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.both_engines]
@@ -219,3 +229,39 @@ async def test_a_parked_calls_status_line_is_finished_once_the_call_continues() 
     # One line for the call, edited in place: it no longer says it waits once the call has gone on and ended.
     last = chat.statuses[call_id][-1]
     assert chat.posted_statuses == 1 and last.done and last.text == "done"
+
+
+async def test_a_card_answered_before_its_posting_returns_continues_its_call() -> None:
+    """A person may answer a parked card, and its claim be handed on, while the card's posting has not returned yet
+    (its reference is being written: on Postgres a commit of its own). The answer is kept and the call continues; the
+    card stops counting against the open-card bounds."""
+    config = config_for({SERVER: bench_server()})
+    store = await host_store(config)
+    host, chat = await host_for(config, store)
+    handed_on = anyio.Event()
+    answered = host.calls.rounds.answered
+
+    async def answered_then_tell(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await answered(*args, **kwargs)
+        finally:
+            handed_on.set()
+
+    set_card = store.set_card
+
+    async def set_card_until_answered(interaction_id: str, card: CardRef) -> None:
+        await set_card(interaction_id, card)
+        await handed_on.wait()  # the decision has reached the calls before the card's posting returns
+
+    host.calls.rounds.answered = answered_then_tell  # type: ignore[method-assign]
+    store.set_card = set_card_until_answered  # type: ignore[method-assign]
+    async with host, anyio.create_task_group() as tg:
+        with anyio.fail_after(patient(20)):
+            tg.start_soon(host.run_message, MessageIn(ROOM, ALICE, f"call {SERVER} {TOOL}", explicit_command=True))
+            card = await chat.wait_card()
+            decided = await host.decide(DecisionIn(card.id, ALICE, "accept", ANSWER))
+            assert decided.verdict is Verdict.CLAIMED
+            reported = await chat.wait_message(f"{SERVER}.{TOOL}:")
+    assert json.loads(reported.split("\n", 1)[1])["content"] == ANSWER
+    assert host.bounds.parked == {}
+    assert host.bounds.cards.open("conversation", ROOM.id()) == 0
