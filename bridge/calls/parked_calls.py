@@ -108,9 +108,14 @@ class ParkedCalls:
         record = self.calls.get(call_id)
         if record is None:
             return call_id if last else None
-        if (interaction_id := record.waiting.pop(key, None)) is not None:
-            # Popped before any await: the task posting this card (`POSTING`) then knows it was answered.
-            record.responses[key] = await self._result(interaction_id or interaction.id, outcome, interaction)
+        if (waited := record.waiting.get(key)) is not None:
+            result = await self._result(waited or interaction.id, outcome, interaction)
+            # Waiting until its answer is in: a task still posting this card (`POSTING`) must not go on without it.
+            # Meanwhile that task may have parked it (`POSTING` became its id), or another card's end read it from
+            # the store.
+            if record.waiting.get(key) in (waited, interaction.id):
+                del record.waiting[key]
+                record.responses[key] = result
         if record.driving:
             return None  # the task answering the rest of this round continues the call itself
         if not last:

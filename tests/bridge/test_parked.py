@@ -31,6 +31,8 @@ from bridge.door.model import (
 )
 from bridge.host import Host
 from bridge.safety.limits import Limits
+from bridge.safety.receipts.keys import ReceiptKeys, ReceiptSettings
+from bridge.safety.receipts.tokens import META_KEY as RECEIPT_KEY
 from tests.harness.hosts import ALICE, ROOM, FakeChatPort, config_for, host_for, host_store, patient
 from tests.servers.inline import two_forms_server
 
@@ -231,30 +233,45 @@ async def test_a_parked_calls_status_line_is_finished_once_the_call_continues() 
     assert chat.posted_statuses == 1 and last.done and last.text == "done"
 
 
-async def test_a_card_answered_before_its_posting_returns_continues_its_call() -> None:
+def receipt_reporting_server() -> MCPServer:
+    """`book` asks for the small form and reports what came back, and whether a receipt came with it."""
+    server = MCPServer(SERVER)
+
+    @server.tool()
+    async def book(ctx: Context) -> str | InputRequiredResult:
+        answer = await ask(ctx, "book", ElicitRequestFormParams(message="Book a table", requested_schema=SMALL_FORM))
+        if isinstance(answer, InputRequiredResult):
+            return answer
+        return json.dumps({"content": answer.content, "receipt": RECEIPT_KEY in (answer.meta or {})})
+
+    return server
+
+
+@pytest.mark.parametrize("receipts", [False, True], ids=["no receipts", "receipts"])
+async def test_a_card_answered_before_its_posting_returns_continues_its_call(receipts: bool) -> None:
     """A person may answer a parked card, and its claim be handed on, while the card's posting has not returned yet
     (its reference is being written: on Postgres a commit of its own). The answer is kept and the call continues; the
-    card stops counting against the open-card bounds."""
-    config = config_for({SERVER: bench_server()})
+    card stops counting against the open-card bounds. With receipts the answer is recorded after an await (the
+    receipt's audit row), in which the posting returns: the round still waits for it."""
+    config = config_for({SERVER: receipt_reporting_server()}, server_protocol="auto",
+                        **({"receipts": ReceiptSettings(ReceiptKeys.generate(), "test-bridge")} if receipts else {}))
     store = await host_store(config)
     host, chat = await host_for(config, store)
-    handed_on = anyio.Event()
+    answering = anyio.Event()
     answered = host.calls.rounds.answered
 
-    async def answered_then_tell(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await answered(*args, **kwargs)
-        finally:
-            handed_on.set()
+    async def tell_then_answer(*args: Any, **kwargs: Any) -> Any:
+        answering.set()
+        return await answered(*args, **kwargs)
 
     set_card = store.set_card
 
-    async def set_card_until_answered(interaction_id: str, card: CardRef) -> None:
+    async def set_card_until_answering(interaction_id: str, card: CardRef) -> None:
         await set_card(interaction_id, card)
-        await handed_on.wait()  # the decision has reached the calls before the card's posting returns
+        await answering.wait()  # the decision reaches the calls before the card's posting returns
 
-    host.calls.rounds.answered = answered_then_tell  # type: ignore[method-assign]
-    store.set_card = set_card_until_answered  # type: ignore[method-assign]
+    host.calls.rounds.answered = tell_then_answer  # type: ignore[method-assign]
+    store.set_card = set_card_until_answering  # type: ignore[method-assign]
     async with host, anyio.create_task_group() as tg:
         with anyio.fail_after(patient(20)):
             tg.start_soon(host.run_message, MessageIn(ROOM, ALICE, f"call {SERVER} {TOOL}", explicit_command=True))
@@ -262,6 +279,7 @@ async def test_a_card_answered_before_its_posting_returns_continues_its_call() -
             decided = await host.decide(DecisionIn(card.id, ALICE, "accept", ANSWER))
             assert decided.verdict is Verdict.CLAIMED
             reported = await chat.wait_message(f"{SERVER}.{TOOL}:")
-    assert json.loads(reported.split("\n", 1)[1])["content"] == ANSWER
+    assert json.loads(reported.split("\n", 1)[1]) == {"content": ANSWER, "receipt": receipts}
+    assert len(chat.cards) == 1  # asked once: the round went with its answer
     assert host.bounds.parked == {}
     assert host.bounds.cards.open("conversation", ROOM.id()) == 0
